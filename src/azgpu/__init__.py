@@ -1,0 +1,33 @@
+"""azgpu: provision Azure GPU clusters correctly the first time.
+
+    import azgpu
+    req = azgpu.build_request(profile="nd-a100-v4", name="train01", nodes=16, location="eastus")
+    spec = azgpu.validate(req)                # raises azgpu.ValidationFailed with every finding
+    plan = azgpu.build_plan(spec)
+    template = azgpu.render_arm(plan)         # dict
+    bicep = azgpu.render_bicep(plan)          # text
+
+Nothing here imports the Azure SDK; only azgpu.deploy does, when it deploys.
+"""
+
+from __future__ import annotations
+
+from .errors import AzgpuError, AzureError, Finding, InputError, NotFoundError, ProfileError, ValidationFailed
+from .images import Image
+from .images import catalog as image_catalog
+from .plan import Plan
+from .plan import build_plan
+from .profiles import Profile, Size, find_size, list_profiles, load_profile
+from .render.arm import render_arm, render_arm_parameters
+from .render.bicep import render_bicep, render_bicepparam
+from .request import Request, build_request, read_cluster_file
+from .validate import Spec, validate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AzgpuError", "AzureError", "Finding", "Image", "InputError", "NotFoundError", "Plan", "Profile", "ProfileError",
+    "Request", "Size", "Spec", "ValidationFailed", "build_request", "find_size", "image_catalog", "list_profiles",
+    "load_profile", "build_plan", "read_cluster_file", "render_arm", "render_arm_parameters", "render_bicep",
+    "render_bicepparam", "validate",
+]

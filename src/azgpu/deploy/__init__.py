@@ -1,0 +1,1 @@
+"""Deploy a Plan through the Azure SDK. The only package that imports the Azure SDK, and lazily."""

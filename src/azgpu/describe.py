@@ -1,0 +1,89 @@
+"""Profiles and images as plain data for `provision profiles ...` and `provision images list`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .images import catalog
+from .profiles import Profile, Size, cite, list_profiles
+
+
+def profile_row(profile: Profile) -> dict[str, Any]:
+    default = profile.size(profile.default_size)
+    return {
+        "id": profile.id,
+        "series": profile.series,
+        "sizes": [s.name for s in profile.sizes],
+        "gpus": f"{default.gpus} x {default.gpu_model}",
+        "infiniband": f"{default.ib_ports} x {default.ib_rate_gbps} Gb/s" if default.infiniband else "no",
+        "arch": default.arch,
+        "retired": default.retired or "",
+        "seeds": list(profile.seeds),
+    }
+
+
+def list_rows() -> list[dict[str, Any]]:
+    return [profile_row(p) for p in list_profiles()]
+
+
+def size_detail(size: Size) -> dict[str, Any]:
+    return {
+        "name": size.name,
+        "aliases": list(size.aliases),
+        "vcpus": size.vcpus,
+        "memory_gib": size.memory_gib,
+        "gpus": size.gpus,
+        "gpu_model": size.gpu_model + (f" ({size.gpu_fraction} GPU)" if size.gpu_fraction else ""),
+        "gpu_memory_gib": size.gpu_memory_gib,
+        "temp_disk_gib": size.temp_disk_gib,
+        "max_data_disks": size.max_data_disks,
+        "max_nics": size.max_nics,
+        "infiniband_ports": size.ib_ports,
+        "infiniband_gbps": size.ib_rate_gbps,
+        "source": cite(size.source),
+        "capabilities": {k: {"value": f.value, "source": cite(f.source)} for k, f in size.facts.items()},
+        "notes": size.notes,
+    }
+
+
+def profile_detail(profile: Profile) -> dict[str, Any]:
+    return {
+        "id": profile.id,
+        "series": profile.series,
+        "description": profile.description,
+        "seeds": list(profile.seeds),
+        "default_size": profile.default_size,
+        "sizes": [size_detail(s) for s in profile.sizes],
+        "images": {
+            "default": profile.default_image,
+            "recommended": list(profile.recommended_images),
+            "source": cite(profile.images_source),
+        },
+        "ofed": {k: (cite(v) if k == "source" else v) for k, v in profile.ofed.items()},
+        "nccl": {k: (cite(v) if k == "source" else v) for k, v in profile.nccl.items()},
+        "extensions_with_non_hpc_image": [
+            {"type": e.type, "publisher": e.publisher, "version": e.type_handler_version, "source": cite(e.source)}
+            for e in profile.extensions
+        ],
+        "requirements": [
+            {"rule": r.name, **{k: v for k, v in r.args.items()}, "source": cite(r.source)} for r in profile.rules
+        ],
+        "scale_set": {k: (cite(v) if k == "source" else v) for k, v in profile.scale_set.items()},
+        "discrepancies": [
+            {"seed": d.seed, "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
+            for d in profile.discrepancies
+        ],
+    }
+
+
+def image_rows(profile_id: str | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for img in catalog().values():
+        if profile_id and profile_id not in img.series:
+            continue
+        rows.append({
+            "name": img.name, "urn": img.urn, "os": img.os, "generations": list(img.generations),
+            "architecture": img.architecture, "hpc": img.hpc, "ofed": img.ofed, "cuda": img.cuda,
+            "series": list(img.series), "legacy": img.legacy, "verified": img.verified,
+        })
+    return rows

@@ -1,0 +1,129 @@
+"""Values inside plan resources that are not known until deployment.
+
+The plan holds these objects; each back end turns them into its own form: an ARM expression
+string, a Bicep expression, or (the deployer) the concrete value sent on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Resolver(Protocol):
+    """What the deployer knows at run time."""
+
+    def parameter(self, name: str) -> Any: ...
+
+    def resource_id(self, type_: str, *names: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+
+    def arm(self) -> str:
+        return f"parameters('{self.name}')"
+
+    def bicep(self) -> str:
+        return self.name
+
+    def resolve(self, r: Resolver) -> Any:
+        return r.parameter(self.name)
+
+
+@dataclass(frozen=True)
+class ResourceId:
+    """The ID of a resource the plan declares, referenced by its symbolic key."""
+
+    key: str
+    type: str
+    name: str
+
+    def arm(self) -> str:
+        return f"resourceId('{self.type}', '{self.name}')"
+
+    def bicep(self) -> str:
+        return f"{self.key}.id"
+
+    def resolve(self, r: Resolver) -> str:
+        return r.resource_id(self.type, self.name)
+
+
+@dataclass(frozen=True)
+class SubnetId:
+    """A subnet declared inline in a VNet the plan declares (index into its subnets)."""
+
+    key: str
+    vnet: str
+    subnet: str
+    index: int = 0
+
+    def arm(self) -> str:
+        return f"resourceId('Microsoft.Network/virtualNetworks/subnets', '{self.vnet}', '{self.subnet}')"
+
+    def bicep(self) -> str:
+        return f"{self.key}.properties.subnets[{self.index}].id"
+
+    def resolve(self, r: Resolver) -> str:
+        return r.resource_id("Microsoft.Network/virtualNetworks/subnets", self.vnet, self.subnet)
+
+
+@dataclass(frozen=True)
+class Format:
+    """String interpolation of literal text and parameters: '{0}' placeholders."""
+
+    template: str
+    args: tuple[Param, ...]
+
+    def arm(self) -> str:
+        return f"format('{self.template}', {', '.join(a.arm() for a in self.args)})"
+
+    def bicep(self) -> str:
+        text = self.template.replace("'", "\\'")
+        for i, a in enumerate(self.args):
+            text = text.replace("{" + str(i) + "}", "${" + a.bicep() + "}")
+        return f"'{text}'"
+
+    def resolve(self, r: Resolver) -> str:
+        return self.template.format(*(a.resolve(r) for a in self.args))
+
+
+@dataclass(frozen=True)
+class ResourceGroupLocation:
+    def arm(self) -> str:
+        return "resourceGroup().location"
+
+    def bicep(self) -> str:
+        return "resourceGroup().location"
+
+    def resolve(self, r: Resolver) -> str:
+        return r.parameter("location")
+
+
+Expr = Param | ResourceId | SubnetId | Format | ResourceGroupLocation
+EXPR_TYPES = (Param, ResourceId, SubnetId, Format, ResourceGroupLocation)
+
+
+def walk(value: Any, fn) -> Any:
+    """Copy a property tree, replacing every expression object with fn(expr)."""
+    if isinstance(value, EXPR_TYPES):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: walk(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [walk(v, fn) for v in value]
+    return value
+
+
+def references(value: Any) -> set[str]:
+    """Symbolic keys of the plan resources a property tree refers to."""
+    found: set[str] = set()
+
+    def collect(e):
+        if isinstance(e, (ResourceId, SubnetId)):
+            found.add(e.key)
+        return e
+
+    walk(value, collect)
+    return found

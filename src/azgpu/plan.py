@@ -1,0 +1,301 @@
+"""Spec -> Plan: the resources in Azure's own REST/ARM shape, shared by every back end.
+
+The ARM renderer prints these resources, the Bicep renderer prints the same objects, and the
+deployer sends the same bodies (with expressions resolved), so what is reviewed is what is
+deployed.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+from .expr import Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
+from .images import ofed_display
+from .validate import Spec
+
+NETWORK_API = "2026-03-01"  # azure-mgmt-network's default; the deployer sends the same version
+COMPUTE_API = "2026-04-01"  # azure-mgmt-compute's default for virtualMachineScaleSets
+MANAGED_BY = "azgpu"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str  # string | int | bool | array | object
+    description: str
+    default: Any = None
+    value: Any = None  # what main.parameters.json sets; None leaves it to the user
+    secure: bool = False
+
+
+@dataclass
+class Resource:
+    key: str  # symbolic name (Bicep) and the plan's handle for references
+    type: str
+    api_version: str
+    name: str
+    body: dict[str, Any]  # location, tags, sku, zones, properties: exactly the REST PUT body
+    stage: str  # nsg | vnet | scale-set: the deployer's progress label
+
+    @property
+    def depends_on(self) -> list[str]:
+        return sorted(references(self.body) - {self.key})
+
+
+@dataclass
+class Output:
+    name: str
+    type: str
+    value: Any
+
+
+@dataclass
+class Plan:
+    spec: Spec
+    parameters: list[Parameter]
+    resources: list[Resource]
+    outputs: list[Output]
+    tags: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    def resource(self, key: str) -> Resource:
+        return next(r for r in self.resources if r.key == key)
+
+    @property
+    def scale_sets(self) -> list[Resource]:
+        return [r for r in self.resources if r.stage == "scale-set"]
+
+    def waves(self) -> list[list[Resource]]:
+        """Resources grouped so each wave depends only on earlier waves (deployed in parallel)."""
+        done: set[str] = set()
+        left = list(self.resources)
+        out = []
+        while left:
+            wave = [r for r in left if set(r.depends_on) <= done]
+            if not wave:
+                raise RuntimeError("dependency cycle in plan")  # a bug in plan.py, never user input
+            out.append(wave)
+            done |= {r.key for r in wave}
+            left = [r for r in left if r.key not in done]
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "cluster": spec.names.cluster,
+            "profile": spec.profile.id,
+            "series": spec.profile.series,
+            "size": spec.size.name,
+            "nodes": spec.nodes,
+            "gpus": spec.nodes * spec.size.gpus,
+            "vcpus": spec.nodes * spec.size.vcpus,
+            "quota_family": spec.size.cap("quota_family"),
+            "image": spec.image.urn,
+            "location": spec.request.location,
+            "resource_group": spec.request.resource_group,
+            "infiniband": spec.size.infiniband,
+            "ib_domain": spec.ib_domain if spec.size.infiniband else None,
+            "scale_sets": [
+                {"name": r.name, "capacity": r.body["sku"]["capacity"]} for r in self.scale_sets
+            ],
+            "resources": [{"type": r.type, "name": r.name, "depends_on": r.depends_on} for r in self.resources],
+            "findings": [f.as_dict() for f in spec.findings],
+            "notes": self.notes,
+        }
+
+
+def cluster_tags(spec: Spec) -> dict[str, str]:
+    return {
+        **spec.request.tags,
+        "managed-by": MANAGED_BY,
+        "azgpu-cluster": spec.names.cluster,
+        "azgpu-profile": spec.profile.id,
+    }
+
+
+def cloud_init_ofed(version: str) -> str:
+    """cloud-config installing the profile's pinned OFED on an image that has none."""
+    kind, _, number = version.partition(":")
+    if kind == "doca":
+        script = (
+            f"# DOCA-OFED {number} from NVIDIA's repository (profile pin)\n"
+            ". /etc/os-release\n"
+            f"curl -fsSL https://linux.mellanox.com/public/repo/doca/{number}/${{ID}}${{VERSION_ID}}/$(uname -m)/GPG-KEY-Mellanox.pub "
+            "| gpg --dearmor -o /usr/share/keyrings/mellanox.gpg || true\n"
+            f"echo \"deb [signed-by=/usr/share/keyrings/mellanox.gpg] https://linux.mellanox.com/public/repo/doca/{number}/"
+            "${ID}${VERSION_ID}/$(uname -m)/ ./\" > /etc/apt/sources.list.d/doca.list\n"
+            "apt-get update && apt-get install -y doca-ofed\n"
+        )
+    else:
+        script = (
+            f"# MLNX_OFED {number} (profile pin)\n"
+            ". /etc/os-release\n"
+            f"pkg=MLNX_OFED_LINUX-{number}-${{ID}}${{VERSION_ID}}-$(uname -m)\n"
+            f"curl -fsSL https://content.mellanox.com/ofed/MLNX_OFED-{number}/$pkg.tgz | tar xz -C /tmp\n"
+            "/tmp/$pkg/mlnxofedinstall --add-kernel-support --force\n"
+            "/etc/init.d/openibd restart\n"
+        )
+    lines = ["#cloud-config", "runcmd:", "  - |"] + [f"    {line}" for line in script.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def _nsg(spec: Spec, tags: dict) -> Resource:
+    rules = []
+    if spec.ssh_source:
+        rules.append({
+            "name": "allow-ssh",
+            "properties": {
+                "priority": 1000,
+                "direction": "Inbound",
+                "access": "Allow",
+                "protocol": "Tcp",
+                "sourceAddressPrefix": spec.ssh_source,
+                "sourcePortRange": "*",
+                "destinationAddressPrefix": "*",
+                "destinationPortRange": "22",
+            },
+        })
+    body = {"location": Param("location"), "tags": tags, "properties": {"securityRules": rules}}
+    return Resource("nsg", "Microsoft.Network/networkSecurityGroups", NETWORK_API, spec.names.nsg, body, "nsg")
+
+
+def _vnet(spec: Spec, tags: dict) -> Resource:
+    body = {
+        "location": Param("location"),
+        "tags": tags,
+        "properties": {
+            "addressSpace": {"addressPrefixes": [spec.vnet_prefix]},
+            "subnets": [{"name": spec.names.subnet, "properties": {"addressPrefix": spec.vnet_prefix}}],
+        },
+    }
+    return Resource("vnet", "Microsoft.Network/virtualNetworks", NETWORK_API, spec.names.vnet, body, "vnet")
+
+
+def _storage_profile(spec: Spec) -> dict:
+    req, size = spec.request, spec.size
+    premium = size.cap("premium_storage")
+    os_disk: dict[str, Any] = {"createOption": "FromImage"}
+    if req.ephemeral_os_disk:
+        os_disk |= {"caching": "ReadOnly", "diffDiskSettings": {"option": "Local", "placement": "ResourceDisk"},
+                    "managedDisk": {"storageAccountType": "Standard_LRS"}}
+    else:
+        os_disk |= {"caching": "ReadWrite", "managedDisk": {"storageAccountType": "Premium_LRS" if premium else "Standard_LRS"}}
+    if req.os_disk_size_gb:
+        os_disk["diskSizeGB"] = req.os_disk_size_gb
+    profile: dict[str, Any] = {"imageReference": spec.image.reference(), "osDisk": os_disk}
+    if req.data_disks:
+        profile["dataDisks"] = [
+            {
+                "lun": lun,
+                "createOption": "Empty",
+                "diskSizeGB": req.data_disk_size_gb,
+                "caching": "None",
+                "managedDisk": {"storageAccountType": "Premium_LRS" if premium else "Standard_LRS"},
+            }
+            for lun in range(req.data_disks)
+        ]
+    return profile
+
+
+def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource, subnet: Any) -> Resource:
+    req = spec.request
+    name = spec.names.vmss(index)
+    os_profile: dict[str, Any] = {
+        "computerNamePrefix": spec.names.computer_name_prefix(index),
+        "adminUsername": Param("adminUsername"),
+        "linuxConfiguration": {
+            "disablePasswordAuthentication": True,
+            "ssh": {"publicKeys": [{
+                "path": Format("/home/{0}/.ssh/authorized_keys", (Param("adminUsername"),)),
+                "keyData": Param("sshPublicKey"),
+            }]},
+        },
+    }
+    if spec.install_ofed:
+        os_profile["customData"] = base64.b64encode(cloud_init_ofed(spec.install_ofed).encode()).decode()
+    ip_config: dict[str, Any] = {"primary": True, "subnet": {"id": subnet}}
+    if req.public_ip:
+        ip_config["publicIPAddressConfiguration"] = {"name": "public", "properties": {"idleTimeoutInMinutes": 15}}
+    nic = {
+        "name": f"{name}-nic",
+        "properties": {
+            "primary": True,
+            "enableAcceleratedNetworking": spec.accelerated_networking,
+            "networkSecurityGroup": {"id": ResourceId(nsg.key, nsg.type, nsg.name)},
+            "ipConfigurations": [{"name": "ipconfig1", "properties": ip_config}],
+        },
+    }
+    security: dict[str, Any] = {"securityType": spec.security_type}
+    if spec.security_type == "TrustedLaunch":
+        # The GPU driver extensions do not support Secure Boot (facts sheet, section 2).
+        security["uefiSettings"] = {"secureBootEnabled": False, "vTpmEnabled": True}
+    vm_profile: dict[str, Any] = {
+        "osProfile": os_profile,
+        "storageProfile": _storage_profile(spec),
+        "networkProfile": {"networkInterfaceConfigurations": [nic]},
+        "securityProfile": security,
+    }
+    if req.spot:
+        vm_profile |= {"priority": "Spot", "evictionPolicy": "Delete",
+                       "billingProfile": {"maxPrice": req.max_price if req.max_price is not None else -1}}
+    if spec.extensions:
+        vm_profile["extensionProfile"] = {"extensions": [
+            {"name": e.name, "properties": {
+                "publisher": e.publisher, "type": e.type, "typeHandlerVersion": e.type_handler_version,
+                "autoUpgradeMinorVersion": True, "settings": e.settings,
+            }} for e in spec.extensions
+        ]}
+    body: dict[str, Any] = {
+        "location": Param("location"),
+        "tags": tags,
+        "sku": {"name": spec.size.name, "tier": "Standard", "capacity": capacity},
+    }
+    if req.zone:
+        body["zones"] = [req.zone]
+    body["properties"] = {
+        # InfiniBand works only inside one Uniform scale set with a single placement group.
+        "orchestrationMode": "Uniform",
+        "singlePlacementGroup": spec.size.infiniband,
+        # Overprovisioned GPU VMs count against quota and would join the InfiniBand partition.
+        "overprovision": False,
+        "upgradePolicy": {"mode": "Manual"},
+        "virtualMachineProfile": vm_profile,
+    }
+    return Resource(f"vmss{index:03d}", "Microsoft.Compute/virtualMachineScaleSets", COMPUTE_API, name, body, "scale-set")
+
+
+def build_plan(spec: Spec) -> Plan:
+    tags = cluster_tags(spec)
+    req = spec.request
+    nsg = _nsg(spec, tags)
+    resources = [nsg]
+    if spec.subnet_id:
+        subnet: Any = spec.subnet_id
+    else:
+        vnet = _vnet(spec, tags)
+        resources.append(vnet)
+        subnet = SubnetId(vnet.key, vnet.name, spec.names.subnet)
+    for i, capacity in enumerate(spec.scale_sets):
+        resources.append(_scale_set(spec, i, capacity, tags, nsg, subnet))
+
+    parameters = [
+        Parameter("location", "string", "Azure region of every resource", default=ResourceGroupLocation(),
+                  value=req.location),
+        Parameter("adminUsername", "string", "Linux administrator user (SSH key login only)",
+                  default=req.admin_username, value=req.admin_username),
+        Parameter("sshPublicKey", "string", "OpenSSH public key for the administrator (password login is disabled)",
+                  value=req.ssh_key),
+    ]
+    outputs = [
+        Output("scaleSets", "array", [r.name for r in resources if r.stage == "scale-set"]),
+        Output("networkSecurityGroupId", "string", ResourceId(nsg.key, nsg.type, nsg.name)),
+        Output("subnetId", "string", subnet),
+    ]
+    notes = []
+    if spec.install_ofed:
+        notes.append(f"cloud-init installs {ofed_display(spec.install_ofed)} (image has no OFED)")
+    for ext in spec.extensions:
+        notes.append(f"extension {ext.type} {ext.type_handler_version} installs the GPU driver (non-HPC image)")
+    return Plan(spec, parameters, resources, outputs, tags, notes)

@@ -1,0 +1,427 @@
+"""Per-series profiles: documented hardware and rules, loaded from profiles/<id>.toml.
+
+A profile is data with provenance: every capability is written as ``{value, source}`` and every
+rule, image choice and discrepancy names its source. A broken file fails at load time with the
+file and the key, so a typo never turns into a silently wrong template.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, ProfileError
+from .resources import data_dir
+
+SCHEMA = 1
+
+# Capability name -> (python type(s), required). Values come as {value = ..., source = "..."}.
+CAPABILITIES: dict[str, tuple[tuple[type, ...], bool]] = {
+    "hyperv_generations": ((list,), True),
+    "cpu_architecture": ((str,), True),
+    "accelerated_networking": ((bool,), True),
+    "premium_storage": ((bool,), True),
+    "ephemeral_os_disk": ((bool,), True),
+    # "unknown" where Microsoft does not name the series (facts sheet, section 2).
+    "trusted_launch": ((bool, str), True),
+    "infiniband": ((bool,), True),
+    "quota_family": ((str,), True),
+    "spot": ((bool, str), False),
+    "retired": ((str,), False),
+    "ultra_disks": ((bool,), False),
+    "gpudirect_rdma": ((bool, str), False),
+    "nvlink": ((str,), False),
+}
+
+SIZE_NUMBERS = (
+    "vcpus",
+    "memory_gib",
+    "gpus",
+    "gpu_memory_gib",
+    "temp_disk_gib",
+    "max_data_disks",
+    "max_nics",
+    "ib_ports",
+    "ib_rate_gbps",
+)
+SIZE_KEYS = {"name", "aliases", "source", "gpu_model", "gpu_fraction", "nvme", "notes", *SIZE_NUMBERS, *CAPABILITIES}
+PROFILE_KEYS = {
+    "schema", "id", "series", "description", "seeds", "default_size", "defaults", "sizes", "images",
+    "ofed", "nccl", "extensions", "rules", "discrepancies", "scale_set", "notes",
+}
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: Any
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Size:
+    name: str
+    aliases: tuple[str, ...]
+    source: tuple[str, ...]
+    vcpus: int
+    memory_gib: float
+    gpus: int
+    gpu_model: str
+    gpu_memory_gib: float
+    temp_disk_gib: float
+    max_data_disks: int
+    max_nics: int
+    ib_ports: int
+    ib_rate_gbps: int
+    facts: dict[str, Fact]
+    gpu_fraction: str = ""
+    nvme: str = ""
+    notes: str = ""
+
+    def cap(self, name: str, default: Any = None) -> Any:
+        fact = self.facts.get(name)
+        return default if fact is None else fact.value
+
+    def cap_source(self, name: str) -> str:
+        fact = self.facts.get(name)
+        return ", ".join(fact.source) if fact else ""
+
+    @property
+    def generations(self) -> tuple[str, ...]:
+        return tuple(self.cap("hyperv_generations", ()))
+
+    @property
+    def arch(self) -> str:
+        return self.cap("cpu_architecture")
+
+    @property
+    def infiniband(self) -> bool:
+        return bool(self.cap("infiniband"))
+
+    @property
+    def retired(self) -> str:
+        return self.cap("retired", "") or ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named rule from the registry in rules.py, with the arguments this profile gives it."""
+
+    name: str
+    args: dict[str, Any]
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Extension:
+    name: str
+    publisher: str
+    type: str
+    type_handler_version: str
+    settings: dict[str, Any]
+    when: str  # "non-hpc-image" | "always"
+    os: tuple[str, ...]
+    source: tuple[str, ...]
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    seed: str
+    claim: str
+    documented: str
+    source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Profile:
+    id: str
+    series: str
+    description: str
+    seeds: tuple[str, ...]
+    default_size: str
+    sizes: tuple[Size, ...]
+    default_image: str
+    recommended_images: tuple[str, ...]
+    images_source: tuple[str, ...]
+    ofed: dict[str, Any]
+    nccl: dict[str, Any]
+    extensions: tuple[Extension, ...]
+    rules: tuple[Rule, ...]
+    discrepancies: tuple[Discrepancy, ...]
+    scale_set: dict[str, Any]
+    path: str
+    notes: str = ""
+
+    def size(self, name: str) -> Size:
+        """A size by ARM name or alias, case-insensitively; suggests the nearest otherwise."""
+        wanted = name.strip().lower()
+        for size in self.sizes:
+            if wanted == size.name.lower() or wanted in (a.lower() for a in size.aliases):
+                return size
+        for size in self.sizes:
+            if wanted == size.name.lower().removeprefix("standard_"):
+                return size
+        names = [s.name for s in self.sizes] + [a for s in self.sizes for a in s.aliases]
+        near = difflib.get_close_matches(name, names, n=1, cutoff=0.4)
+        hint = f"did you mean '{near[0]}'? " if near else ""
+        raise InputError(
+            f"size '{name}' is not in profile '{self.id}'",
+            code="UNKNOWN_SIZE",
+            remedy=f"{hint}choose one of: {', '.join(s.name for s in self.sizes)} (see 'provision profiles show {self.id}')",
+        )
+
+    @property
+    def infiniband(self) -> bool:
+        return any(s.infiniband for s in self.sizes)
+
+
+def _sources(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) and value:
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    raise ProfileError(f"{where}: 'source' must name a source (a key of profiles/sources.toml or seed:<file>)")
+
+
+def _fact(raw: Any, name: str, where: str) -> Fact:
+    if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
+        raise ProfileError(f"{where}: '{name}' must be written as {{ value = ..., source = \"...\" }}")
+    types, _ = CAPABILITIES[name]
+    if not isinstance(raw["value"], types) or (isinstance(raw["value"], str) and types == (bool, str) and raw["value"] != "unknown"):
+        raise ProfileError(f"{where}: '{name}' has value {raw['value']!r} of the wrong type")
+    extra = set(raw) - {"value", "source", "note"}
+    if extra:
+        raise ProfileError(f"{where}: '{name}' has unknown key(s) {sorted(extra)}")
+    return Fact(raw["value"], _sources(raw["source"], f"{where}.{name}"))
+
+
+def _require(table: dict, key: str, types: type | tuple[type, ...], where: str) -> Any:
+    if key not in table:
+        raise ProfileError(f"{where}: missing key '{key}'")
+    value = table[key]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
+        raise ProfileError(f"{where}: key '{key}' has value {value!r} of the wrong type")
+    return value
+
+
+def _check_keys(table: dict, allowed: set[str], where: str) -> None:
+    unknown = set(table) - allowed
+    if unknown:
+        raise ProfileError(f"{where}: unknown key(s) {sorted(unknown)}")
+
+
+def _size(raw: dict, defaults: dict[str, Fact], where: str) -> Size:
+    _check_keys(raw, SIZE_KEYS, where)
+    name = _require(raw, "name", str, where)
+    where = f"{where} ({name})"
+    facts = dict(defaults)
+    for key in CAPABILITIES:
+        if key in raw:
+            facts[key] = _fact(raw[key], key, where)
+    missing = [k for k, (_, required) in CAPABILITIES.items() if required and k not in facts]
+    if missing:
+        raise ProfileError(f"{where}: missing capabilities {missing} (set them in [defaults] or on the size)")
+    numbers = {k: _require(raw, k, (int, float), where) for k in SIZE_NUMBERS}
+    size = Size(
+        name=name,
+        aliases=tuple(raw.get("aliases", ())),
+        source=_sources(raw.get("source"), f"{where}.source"),
+        gpu_model=_require(raw, "gpu_model", str, where),
+        facts=facts,
+        gpu_fraction=raw.get("gpu_fraction", ""),
+        nvme=raw.get("nvme", ""),
+        notes=raw.get("notes", ""),
+        **numbers,
+    )
+    if size.infiniband != (size.ib_ports > 0):
+        raise ProfileError(f"{where}: 'infiniband' is {size.infiniband} but ib_ports is {size.ib_ports}")
+    if size.arch not in ("x64", "Arm64"):
+        raise ProfileError(f"{where}: cpu_architecture must be 'x64' or 'Arm64', not {size.arch!r}")
+    if not set(size.generations) <= {"V1", "V2"} or not size.generations:
+        raise ProfileError(f"{where}: hyperv_generations must be a non-empty list of 'V1'/'V2'")
+    return size
+
+
+def parse_profile(data: dict, path: str) -> Profile:
+    where = Path(path).name
+    _check_keys(data, PROFILE_KEYS, where)
+    if data.get("schema") != SCHEMA:
+        raise ProfileError(f"{where}: 'schema' must be {SCHEMA}")
+    defaults_raw = data.get("defaults", {})
+    _check_keys(defaults_raw, set(CAPABILITIES), f"{where} [defaults]")
+    defaults = {k: _fact(v, k, f"{where} [defaults]") for k, v in defaults_raw.items()}
+    sizes_raw = _require(data, "sizes", list, where)
+    sizes = tuple(_size(s, defaults, f"{where} [[sizes]] #{i + 1}") for i, s in enumerate(sizes_raw))
+    if not sizes:
+        raise ProfileError(f"{where}: no [[sizes]]")
+
+    images = _require(data, "images", dict, where)
+    _check_keys(images, {"default", "recommended", "source", "notes"}, f"{where} [images]")
+    extensions = []
+    for i, e in enumerate(data.get("extensions", [])):
+        w = f"{where} [[extensions]] #{i + 1}"
+        _check_keys(e, {"name", "publisher", "type", "type_handler_version", "settings", "when", "os", "source", "notes"}, w)
+        when = e.get("when", "non-hpc-image")
+        if when not in ("non-hpc-image", "always"):
+            raise ProfileError(f"{w}: 'when' must be 'non-hpc-image' or 'always'")
+        extensions.append(
+            Extension(
+                name=_require(e, "name", str, w),
+                publisher=_require(e, "publisher", str, w),
+                type=_require(e, "type", str, w),
+                type_handler_version=_require(e, "type_handler_version", str, w),
+                settings=dict(e.get("settings", {})),
+                when=when,
+                os=tuple(e.get("os", ())),
+                source=_sources(e.get("source"), f"{w}.source"),
+                notes=e.get("notes", ""),
+            )
+        )
+    rules = []
+    for i, r in enumerate(data.get("rules", [])):
+        w = f"{where} [[rules]] #{i + 1}"
+        name = _require(r, "rule", str, w)
+        args = {k: v for k, v in r.items() if k not in ("rule", "source")}
+        rules.append(Rule(name, args, _sources(r.get("source"), f"{w}.source")))
+    discrepancies = []
+    for i, d in enumerate(data.get("discrepancies", [])):
+        w = f"{where} [[discrepancies]] #{i + 1}"
+        _check_keys(d, {"seed", "claim", "documented", "source"}, w)
+        discrepancies.append(
+            Discrepancy(
+                _require(d, "seed", str, w),
+                _require(d, "claim", str, w),
+                _require(d, "documented", str, w),
+                _sources(d.get("source"), f"{w}.source"),
+            )
+        )
+    ofed = dict(data.get("ofed", {}))
+    if ofed:
+        _check_keys(ofed, {"minimum", "maximum", "pinned", "install", "source", "notes"}, f"{where} [ofed]")
+        ofed["source"] = _sources(ofed.get("source"), f"{where} [ofed].source")
+    nccl = dict(data.get("nccl", {}))
+    if nccl:
+        _check_keys(nccl, {"topology_file", "env", "source", "notes"}, f"{where} [nccl]")
+        nccl["source"] = _sources(nccl.get("source"), f"{where} [nccl].source")
+    scale_set = dict(data.get("scale_set", {}))
+    _check_keys(scale_set, {"max_per_ib_domain", "max_per_ib_domain_raised", "max_per_scale_set", "source"}, f"{where} [scale_set]")
+
+    profile = Profile(
+        id=_require(data, "id", str, where),
+        series=_require(data, "series", str, where),
+        description=data.get("description", ""),
+        seeds=tuple(data.get("seeds", ())),
+        default_size=_require(data, "default_size", str, where),
+        sizes=sizes,
+        default_image=_require(images, "default", str, f"{where} [images]"),
+        recommended_images=tuple(images.get("recommended", ())),
+        images_source=_sources(images.get("source"), f"{where} [images].source"),
+        ofed=ofed,
+        nccl=nccl,
+        extensions=tuple(extensions),
+        rules=tuple(rules),
+        discrepancies=tuple(discrepancies),
+        scale_set=scale_set,
+        path=str(path),
+        notes=data.get("notes", ""),
+    )
+    if profile.id != Path(path).stem:
+        raise ProfileError(f"{where}: 'id' is {profile.id!r} but the file is named {Path(path).stem!r}")
+    try:
+        profile.size(profile.default_size)
+    except InputError:
+        raise ProfileError(f"{where}: default_size {profile.default_size!r} is not one of its sizes") from None
+    return profile
+
+
+def profiles_dir() -> Path:
+    return data_dir("profiles")
+
+
+def profile_ids() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.stem not in ("images", "sources", "regions"))
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path.name}: not valid TOML: {exc}") from None
+
+
+@cache
+def load_profile(profile_id: str) -> Profile:
+    """Load one profile by id (or by a size name or alias it holds); suggests the nearest id."""
+    key = profile_id.strip().lower()
+    path = profiles_dir() / f"{key}.toml"
+    if key in profile_ids():
+        profile = parse_profile(_read_toml(path), str(path))
+        from .rules import check_profile_rules  # rules import profiles; keep the cycle one-way at import time
+
+        check_profile_rules(profile)
+        return profile
+    ids = profile_ids()
+    near = difflib.get_close_matches(key, ids, n=1, cutoff=0.4)
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    raise InputError(
+        f"unknown profile '{profile_id}'",
+        code="UNKNOWN_PROFILE",
+        remedy=f"{hint}choose one of: {', '.join(ids)} ('provision profiles list')",
+    )
+
+
+def list_profiles() -> list[Profile]:
+    return [load_profile(i) for i in profile_ids()]
+
+
+def find_size(name: str) -> tuple[Profile, Size]:
+    """The profile that holds a size name or alias (ND6, NG8, Standard_ND96asr_v4 ...)."""
+    for profile in list_profiles():
+        try:
+            return profile, profile.size(name)
+        except InputError:
+            continue
+    names = [s.name for p in list_profiles() for s in p.sizes] + [a for p in list_profiles() for s in p.sizes for a in s.aliases]
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.4)
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    raise InputError(f"unknown size '{name}'", code="UNKNOWN_SIZE", remedy=f"{hint}see 'provision profiles list'")
+
+
+@dataclass(frozen=True)
+class Source:
+    key: str
+    title: str
+    url: str
+
+
+@cache
+def sources() -> dict[str, Source]:
+    raw = _read_toml(profiles_dir() / "sources.toml")
+    out = {}
+    for key, entry in raw.items():
+        if not isinstance(entry, dict) or "title" not in entry or "url" not in entry:
+            raise ProfileError(f"sources.toml: [{key}] needs 'title' and 'url'")
+        out[key] = Source(key, entry["title"], entry["url"])
+    return out
+
+
+def describe_source(key: str) -> str:
+    """A source key as a person reads it: title and address."""
+    if key.startswith("seed:"):
+        return f"seed document {key[5:]} (../shared/seeds)"
+    src = sources().get(key)
+    return f"{src.title} <{src.url}>" if src else key
+
+
+def cite(keys: tuple[str, ...] | list[str]) -> str:
+    return "; ".join(describe_source(k) for k in keys)
+
+
+def known_source(key: str) -> bool:
+    return key.startswith("seed:") or key in sources()
+

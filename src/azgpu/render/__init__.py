@@ -1,0 +1,1 @@
+"""Back ends that print a Plan for review: ARM JSON and Bicep."""

@@ -1,0 +1,69 @@
+"""Plan -> Bicep through the Jinja2 templates in templates/ (same resources as the ARM JSON)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+from ..expr import EXPR_TYPES
+from ..plan import Plan
+from ..resources import data_dir
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INDENT = "  "
+
+
+def bicep_string(text: str) -> str:
+    escaped = (text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
+               .replace("\t", "\\t").replace("${", "\\${"))
+    return f"'{escaped}'"
+
+
+def bicep_value(value: Any, level: int = 0) -> str:
+    """A Python value (with plan expressions) as a Bicep expression, nested at `level`."""
+    if isinstance(value, EXPR_TYPES):
+        return value.bicep()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return bicep_string(value)
+    pad, inner = INDENT * level, INDENT * (level + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        lines = [f"{inner}{k if IDENTIFIER.match(k) else bicep_string(k)}: {bicep_value(v, level + 1)}" for k, v in value.items()]
+        return "{\n" + "\n".join(lines) + f"\n{pad}}}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        return "[\n" + "\n".join(f"{inner}{bicep_value(v, level + 1)}" for v in value) + f"\n{pad}]"
+    if value is None:
+        return "null"
+    raise TypeError(f"cannot write {type(value).__name__} as Bicep")
+
+
+@cache
+def _environment():
+    import jinja2  # imported here: only rendering Bicep needs it
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,  # Bicep, not HTML; values are escaped by bicep_value
+    )
+    env.filters["bicep"] = bicep_value
+    return env
+
+
+def render_bicep(plan: Plan) -> str:
+    return _environment().get_template("main.bicep.j2").render(plan=plan, spec=plan.spec)
+
+
+def render_bicepparam(plan: Plan) -> str:
+    return _environment().get_template("main.bicepparam.j2").render(plan=plan, spec=plan.spec)

@@ -1,0 +1,386 @@
+"""Documented requirements as small named rules in one registry.
+
+Every rule receives the validation context and yields Findings, each with a stable code, a
+remedy and the source of the rule. The universal rules below run for every request; the
+series rules run when a profile lists them in [[rules]] with its arguments and source.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import Finding, ProfileError
+from .images import Image, ofed_display, ofed_key
+from .profiles import Profile, Size, cite
+
+if TYPE_CHECKING:
+    from .request import Request
+
+RDMA_RESERVED_DEFAULT = "172.16.0.0/16"
+
+
+@dataclass
+class Context:
+    request: Request
+    profile: Profile
+    size: Size
+    image: Image | None
+    command: str  # render | plan | validate | create
+    vnet: ipaddress.IPv4Network | None = None
+    ib_domain: int = 100
+    scale_sets: list[int] = field(default_factory=list)
+    # Decisions rules take for the plan (install OFED through cloud-init, add an extension ...).
+    decisions: dict[str, Any] = field(default_factory=dict)
+    rule_source: tuple[str, ...] = ()
+
+
+RuleFn = Callable[[Context, dict], Iterator[Finding]]
+
+
+@dataclass(frozen=True)
+class Registered:
+    fn: RuleFn
+    args: frozenset[str]
+    required: frozenset[str]
+
+
+SERIES_RULES: dict[str, Registered] = {}
+
+
+def series_rule(name: str, *, args: tuple[str, ...] = (), required: tuple[str, ...] = ()):
+    def register(fn: RuleFn) -> RuleFn:
+        SERIES_RULES[name] = Registered(fn, frozenset(args), frozenset(required))
+        return fn
+
+    return register
+
+
+def check_profile_rules(profile: Profile) -> None:
+    """A profile naming an unknown rule or argument fails at load time, naming file and rule."""
+    for rule in profile.rules:
+        reg = SERIES_RULES.get(rule.name)
+        where = f"{profile.path.rsplit('/', 1)[-1]} [[rules]] {rule.name!r}"
+        if reg is None:
+            raise ProfileError(f"{where}: unknown rule (known: {', '.join(sorted(SERIES_RULES))})")
+        extra = set(rule.args) - reg.args
+        missing = reg.required - set(rule.args)
+        if extra or missing:
+            raise ProfileError(f"{where}: unknown argument(s) {sorted(extra)} / missing {sorted(missing)}")
+
+
+def _f(code: str, message: str, remedy: str, source, severity: str = "error", fld: str = "") -> Finding:
+    src = cite(source) if isinstance(source, (tuple, list)) else cite((source,)) if source else ""
+    return Finding(code, message, remedy, src, severity, fld)
+
+
+# ---------------------------------------------------------------- universal rules (capabilities)
+
+
+def hyperv_generation(ctx: Context) -> Iterator[Finding]:
+    img, size = ctx.image, ctx.size
+    if img is None or not img.known or not img.generations:
+        return
+    if not set(img.generations) & set(size.generations):
+        gens = "/".join(g.replace("V", "Generation ") for g in size.generations)
+        yield _f(
+            "IMAGE_GENERATION",
+            f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)} but {size.name} boots only {gens} "
+            f"images (Azure fails with 'cannot boot Hypervisor Generation 1')",
+            f"use a Generation 2 image, e.g. --image {ctx.profile.default_image}",
+            size.facts["hyperv_generations"].source, fld="image",
+        )
+
+
+def cpu_architecture(ctx: Context) -> Iterator[Finding]:
+    img, size = ctx.image, ctx.size
+    if img is None or not img.known or not img.architecture or img.architecture == size.arch:
+        return
+    yield _f(
+        "IMAGE_ARCHITECTURE",
+        f"image '{img.name}' is {img.architecture} but {size.name} has {size.arch} CPUs",
+        f"use an {size.arch} image, e.g. --image {ctx.profile.default_image}",
+        size.facts["cpu_architecture"].source, fld="image",
+    )
+
+
+def image_known(ctx: Context) -> Iterator[Finding]:
+    img = ctx.image
+    if img is None:
+        return
+    if not img.known:
+        yield _f("IMAGE_UNKNOWN",
+                 f"image '{img.urn}' is not in azgpu's catalog: its generation, architecture and OFED cannot be checked offline",
+                 "the deployer's preflight checks it live; or choose a catalog image ('provision images list')",
+                 "D-findimage", "warning", "image")
+        return
+    if not img.verified:
+        yield _f("IMAGE_UNVERIFIED", f"image '{img.name}' ({img.urn}) is not confirmed by Microsoft's documentation",
+                 f"check it exists: az vm image list --urn {img.urn} --all", img.source, "warning", "image")
+    if img.legacy:
+        yield _f("IMAGE_LEGACY", f"image '{img.name}' is legacy: {img.legacy}",
+                 f"prefer a current image such as {ctx.profile.default_image}", img.source, "warning", "image")
+
+
+def retired(ctx: Context) -> Iterator[Finding]:
+    date = ctx.size.retired
+    if not date:
+        return
+    severity = "warning" if ctx.command == "render" else "error"
+    yield _f("SERIES_RETIRED",
+             f"{ctx.size.name} ({ctx.profile.series}) was retired on {date} and can no longer be provisioned",
+             "choose a current series, e.g. --profile nd-a100-v4 or --profile nd-h100-v5 ('provision profiles list')",
+             ctx.size.facts["retired"].source, severity, "size")
+
+
+def trusted_launch(ctx: Context) -> Iterator[Finding]:
+    supported = ctx.size.cap("trusted_launch")
+    if ctx.request.security_type != "TrustedLaunch":
+        return
+    if supported is False:
+        yield _f("TRUSTED_LAUNCH_UNSUPPORTED",
+                 f"Trusted Launch is not supported on {ctx.size.name} ({ctx.profile.series})",
+                 "use --security-type Standard (azgpu's default for GPU sizes)",
+                 ctx.size.facts["trusted_launch"].source, fld="security_type")
+    elif supported == "unknown":
+        yield _f("TRUSTED_LAUNCH_UNDOCUMENTED",
+                 f"Microsoft does not document Trusted Launch for {ctx.profile.series} by name; "
+                 "the GPU driver extensions do not support Secure Boot",
+                 "azgpu sets secureBootEnabled=false; use --security-type Standard if the deployment fails",
+                 ctx.size.facts["trusted_launch"].source, "warning", "security_type")
+
+
+def accelerated_networking(ctx: Context) -> Iterator[Finding]:
+    enabled = bool(ctx.size.cap("accelerated_networking"))
+    ctx.decisions["accelerated_networking"] = enabled
+    if not enabled:
+        yield _f("ACCELERATED_NETWORKING_OFF", f"{ctx.size.name} does not support accelerated networking; the plan leaves it off",
+                 "", ctx.size.facts["accelerated_networking"].source, "note", "size")
+
+
+def data_disks(ctx: Context) -> Iterator[Finding]:
+    n, limit = ctx.request.data_disks, ctx.size.max_data_disks
+    if n < 0:
+        yield _f("INVALID_DATA_DISKS", f"--data-disks must be 0 or more, not {n}", "pass --data-disks 0 or more", (), fld="data_disks")
+    elif n > limit:
+        yield _f("DATA_DISKS_OVER_LIMIT", f"{ctx.size.name} takes at most {limit} data disks, {n} requested",
+                 f"pass --data-disks {limit} or fewer", ctx.size.source, fld="data_disks")
+    size = ctx.request.data_disk_size_gb
+    if n and not 4 <= size <= 32767:
+        yield _f("INVALID_DATA_DISK_SIZE", f"--data-disk-size-gb must be 4-32767, not {size}",
+                 "pass a size between 4 and 32767 GiB", "D-managed-disks", fld="data_disk_size_gb")
+
+
+def spot(ctx: Context) -> Iterator[Finding]:
+    req = ctx.request
+    if req.max_price is not None and not req.spot:
+        yield _f("MAX_PRICE_WITHOUT_SPOT", "--max-price applies only to spot capacity",
+                 "add --spot, or drop --max-price", "D-spot", fld="max_price")
+    if req.max_price is not None and req.max_price != -1 and req.max_price <= 0:
+        yield _f("INVALID_MAX_PRICE", f"--max-price must be -1 (up to the on-demand price) or above 0, not {req.max_price}",
+                 "pass --max-price -1 or a price in US dollars per hour", "D-spot", fld="max_price")
+    if req.spot and ctx.size.cap("spot") is False:
+        yield _f("SPOT_NOT_CAPABLE", f"{ctx.size.name} cannot run as spot (low-priority) capacity",
+                 "drop --spot", ctx.size.facts["spot"].source, fld="spot")
+
+
+def ephemeral_os_disk(ctx: Context) -> Iterator[Finding]:
+    req = ctx.request
+    if not req.ephemeral_os_disk:
+        return
+    if not ctx.size.cap("ephemeral_os_disk"):
+        yield _f("EPHEMERAL_OS_DISK_UNSUPPORTED", f"{ctx.size.name} does not support ephemeral OS disks",
+                 "drop --ephemeral-os-disk", ctx.size.facts["ephemeral_os_disk"].source, fld="ephemeral_os_disk")
+    elif req.os_disk_size_gb and req.os_disk_size_gb > ctx.size.temp_disk_gib:
+        yield _f("EPHEMERAL_OS_DISK_TOO_LARGE",
+                 f"an ephemeral OS disk of {req.os_disk_size_gb} GiB does not fit {ctx.size.name}'s {ctx.size.temp_disk_gib:g} GiB resource disk",
+                 f"pass --os-disk-size-gb {int(ctx.size.temp_disk_gib)} or less, or drop --ephemeral-os-disk",
+                 ("D-ephemeral", *ctx.size.source), fld="os_disk_size_gb")
+
+
+def os_disk_size(ctx: Context) -> Iterator[Finding]:
+    size = ctx.request.os_disk_size_gb
+    if size is not None and not 30 <= size <= 4095:
+        yield _f("INVALID_OS_DISK_SIZE", f"--os-disk-size-gb must be 30-4095, not {size}",
+                 "pass a size between 30 and 4095 GiB", "D-managed-disks", fld="os_disk_size_gb")
+
+
+def infiniband(ctx: Context) -> Iterator[Finding]:
+    """InfiniBand spans one Uniform scale set with a single placement group; split beyond a domain."""
+    req, size, prof = ctx.request, ctx.size, ctx.profile
+    nodes = req.nodes or 0
+    if size.infiniband:
+        default = int(prof.scale_set.get("max_per_ib_domain", 100))
+        raised = int(prof.scale_set.get("max_per_ib_domain_raised", 300))
+        src = prof.scale_set.get("source", ("D-setupib",))
+        domain = req.max_ib_domain or default
+        if not 1 <= domain <= raised:
+            yield _f("INVALID_MAX_IB_DOMAIN", f"--max-ib-domain must be 1-{raised}, not {domain}",
+                     f"pass --max-ib-domain {default} (the default) or up to {raised} once Azure support raised the limit",
+                     src, fld="max_ib_domain")
+            domain = default
+        elif domain > default:
+            yield _f("IB_DOMAIN_RAISED",
+                     f"--max-ib-domain {domain} exceeds Azure's default of {default} VMs per single-placement-group scale set",
+                     "ask Azure support to raise the single placement group limit for this subscription first",
+                     src, "warning", "max_ib_domain")
+    else:
+        domain = int(prof.scale_set.get("max_per_scale_set", 1000))
+        if req.max_ib_domain is not None:
+            yield _f("IB_NOT_AVAILABLE", f"{size.name} has no InfiniBand; --max-ib-domain is ignored",
+                     "drop --max-ib-domain", size.facts["infiniband"].source, "warning", "max_ib_domain")
+    ctx.ib_domain = domain
+    if nodes <= 0:
+        return
+    full, rest = divmod(nodes, domain)
+    ctx.scale_sets = [domain] * full + ([rest] if rest else [])
+    if size.infiniband and len(ctx.scale_sets) > 1:
+        yield _f("IB_DOMAIN_SPLIT",
+                 f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(ctx.scale_sets)} scale sets "
+                 f"({', '.join(map(str, ctx.scale_sets))}); InfiniBand does not span scale sets",
+                 "schedule tightly coupled jobs within one scale set (the outputs group nodes per domain), "
+                 "or raise --max-ib-domain up to 300 after Azure support raised the limit",
+                 ("D-setupib", "D-vmss-pg"), "warning", "nodes")
+
+
+def ofed(ctx: Context) -> Iterator[Finding]:
+    spec = ctx.profile.ofed
+    img = ctx.image
+    if not ctx.size.infiniband or not spec or img is None or not img.known:
+        return
+    src = spec["source"]
+    if not img.ofed:
+        if img.is_windows:
+            return
+        pinned = spec["pinned"]
+        ctx.decisions["install_ofed"] = pinned
+        yield _f("OFED_INSTALLED",
+                 f"image '{img.name}' has no OFED driver; the plan installs {ofed_display(pinned)} through cloud-init "
+                 f"so InfiniBand works on {ctx.size.name}",
+                 f"or use an Azure HPC image with OFED preinstalled, e.g. --image {ctx.profile.default_image}",
+                 src, "warning", "image")
+        return
+    have = ofed_key(img.ofed)
+    if "minimum" in spec and have < ofed_key(spec["minimum"]):
+        yield _f("OFED_TOO_OLD",
+                 f"image '{img.name}' ships {ofed_display(img.ofed)}, older than the {ofed_display(spec['minimum'])} "
+                 f"{ctx.size.name} needs",
+                 f"use a newer image, e.g. --image {ctx.profile.default_image}", src, fld="image")
+    if "maximum" in spec and have > ofed_key(spec["maximum"]):
+        yield _f("OFED_TOO_NEW",
+                 f"image '{img.name}' ships {ofed_display(img.ofed)}, newer than the {ofed_display(spec['maximum'])} "
+                 f"{ctx.size.name}'s adapter supports",
+                 "use an image with MLNX_OFED 4.9 LTS (ConnectX-3 Pro) or a plain image and install it", src, fld="image")
+
+
+def gpu_extensions(ctx: Context) -> Iterator[Finding]:
+    img = ctx.image
+    if img is None:
+        return
+    chosen = []
+    for ext in ctx.profile.extensions:
+        if ext.when == "non-hpc-image" and img.hpc:
+            continue
+        os_family = "windows" if img.is_windows else "linux"
+        if ext.os and os_family not in ext.os:
+            continue
+        chosen.append(ext)
+        yield _f("EXTENSION_ADDED",
+                 f"image '{img.name}' is not an Azure HPC image: the plan adds the {ext.type} {ext.type_handler_version} extension",
+                 f"or use an Azure HPC image, e.g. --image {ctx.profile.default_image}", ext.source, "note", "image")
+    ctx.decisions["extensions"] = chosen
+
+
+# ------------------------------------------------------------------------ series rules (profiles)
+
+
+@series_rule("hpc_image")
+def _hpc_image(ctx: Context, args: dict) -> Iterator[Finding]:
+    img = ctx.image
+    if img is None or not img.known:
+        return
+    if img.name not in ctx.profile.recommended_images:
+        yield _f("IMAGE_NOT_RECOMMENDED",
+                 f"image '{img.name}' is not an Azure HPC image supported for {ctx.profile.series}: drivers, "
+                 "NCCL and Fabric Manager may be missing",
+                 f"use --image {ctx.profile.default_image} (or one of {', '.join(ctx.profile.recommended_images)})",
+                 ctx.rule_source, "warning", "image")
+
+
+@series_rule("rdma_address_space", args=("reserved",))
+def _rdma(ctx: Context, args: dict) -> Iterator[Finding]:
+    reserved = ipaddress.ip_network(args.get("reserved", RDMA_RESERVED_DEFAULT))
+    if ctx.vnet is not None and ctx.vnet.overlaps(reserved):
+        yield _f("VNET_RDMA_OVERLAP",
+                 f"address space {ctx.vnet} overlaps {reserved}, which the InfiniBand RDMA network reserves",
+                 "choose another range, e.g. --vnet-address-prefix 10.0.0.0/16", ctx.rule_source, fld="vnet_address_prefix")
+
+
+@series_rule("image_os", args=("allowed",), required=("allowed",))
+def _image_os(ctx: Context, args: dict) -> Iterator[Finding]:
+    img = ctx.image
+    if img is None or not img.known or not img.os_family:
+        return
+    family = "windows" if img.is_windows else "linux"
+    if family not in args["allowed"]:
+        yield _f("IMAGE_OS_UNSUPPORTED", f"{ctx.profile.series} supports {' and '.join(args['allowed'])} only; '{img.name}' is {img.os}",
+                 f"use --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
+
+
+@series_rule("cuda_max", args=("max_major",), required=("max_major",))
+def _cuda_max(ctx: Context, args: dict) -> Iterator[Finding]:
+    img = ctx.image
+    if img is None or not img.cuda:
+        return
+    major = int(img.cuda.split(".")[0])
+    if major > args["max_major"]:
+        yield _f("IMAGE_CUDA_UNSUPPORTED",
+                 f"image '{img.name}' ships CUDA {img.cuda}, which no longer supports the {ctx.size.gpu_model} "
+                 f"(CUDA 13 dropped Volta); {ctx.size.name} needs CUDA {args['max_major']} or older",
+                 f"use the V100 image: --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
+
+
+@series_rule("rack_multiple", args=("multiple",), required=("multiple",))
+def _rack(ctx: Context, args: dict) -> Iterator[Finding]:
+    nodes, k = ctx.request.nodes or 0, args["multiple"]
+    if nodes > 0 and nodes % k:
+        yield _f("NODES_NOT_RACK_MULTIPLE",
+                 f"{nodes} nodes is not a multiple of {k}: one NVL72 rack is {k} VMs, so NVLink domains will be partial",
+                 f"use --nodes {max(k, nodes - nodes % k)} or {nodes + k - nodes % k}", ctx.rule_source, "warning", "nodes")
+
+
+@series_rule("gpu_vendor", args=("vendor",), required=("vendor",))
+def _gpu_vendor(ctx: Context, args: dict) -> Iterator[Finding]:
+    img = ctx.image
+    if img is None or not img.known or not img.gpu_stack:
+        return
+    want = "rocm" if args["vendor"] == "amd" else "cuda"
+    if img.gpu_stack != want:
+        yield _f("IMAGE_GPU_STACK",
+                 f"image '{img.name}' carries the {img.gpu_stack.upper()} stack but {ctx.size.name} has {ctx.size.gpu_model} GPUs "
+                 f"that need {want.upper()}",
+                 f"use --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
+
+
+@series_rule("manual_driver", args=("message",), required=("message",))
+def _manual_driver(ctx: Context, args: dict) -> Iterator[Finding]:
+    yield _f("GPU_DRIVER_MANUAL", args["message"], "install the GPU driver on the nodes after they start (see the source)",
+             ctx.rule_source, "warning", "image")
+
+
+UNIVERSAL: tuple[Callable[[Context], Iterator[Finding]], ...] = (
+    retired, hyperv_generation, cpu_architecture, image_known, trusted_launch, accelerated_networking,
+    os_disk_size, data_disks, spot, ephemeral_os_disk, infiniband, ofed, gpu_extensions,
+)
+
+
+def run(ctx: Context) -> list[Finding]:
+    findings: list[Finding] = []
+    for check in UNIVERSAL:
+        findings.extend(check(ctx))
+    for rule in ctx.profile.rules:
+        ctx.rule_source = rule.source
+        findings.extend(SERIES_RULES[rule.name].fn(ctx, rule.args))
+    return findings

@@ -1,0 +1,199 @@
+"""Scale-set instances and their NICs, made when a scale set's create or update succeeds.
+
+Names follow Azure's Uniform scale sets: instance ids "0", "1", ..., VM names `{vmss}_{id}`,
+computer names `{prefix}` + the id in base 36 on six digits. Private IPs come from the subnet's
+prefix in order, skipping the first four addresses and the last one, which Azure reserves.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING
+
+from .errors import ArmError
+from .store import same_id, stable_uuid
+
+if TYPE_CHECKING:
+    from .backend import Backend
+
+VM_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+NIC_TYPE = "Microsoft.Network/networkInterfaces"
+PIP_TYPE = "Microsoft.Network/publicIPAddresses"
+
+
+def base36(number: int, width: int = 6) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while number:
+        number, rest = divmod(number, 36)
+        out = digits[rest] + out
+    return out.rjust(width, "0")
+
+
+def vms(backend: Backend, vmss: dict) -> list[dict]:
+    found = [r for r in backend.store.under(vmss["id"]) if r["type"] == VM_TYPE]
+    return sorted(found, key=lambda vm: int(vm["instanceId"]))
+
+
+def nics(backend: Backend, under_id: str) -> list[dict]:
+    return [r for r in backend.store.under(under_id) if r["type"] == NIC_TYPE]
+
+
+def nic_configs(vmss: dict) -> list[dict]:
+    profile = vmss.get("properties", {}).get("virtualMachineProfile", {}) or {}
+    return (profile.get("networkProfile") or {}).get("networkInterfaceConfigurations") or []
+
+
+def ip_configs(nic_config: dict) -> list[dict]:
+    return (nic_config.get("properties") or {}).get("ipConfigurations") or []
+
+
+def subnet_ref(ip_config: dict) -> str | None:
+    return ((ip_config.get("properties") or {}).get("subnet") or {}).get("id")
+
+
+def _prefix(subnet: dict) -> str:
+    props = subnet.get("properties", {})
+    return props.get("addressPrefix") or (props.get("addressPrefixes") or [""])[0]
+
+
+def _used(backend: Backend, subnet_id: str) -> set[str]:
+    used = set()
+    for nic in backend.store.of_type(NIC_TYPE):
+        for ipc in nic["properties"]["ipConfigurations"]:
+            if same_id(subnet_ref(ipc), subnet_id):
+                used.add(ipc["properties"]["privateIPAddress"])
+    return used
+
+
+def _usable(subnet: dict):
+    network = ipaddress.ip_network(_prefix(subnet), strict=False)
+    first, last = int(network.network_address) + 4, int(network.broadcast_address) - 1
+    return (str(ipaddress.ip_address(n)) for n in range(first, last + 1))
+
+
+def free_addresses(backend: Backend, subnet_id: str) -> int:
+    subnet = backend.find(subnet_id)
+    network = ipaddress.ip_network(_prefix(subnet), strict=False)
+    return max(0, network.num_addresses - 5) - len(_used(backend, subnet_id))
+
+
+def check_room(backend: Backend, vmss: dict, previous: dict | None) -> None:
+    """ARM refuses a scale set whose subnet cannot hold its NICs: 400 SubnetIsFull."""
+    had = int((previous or {}).get("sku", {}).get("capacity", 0) or 0) if previous else 0
+    extra = int(vmss["sku"].get("capacity", 0) or 0) - had
+    for config in nic_configs(vmss):
+        for ipc in ip_configs(config):
+            subnet_id = subnet_ref(ipc)
+            if subnet_id and extra > 0 and free_addresses(backend, subnet_id) < extra:
+                subnet = backend.find(subnet_id)
+                raise ArmError(400, "SubnetIsFull", f"Subnet {subnet['name']} with address prefix {_prefix(subnet)} "
+                                                    f"does not have enough capacity for {extra} IP addresses.")
+
+
+def _next_ip(backend: Backend, subnet_id: str) -> str:
+    used = _used(backend, subnet_id)
+    return next(ip for ip in _usable(backend.find(subnet_id)) if ip not in used)
+
+
+def _public_ip(number: int) -> str:
+    return f"20.{100 + (number >> 16) % 100}.{(number >> 8) % 256}.{number % 256}"
+
+
+def _mac(number: int) -> str:
+    return "00-0D-3A-" + "-".join(f"{(number >> s) % 256:02X}" for s in (16, 8, 0))
+
+
+def _make_nic(backend: Backend, vmss: dict, vm_id: str, config: dict) -> dict:
+    nic_id = f"{vm_id}/networkInterfaces/{config['name']}"
+    props = config.get("properties", {})
+    ip_configurations = []
+    for ipc in ip_configs(config):
+        ipc_id = f"{nic_id}/ipConfigurations/{ipc['name']}"
+        ipc_props = ipc.get("properties", {})
+        out = {
+            "privateIPAddress": _next_ip(backend, subnet_ref(ipc)),
+            "privateIPAllocationMethod": "Dynamic",
+            "privateIPAddressVersion": ipc_props.get("privateIPAddressVersion", "IPv4"),
+            "subnet": {"id": subnet_ref(ipc)},
+            "primary": ipc_props.get("primary", len(ip_configurations) == 0),
+            "provisioningState": "Succeeded",
+        }
+        public = ipc_props.get("publicIPAddressConfiguration")
+        if public:
+            pip_id = f"{ipc_id}/publicIPAddresses/{public['name']}"
+            backend.store.put({
+                "id": pip_id, "name": public["name"], "type": PIP_TYPE, "location": vmss["location"],
+                "properties": {"ipAddress": _public_ip(backend.store.next_number()), "publicIPAddressVersion": "IPv4",
+                               "publicIPAllocationMethod": "Static", "provisioningState": "Succeeded",
+                               "ipConfiguration": {"id": ipc_id}},
+            })
+            out["publicIPAddress"] = {"id": pip_id}
+        ip_configurations.append({"id": ipc_id, "name": ipc["name"], "properties": out})
+    nic = {
+        "id": nic_id, "name": config["name"], "type": NIC_TYPE, "location": vmss["location"],
+        "properties": {
+            "provisioningState": "Succeeded",
+            "resourceGuid": stable_uuid(nic_id),
+            "ipConfigurations": ip_configurations,
+            "macAddress": _mac(backend.store.next_number()),
+            "primary": props.get("primary", True),
+            "enableAcceleratedNetworking": props.get("enableAcceleratedNetworking", False),
+            "virtualMachine": {"id": vm_id},
+        },
+    }
+    if props.get("networkSecurityGroup"):
+        nic["properties"]["networkSecurityGroup"] = {"id": props["networkSecurityGroup"]["id"]}
+    return backend.store.put(nic)
+
+
+def _make_vm(backend: Backend, vmss: dict, instance: int) -> None:
+    vm_id = f"{vmss['id']}/virtualMachines/{instance}"
+    profile = vmss["properties"].get("virtualMachineProfile", {}) or {}
+    os_profile = profile.get("osProfile") or {}
+    prefix = os_profile.get("computerNamePrefix", vmss["name"])
+    made = [_make_nic(backend, vmss, vm_id, config) for config in nic_configs(vmss)]
+    vm = {
+        "id": vm_id, "name": f"{vmss['name']}_{instance}", "type": VM_TYPE, "location": vmss["location"],
+        "instanceId": str(instance),
+        "sku": {"name": vmss["sku"]["name"], "tier": vmss["sku"].get("tier", "Standard")},
+        "properties": {
+            "latestModelApplied": True,
+            "vmId": stable_uuid(vm_id),
+            "provisioningState": "Succeeded",
+            "storageProfile": profile.get("storageProfile", {}),
+            "osProfile": {"computerName": prefix + base36(instance),
+                          **{k: v for k, v in os_profile.items() if k in ("adminUsername", "linuxConfiguration")}},
+            "networkProfile": {"networkInterfaces": [
+                {"id": nic["id"], "properties": {"primary": nic["properties"]["primary"]}} for nic in made]},
+        },
+    }
+    if vmss.get("tags"):
+        vm["tags"] = dict(vmss["tags"])
+    if vmss.get("zones"):
+        vm["zones"] = [vmss["zones"][instance % len(vmss["zones"])]]
+    backend.store.put(vm)
+
+
+def reconcile(backend: Backend, vmss: dict) -> None:
+    """Make the instances match sku.capacity: scale in from the highest id, scale out after it."""
+    capacity = int(vmss.get("sku", {}).get("capacity", 0) or 0)
+    current = vms(backend, vmss)
+    for vm in current[capacity:]:
+        backend.remove(vm["id"])
+    next_id = int(current[-1]["instanceId"]) + 1 if current else 0
+    for number in range(next_id, next_id + capacity - len(current)):
+        _make_vm(backend, vmss, number)
+    backend.dirty = True
+
+
+def instance_view(vm: dict) -> dict:
+    return {
+        "platformUpdateDomain": int(vm["instanceId"]) % 5,
+        "platformFaultDomain": int(vm["instanceId"]) % 3,
+        "computerName": vm["properties"]["osProfile"]["computerName"],
+        "statuses": [
+            {"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded"},
+            {"code": "PowerState/running", "level": "Info", "displayStatus": "VM running"},
+        ],
+    }

@@ -1,0 +1,132 @@
+"""Compute usages and quota (vCPU families, Total Regional vCPUs, lowPriorityCores).
+
+A location's usage is what a test set with set_quota plus the vCPUs of the fake's own scale sets,
+so creating a scale set raises it and deleting one lowers it without any bookkeeping.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import ArmError
+from .skus import SkuCatalog, capability, normalize_location
+from .store import Store
+
+REGIONAL = "cores"
+LOW_PRIORITY = "lowPriorityCores"
+GPU_FAMILY_LIMIT = 1000  # a subscription that already got a GPU quota increase
+GENERAL_FAMILY_LIMIT = 100
+FIXED = {
+    REGIONAL: ("Total Regional vCPUs", 5000),
+    LOW_PRIORITY: ("Total Regional Low-priority vCPUs", 1000),
+    "virtualMachines": ("Virtual Machines", 25000),
+    "virtualMachineScaleSets": ("Virtual Machine Scale Sets", 2500),
+    "availabilitySets": ("Availability Sets", 2500),
+}
+VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
+
+
+def norm(name: str) -> str:
+    """Family strings come with irregular spaces and case (facts §4): compare them normalised."""
+    return name.replace(" ", "").lower()
+
+
+def family_label(family: str) -> str:
+    middle = re.sub(r"(?i)\s*family$", "", re.sub(r"(?i)^standard\s*", "", family)).strip()
+    return f"Standard {middle} Family vCPUs"
+
+
+def is_spot(vmss: dict) -> bool:
+    priority = vmss.get("properties", {}).get("virtualMachineProfile", {}).get("priority", "Regular")
+    return str(priority).lower() in ("spot", "low")
+
+
+def _demand(vmss: dict, skus: SkuCatalog) -> dict[str, int]:
+    """Quota names -> amount this scale set holds."""
+    sku = skus.find(vmss["location"], vmss.get("sku", {}).get("name", "")) or {}
+    count = int(vmss.get("sku", {}).get("capacity", 0) or 0)
+    vcpus = count * int(capability(sku, "vCPUs", "0"))
+    out = {"virtualMachines": count, "virtualMachineScaleSets": 1}
+    if is_spot(vmss):
+        out[norm(LOW_PRIORITY)] = vcpus
+    else:
+        out[norm(REGIONAL)] = vcpus
+        if sku.get("family"):
+            out[norm(sku["family"])] = vcpus
+    return {norm(k): v for k, v in out.items()}
+
+
+def usages(store: Store, skus: SkuCatalog, location: str) -> list[dict]:
+    location = normalize_location(location)
+    entries: dict[str, dict] = {}
+
+    def entry(value: str, label: str, limit: int) -> None:
+        entries.setdefault(norm(value), {"unit": "Count", "currentValue": 0, "limit": limit,
+                                         "name": {"value": value, "localizedValue": label}})
+
+    for value, (label, limit) in FIXED.items():
+        entry(value, label, limit)
+    for sku in skus.in_location(location):
+        gpus = int(capability(sku, "GPUs", "0"))
+        entry(sku["family"], family_label(sku["family"]), GPU_FAMILY_LIMIT if gpus else GENERAL_FAMILY_LIMIT)
+    for name, values in store.quota.get(location, {}).items():
+        entry(values.get("value", name), values.get("label", family_label(name)), 0)
+        e = entries[norm(name)]
+        if values.get("limit") is not None:
+            e["limit"] = values["limit"]
+        e["currentValue"] = values.get("usage") or 0
+    for vmss in store.of_type(VMSS_TYPE):
+        if normalize_location(vmss.get("location", "")) != location:
+            continue
+        if vmss.get("properties", {}).get("provisioningState") == "Failed":
+            continue
+        for name, amount in _demand(vmss, skus).items():
+            if name in entries:
+                entries[name]["currentValue"] += amount
+    return list(entries.values())
+
+
+def set_quota(store: Store, skus: SkuCatalog, location: str, name: str, limit: int | None, usage: int | None) -> None:
+    location = normalize_location(location)
+    wanted = norm(name)
+    known = {norm(e["name"]["value"]): e for e in usages(store, skus, location)}
+    by_label = {norm(e["name"]["localizedValue"]): e for e in known.values()}
+    match = known.get(wanted) or by_label.get(wanted)
+    value = match["name"]["value"] if match else name
+    slot = store.quota.setdefault(location, {}).setdefault(norm(value), {"value": value})
+    if match:
+        slot["label"] = match["name"]["localizedValue"]
+    if limit is not None:
+        slot["limit"] = limit
+    if usage is not None:
+        slot["usage"] = usage
+
+
+def check(store: Store, skus: SkuCatalog, vmss: dict, previous: dict | None) -> None:
+    """Raise ARM's synchronous 409 when the scale set would exceed a vCPU quota."""
+    location = normalize_location(vmss["location"])
+    want = _demand(vmss, skus)
+    had = _demand(previous, skus) if previous and previous.get("properties", {}).get("provisioningState") != "Failed" else {}
+    current = {norm(e["name"]["value"]): e for e in usages(store, skus, location)}
+    sku = skus.find(location, vmss["sku"]["name"]) or {}
+    names = [norm(LOW_PRIORITY)] if is_spot(vmss) else [norm(sku.get("family", "")), norm(REGIONAL)]
+    for name in names:
+        e = current.get(name)
+        extra = want.get(name, 0) - had.get(name, 0)
+        if e is None or extra <= 0 or e["currentValue"] + extra <= e["limit"]:
+            continue
+        raise ArmError(409, "OperationNotAllowed", quota_message(e, location, extra))
+
+
+def quota_message(e: dict, location: str, extra: int) -> str:
+    value = e["name"]["value"]
+    label = {norm(REGIONAL): "Total Regional Cores", norm(LOW_PRIORITY): "LowPriorityCores"}.get(norm(value), f"{value} Cores")
+    return (
+        f"Operation could not be completed as it results in exceeding approved {label} quota. "
+        f"Additional details - Deployment Model: Resource Manager, Location: {location}, "
+        f"Current Limit: {e['limit']}, Current Usage: {e['currentValue']}, Additional Required: {extra}, "
+        f"(Minimum) New Limit Required: {e['currentValue'] + extra}. Submit a request for Quota increase at "
+        "https://aka.ms/ProdportalCRP/#blade/Microsoft_Azure_Capacity/UsageAndQuota.ReactView by specifying "
+        "parameters listed in the 'Details' section for deployment to succeed. Please read more about quota "
+        "limits at https://docs.microsoft.com/en-us/azure/azure-supportability/per-vm-quota-requests"
+    )

@@ -1,0 +1,75 @@
+"""Microsoft.Compute catalogs: resource SKUs, usages (quota) and marketplace images."""
+
+from __future__ import annotations
+
+import re
+
+from .. import images, quota
+from ..errors import ArmError, NotImplementedInFake
+from ..skus import normalize_location
+from . import SUB, Response, page, route
+
+LOCATION = SUB + r"/providers/Microsoft\.Compute/locations/(?P<location>[^/]+)"
+IMAGE_SKU = (LOCATION + r"/publishers/(?P<publisher>[^/]+)/artifacttypes/vmimage/offers/(?P<offer>[^/]+)"
+             r"/skus/(?P<sku>[^/]+)/versions")
+_LOCATION_FILTER = re.compile(r"location\s+eq\s+'([^']*)'", re.IGNORECASE)
+
+
+@route("GET", SUB + r"/providers/Microsoft\.Compute/skus")
+def list_skus(backend, req, sub):
+    text = (req.query.get("$filter") or "").strip()
+    if not text:
+        return page([s for loc in backend.skus.all_locations() for s in backend.skus.in_location(loc)])
+    match = _LOCATION_FILTER.fullmatch(text)
+    if not match:
+        raise NotImplementedInFake(req.method, req.path, f"$filter {text!r}")
+    return page(backend.skus.in_location(match.group(1)))
+
+
+@route("GET", LOCATION + r"/usages")
+def list_usages(backend, req, sub, location):
+    return page(quota.usages(backend.store, backend.skus, location))
+
+
+def _image_id(sub: str, location: str, image: dict) -> str:
+    return (f"/Subscriptions/{sub}/Providers/Microsoft.Compute/Locations/{location}/Publishers/{image['publisher']}"
+            f"/ArtifactTypes/VMImage/Offers/{image['offer']}/Skus/{image['sku']}/Versions/{image['version']}")
+
+
+def _not_found() -> ArmError:
+    return ArmError(404, "NotFound", "Artifact: VMImage was not found.")
+
+
+@route("GET", IMAGE_SKU)
+def list_image_versions(backend, req, sub, location, publisher, offer, sku):
+    location = normalize_location(location)
+    found = images.versions(backend.store.images, location, publisher, offer, sku)
+    if not found:
+        raise _not_found()
+    if "desc" in (req.query.get("$orderby") or "").lower():
+        found.reverse()
+    if req.query.get("$top"):
+        found = found[: int(req.query["$top"])]
+    # This API answers a bare JSON array, not a {"value": [...]} page.
+    return Response(200, [{"name": i["version"], "location": location, "id": _image_id(sub, location, i)} for i in found])
+
+
+@route("GET", IMAGE_SKU + r"/(?P<version>[^/]+)")
+def get_image_version(backend, req, sub, location, publisher, offer, sku, version):
+    location = normalize_location(location)
+    image = images.find(backend.store.images, location, publisher, offer, sku, version)
+    if image is None:
+        raise _not_found()
+    return Response(200, {
+        "name": image["version"],
+        "location": location,
+        "id": _image_id(sub, location, image),
+        "properties": {
+            "hyperVGeneration": image["hyperVGeneration"],
+            "architecture": image["architecture"],
+            "osImage": {"operatingSystem": "Linux"},
+            "dataDiskImages": [],
+            "automaticOSUpgradeProperties": {"automaticOSUpgradeSupported": False},
+            "imageDeprecationStatus": {"imageState": "Active"},
+        },
+    })

@@ -1,0 +1,286 @@
+"""Microsoft.Compute scale sets: the scale set, its instances and its extensions.
+
+A scale-set PUT is checked the way ARM checks it, synchronously, before anything is accepted:
+resource group, SKU availability (409 SkuNotAvailable), immutable properties (409), references
+(400 InvalidResourceReference), marketplace image and its generation/architecture, vCPU quota
+(409 OperationNotAllowed) and subnet room (400 SubnetIsFull).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from .. import images, instances, quota
+from ..errors import ArmError, child_not_found, invalid_reference
+from ..skus import capability, normalize_location
+from ..store import same_id, stable_uuid
+from . import COMPUTE, SUB, VMSS, Response, page, route
+
+VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
+EXTENSION_TYPE = "Microsoft.Compute/virtualMachineScaleSets/extensions"
+
+
+def _vmss_id(backend, rg: str, name: str) -> str:
+    return f"{backend.rg_id(rg)}/providers/{VMSS_TYPE}/{name}"
+
+
+def _profile(vmss: dict) -> dict:
+    return vmss.get("properties", {}).get("virtualMachineProfile") or {}
+
+
+def _sku_not_available(size: str, location: str) -> ArmError:
+    return ArmError(409, "SkuNotAvailable",
+                    f"The requested VM size for resource 'Following SKUs have failed for Capacity Restrictions: {size}' "
+                    f"is currently not available in location '{location}'. Please try another size or deploy to a "
+                    "different location or different zone. See https://aka.ms/azureskunotavailable for details.")
+
+
+def _check_sku(backend, vmss: dict) -> dict:
+    size, location = vmss["sku"]["name"], vmss["location"]
+    sku = backend.skus.find(location, size)
+    if sku is None:
+        raise _sku_not_available(size, location)
+    zones = {str(z) for z in vmss.get("zones") or ()}
+    offered = {str(z) for info in sku.get("locationInfo", ()) for z in info.get("zones", ())}
+    for restriction in sku.get("restrictions") or ():
+        info = restriction.get("restrictionInfo") or {}
+        if restriction.get("type") == "Location" and location in [normalize_location(v) for v in restriction.get("values", [])]:
+            raise _sku_not_available(size, location)
+        if restriction.get("type") == "Zone" and zones & {str(z) for z in info.get("zones", ())}:
+            raise _sku_not_available(size, location)
+    if zones - offered:
+        raise _sku_not_available(size, location)
+    return sku
+
+
+def _check_immutable(previous: dict, vmss: dict) -> None:
+    old, new = previous["properties"], vmss["properties"]
+    if old.get("orchestrationMode", "Uniform").lower() != new.get("orchestrationMode", "Uniform").lower():
+        raise ArmError(409, "PropertyChangeNotAllowed", "Changing property 'orchestrationMode' is not allowed.")
+    if "singlePlacementGroup" not in new and "singlePlacementGroup" in old:
+        new["singlePlacementGroup"] = old["singlePlacementGroup"]  # omitted on update keeps the value
+    if old.get("singlePlacementGroup") is False and new.get("singlePlacementGroup") is True:
+        raise ArmError(409, "PropertyChangeNotAllowed",
+                       "Changing property 'singlePlacementGroup' is not allowed: a scale set can go from a single "
+                       "placement group to multiple placement groups, never back.")
+
+
+def _check_references(backend, vmss: dict) -> None:
+    for config in instances.nic_configs(vmss):
+        nsg = (config.get("properties", {}).get("networkSecurityGroup") or {}).get("id")
+        if nsg and backend.find(nsg) is None:
+            raise invalid_reference(nsg, vmss["id"])
+        for ipc in instances.ip_configs(config):
+            subnet_id = instances.subnet_ref(ipc)
+            subnet = backend.find(subnet_id)
+            vnet = backend.find(subnet_id.rsplit("/subnets/", 1)[0]) if subnet else None
+            if subnet is None or vnet is None or vnet["location"] != vmss["location"]:
+                raise invalid_reference(subnet_id, vmss["id"])
+
+
+def _check_image(backend, vmss: dict, sku: dict) -> None:
+    ref = (_profile(vmss).get("storageProfile") or {}).get("imageReference") or {}
+    if not ref.get("publisher"):
+        return  # custom and gallery images (id=...) are the caller's business
+    urn = ":".join(ref.get(k, "") for k in ("publisher", "offer", "sku")) + ":" + ref.get("version", "latest")
+    image = images.find(backend.store.images, vmss["location"], ref["publisher"], ref.get("offer", ""),
+                        ref.get("sku", ""), ref.get("version", "latest"))
+    if image is None:
+        raise ArmError(404, "PlatformImageNotFound",
+                       f"The platform image '{urn}' is not available. Verify that all fields in the storage profile "
+                       "are correct. For more details about storage profile information, please refer to "
+                       "https://aka.ms/storageprofile")
+    size = vmss["sku"]["name"]
+    generations = (capability(sku, "HyperVGenerations") or "V1").split(",")
+    if not set(image["generations"]) & set(generations):
+        number = image["hyperVGeneration"][1:]
+        raise ArmError(400, "BadRequest",
+                       f"The selected VM size '{size}' cannot boot Hypervisor Generation '{number}'. If this was a "
+                       "Create operation please check that the Hypervisor Generation of the Image matches the "
+                       f"Hypervisor Generation of the selected VM Size. If this was an Update operation please "
+                       f"select a Hypervisor Generation '{number}' VM Size. For more information, see "
+                       "https://aka.ms/azuregen2vm")
+    arch = capability(sku, "CpuArchitectureType") or "x64"
+    if image["architecture"].lower() != arch.lower():
+        # Azure's exact wording for this case is not documented; the code is what callers should use.
+        raise ArmError(400, "BadRequest",
+                       f"The selected VM size '{size}' has CPU architecture '{arch}' and cannot boot image '{urn}' "
+                       f"of architecture '{image['architecture']}'.")
+
+
+def _validate(backend, vmss: dict, previous: dict | None) -> None:
+    if not (vmss.get("sku") or {}).get("name"):
+        raise ArmError(400, "InvalidParameter", "Required parameter 'sku.name' is missing (null).")
+    sku = _check_sku(backend, vmss)
+    if previous is not None:
+        _check_immutable(previous, vmss)
+    _check_references(backend, vmss)
+    _check_image(backend, vmss, sku)
+    quota.check(backend.store, backend.skus, vmss, previous)
+    instances.check_room(backend, vmss, previous)
+
+
+def _accept(backend, req, vmss: dict, previous: dict | None) -> Response:
+    vmss["properties"]["uniqueId"] = stable_uuid(vmss["id"])
+    for ext in (_profile(vmss).get("extensionProfile") or {}).get("extensions") or []:
+        ext["id"] = f"{vmss['id']}/extensions/{ext['name']}"
+        ext["type"] = EXTENSION_TYPE
+        ext.setdefault("properties", {})["provisioningState"] = "Succeeded"
+    return backend.accepted_put(req, vmss, previous is not None, vmss["location"])
+
+
+@route("PUT", VMSS)
+def put_vmss(backend, req, sub, rg, vmss):
+    backend.require_rg(rg)
+    if not (req.body or {}).get("location"):
+        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
+    resource_id = _vmss_id(backend, rg, vmss)
+    previous = backend.find(resource_id)
+    resource = backend.new_resource(resource_id, req.body)
+    _validate(backend, resource, previous)
+    return _accept(backend, req, resource, previous)
+
+
+def _merge(target: dict, patch: dict) -> dict:
+    """JSON merge patch (RFC 7386), which is how ARM applies a PATCH body."""
+    for name, value in patch.items():
+        if value is None:
+            target.pop(name, None)
+        elif isinstance(value, dict) and isinstance(target.get(name), dict):
+            _merge(target[name], value)
+        else:
+            target[name] = copy.deepcopy(value)
+    return target
+
+
+@route("PATCH", VMSS)
+def patch_vmss(backend, req, sub, rg, vmss):
+    previous = backend.require(_vmss_id(backend, rg, vmss))
+    resource = _merge(copy.deepcopy(previous), req.body or {})
+    _validate(backend, resource, previous)
+    return _accept(backend, req, resource, previous)
+
+
+@route("GET", VMSS)
+def get_vmss(backend, req, sub, rg, vmss):
+    return Response(200, backend.get_for_read(_vmss_id(backend, rg, vmss)))
+
+
+@route("DELETE", VMSS)
+def delete_vmss(backend, req, sub, rg, vmss):
+    backend.require_rg(rg)
+    resource = backend.find(_vmss_id(backend, rg, vmss))
+    if resource is None:
+        return Response(204)
+    return backend.accepted_delete(req, resource, resource["location"])
+
+
+@route("GET", COMPUTE + r"/virtualMachineScaleSets")
+def list_vmss(backend, req, sub, rg):
+    backend.require_rg(rg)
+    return page(backend.in_group(rg, VMSS_TYPE))
+
+
+@route("GET", SUB + r"/providers/Microsoft\.Compute/virtualMachineScaleSets")
+def list_all_vmss(backend, req, sub):
+    return page([r for r in backend.top_level() if r["type"] == VMSS_TYPE])
+
+
+def _failure(backend, resource_id: str) -> dict | None:
+    failed = [op for op in backend.store.operations.values()
+              if op["status"] == "Failed" and same_id(op["target"], resource_id)]
+    return failed[-1]["error"] if failed else None
+
+
+@route("GET", VMSS + r"/instanceView")
+def vmss_instance_view(backend, req, sub, rg, vmss):
+    resource = backend.get_for_read(_vmss_id(backend, rg, vmss))
+    state = resource["properties"].get("provisioningState", "Succeeded")
+    status = {"code": f"ProvisioningState/{state.lower()}", "level": "Info", "displayStatus": f"Provisioning {state.lower()}"}
+    error = _failure(backend, resource["id"]) if state == "Failed" else None
+    if error:
+        status.update(code=f"ProvisioningState/failed/{error['code']}", level="Error", message=error["message"])
+    count = len(instances.vms(backend, resource))
+    summary = [{"code": "ProvisioningState/succeeded", "count": count}] if count else []
+    extensions = (_profile(resource).get("extensionProfile") or {}).get("extensions") or []
+    return Response(200, {
+        "virtualMachine": {"statusesSummary": summary},
+        "extensions": [{"name": e["name"], "statusesSummary": summary} for e in extensions],
+        "statuses": [status],
+    })
+
+
+# -- instances -----------------------------------------------------------------------------------
+def _vm(backend, rg: str, vmss: str, instance: str) -> dict:
+    scale_set = backend.require(_vmss_id(backend, rg, vmss))
+    vm = backend.find(f"{scale_set['id']}/virtualMachines/{instance}")
+    if vm is None:
+        raise ArmError(404, "NotFound", f"The entity was not found in this Azure location. Instance {instance} of {vmss}.")
+    return vm
+
+
+def _with_view(vm: dict) -> dict:
+    out = copy.deepcopy(vm)
+    out["properties"]["instanceView"] = instances.instance_view(vm)
+    return out
+
+
+@route("GET", VMSS + r"/virtualMachines")
+def list_vms(backend, req, sub, rg, vmss):
+    scale_set = backend.require(_vmss_id(backend, rg, vmss))
+    vms = instances.vms(backend, scale_set)
+    if "instanceview" in (req.query.get("$expand") or "").lower():
+        vms = [_with_view(vm) for vm in vms]
+    return page(vms)
+
+
+@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)")
+def get_vm(backend, req, sub, rg, vmss, instance):
+    vm = _vm(backend, rg, vmss, instance)
+    return Response(200, _with_view(vm) if "instanceview" in (req.query.get("$expand") or "").lower() else vm)
+
+
+@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/instanceView")
+def vm_instance_view(backend, req, sub, rg, vmss, instance):
+    return Response(200, instances.instance_view(_vm(backend, rg, vmss, instance)))
+
+
+# -- extensions ----------------------------------------------------------------------------------
+EXTENSION = VMSS + r"/extensions/(?P<name>[^/]+)"
+
+
+@route("PUT", EXTENSION)
+def put_extension(backend, req, sub, rg, vmss, name):
+    scale_set = backend.require(_vmss_id(backend, rg, vmss))
+    extension_id = f"{scale_set['id']}/extensions/{name}"
+    existed = backend.find(extension_id) is not None
+    body = {k: v for k, v in (req.body or {}).items() if k not in ("id", "type", "name")}
+    extension = {"id": extension_id, "name": name, "type": EXTENSION_TYPE, **copy.deepcopy(body)}
+    extension.setdefault("properties", {})
+    return backend.accepted_put(req, extension, existed, scale_set["location"])
+
+
+@route("GET", EXTENSION)
+def get_extension(backend, req, sub, rg, vmss, name):
+    scale_set = backend.require(_vmss_id(backend, rg, vmss))
+    extension_id = f"{scale_set['id']}/extensions/{name}"
+    backend.ops.touch(extension_id)
+    extension = backend.find(extension_id)
+    if extension is None:
+        raise child_not_found(extension_id)
+    return Response(200, extension)
+
+
+@route("DELETE", EXTENSION)
+def delete_extension(backend, req, sub, rg, vmss, name):
+    scale_set = backend.require(_vmss_id(backend, rg, vmss))
+    extension = backend.find(f"{scale_set['id']}/extensions/{name}")
+    if extension is None:
+        return Response(204)
+    return backend.accepted_delete(req, extension, scale_set["location"])
+
+
+@route("GET", VMSS + r"/extensions")
+def list_extensions(backend, req, sub, rg, vmss):
+    scale_set = backend.require(_vmss_id(backend, rg, vmss))
+    return page((_profile(scale_set).get("extensionProfile") or {}).get("extensions") or [])

@@ -1,0 +1,91 @@
+"""Microsoft.Resources: resource groups, and the generic resource listings."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import ArmError, NotImplementedInFake
+from ..skus import normalize_location
+from . import RG, SUB, Response, page, route
+
+RG_TYPE = "Microsoft.Resources/resourceGroups"
+
+
+@route("PUT", RG)
+def put_group(backend, req, sub, rg):
+    body = req.body or {}
+    existing = backend.store.get(backend.rg_id(rg))
+    if not body.get("location"):
+        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
+    location = normalize_location(body["location"])
+    if existing and existing["location"] != location:
+        raise ArmError(400, "InvalidResourceGroupLocation",
+                       f"Invalid resource group location '{location}'. The Resource group already exists in "
+                       f"location '{existing['location']}'.")
+    group = {"id": backend.rg_id(existing["name"] if existing else rg), "name": existing["name"] if existing else rg,
+             "type": RG_TYPE, "location": location, "tags": body.get("tags", {}),
+             "properties": {"provisioningState": "Succeeded"}}
+    if body.get("managedBy"):
+        group["managedBy"] = body["managedBy"]
+    backend.store.put(group)
+    backend.dirty = True
+    return Response(200 if existing else 201, group)
+
+
+@route("GET", RG)
+def get_group(backend, req, sub, rg):
+    return Response(200, backend.require_rg(rg))
+
+
+@route("HEAD", RG)
+def group_exists(backend, req, sub, rg):
+    return Response(204 if backend.store.get(backend.rg_id(rg)) else 404)
+
+
+@route("DELETE", RG)
+def delete_group(backend, req, sub, rg):
+    group = backend.require_rg(rg)
+    return backend.accepted_delete(req, group, group["location"])
+
+
+@route("GET", SUB + r"/resourceGroups")
+def list_groups(backend, req, sub):
+    return page([r for r in backend.store.resources.values() if r["type"] == RG_TYPE])
+
+
+@route("GET", RG + r"/resources")
+def list_group_resources(backend, req, sub, rg):
+    backend.require_rg(rg)
+    return page(_filtered(req, backend.top_level(rg)))
+
+
+@route("GET", SUB + r"/resources")
+def list_subscription_resources(backend, req, sub):
+    return page(_filtered(req, backend.top_level()))
+
+
+def _generic(resource: dict) -> dict:
+    """GenericResource: the listing shows identity, placement and tags, never properties."""
+    keys = ("id", "name", "type", "location", "tags", "sku", "kind", "zones", "managedBy")
+    return {k: resource[k] for k in keys if k in resource}
+
+
+_TAG = re.compile(r"tagName eq '([^']*)'(?: and tagValue eq '([^']*)')?", re.IGNORECASE)
+_TYPE = re.compile(r"resourceType eq '([^']*)'", re.IGNORECASE)
+
+
+def _filtered(req, resources: list[dict]) -> list[dict]:
+    """The $filter forms azgpu uses; any other filter fails loudly rather than being ignored."""
+    text = (req.query.get("$filter") or "").strip()
+    if text:
+        tag, kind = _TAG.fullmatch(text), _TYPE.fullmatch(text)
+        if tag:
+            name, value = tag.group(1).lower(), tag.group(2)
+            resources = [r for r in resources
+                         if any(k.lower() == name and (value is None or v == value) for k, v in (r.get("tags") or {}).items())]
+        elif kind:
+            resources = [r for r in resources if r["type"].lower() == kind.group(1).lower()]
+        else:
+            raise NotImplementedInFake(req.method, req.path, f"$filter {text!r}")
+    return [_generic(r) for r in resources]
+

@@ -1,0 +1,154 @@
+"""The fake's state: ARM resources keyed by id, pending operations, and what tests changed.
+
+Everything here is plain JSON so a --simulate run can carry it from one CLI process to the next.
+Seeded catalogs (SKUs, images, default quota) are not stored: they are rebuilt from azgpu's
+profiles in each process, and only the changes a test or user made are kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+STATE_VERSION = 1
+_UUID_NAMESPACE = uuid.UUID("6f1d1a52-7c47-4f3e-9a43-6e7a5a1e0c11")
+
+
+@dataclass(frozen=True)
+class ResourceId:
+    subscription: str
+    resource_group: str | None
+    namespace: str | None
+    types: tuple[str, ...]
+    names: tuple[str, ...]
+
+    @property
+    def type(self) -> str:
+        """The ARM type string, e.g. Microsoft.Network/virtualNetworks/subnets."""
+        if self.namespace is None:
+            return "Microsoft.Resources/resourceGroups"
+        return "/".join((self.namespace, *self.types))
+
+    @property
+    def name(self) -> str:
+        return self.names[-1] if self.names else (self.resource_group or "")
+
+    @property
+    def parent(self) -> str | None:
+        """The id of the parent resource (a VNet for a subnet), or None for a top-level one."""
+        if len(self.types) < 2:
+            return None
+        parts = [f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/{self.namespace}"]
+        for t, n in zip(self.types[:-1], self.names[:-1]):
+            parts.append(f"{t}/{n}")
+        return "/".join(parts)
+
+
+def parse_id(resource_id: str) -> ResourceId:
+    parts = [p for p in resource_id.split("/") if p]
+    if len(parts) < 2 or parts[0].lower() != "subscriptions":
+        raise ValueError(f"not an ARM resource id: {resource_id!r}")
+    sub = parts[1]
+    if len(parts) == 2:
+        return ResourceId(sub, None, None, (), ())
+    if len(parts) < 4 or parts[2].lower() != "resourcegroups":
+        raise ValueError(f"not a resource-group-scoped ARM id: {resource_id!r}")
+    rg = parts[3]
+    if len(parts) == 4:
+        return ResourceId(sub, rg, None, (), ())
+    if len(parts) < 8 or parts[4].lower() != "providers" or len(parts) % 2:
+        raise ValueError(f"not an ARM resource id: {resource_id!r}")
+    rest = parts[6:]
+    return ResourceId(sub, rg, parts[5], tuple(rest[0::2]), tuple(rest[1::2]))
+
+
+def key(resource_id: str) -> str:
+    """ARM ids compare case-insensitively; the store is keyed by the lower-cased id."""
+    return resource_id.rstrip("/").lower()
+
+
+def same_id(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and key(a) == key(b)
+
+
+def stable_uuid(*parts: object) -> str:
+    """Deterministic GUIDs (vmId, resourceGuid, operation ids) so request logs compare across runs."""
+    return str(uuid.uuid5(_UUID_NAMESPACE, "/".join(map(str, parts))))
+
+
+class Store:
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.resources: dict[str, dict] = {}
+        self.operations: dict[str, dict] = {}
+        self.sku_overrides: list[dict] = []  # [{"location", "size", "overrides"}], applied in order
+        self.quota: dict[str, dict[str, dict]] = {}  # location -> quota name -> {"limit", "usage"}
+        self.images: list[dict] = []  # images added by add_image, on top of the seeded catalog
+        self.counter = 0
+
+    # -- resources ---------------------------------------------------------------------------
+    def get(self, resource_id: str) -> dict | None:
+        return self.resources.get(key(resource_id))
+
+    def put(self, resource: dict) -> dict:
+        self.resources[key(resource["id"])] = resource
+        return resource
+
+    def delete(self, resource_id: str) -> dict | None:
+        return self.resources.pop(key(resource_id), None)
+
+    def under(self, prefix_id: str) -> list[dict]:
+        """Every stored resource whose id lies below prefix_id (not the prefix itself)."""
+        prefix = key(prefix_id) + "/"
+        return [r for k, r in self.resources.items() if k.startswith(prefix)]
+
+    def of_type(self, type_: str) -> list[dict]:
+        return [r for r in self.resources.values() if r.get("type", "").lower() == type_.lower()]
+
+    def next_number(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    # -- persistence -------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "version": STATE_VERSION,
+            "resources": self.resources,
+            "operations": self.operations,
+            "sku_overrides": self.sku_overrides,
+            "quota": self.quota,
+            "images": self.images,
+            "counter": self.counter,
+        }
+
+    def load_json(self, data: dict) -> None:
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"fake Azure state has version {data.get('version')!r}, expected {STATE_VERSION}")
+        self.clear()
+        self.resources = data["resources"]
+        self.operations = data["operations"]
+        self.sku_overrides = data["sku_overrides"]
+        self.quota = data["quota"]
+        self.images = data["images"]
+        self.counter = data["counter"]
+
+    def save(self, path: str | os.PathLike) -> None:
+        # Write then rename, so a CLI process reading the file never sees half of it.
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.to_json(), fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+
+    def load(self, path: str | os.PathLike) -> None:
+        with open(path) as fh:
+            self.load_json(json.load(fh))
+

@@ -1,0 +1,285 @@
+"""Request -> Spec: every input check and documented rule at once, errors and warnings together."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+
+from . import naming, rules
+from .errors import AzgpuError, Finding, ValidationFailed
+from .images import Image, resolve
+from .profiles import Extension, Profile, Size, cite, find_size, load_profile
+from .request import DEFAULT_VNET_PREFIX, Request
+from .resources import data_dir
+
+MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
+ARM_MAX_RESOURCES = 800
+RESERVED_TAGS = ("managed-by", "azgpu-cluster", "azgpu-profile", "azgpu-created")
+RESERVED_USERNAMES = {
+    "administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1", "1", "123", "a",
+    "actuser", "adm", "admin2", "aspnet", "backup", "console", "david", "guest", "john", "owner", "root",
+    "server", "sql", "support", "support_388945a0", "sys", "test2", "test3", "user4", "user5",
+}
+SSH_KEY_RE = re.compile(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|sk-ssh-ed25519@openssh\.com|"
+                        r"sk-ecdsa-sha2-nistp256@openssh\.com) ([A-Za-z0-9+/]+={0,3})(?: .*)?$")
+SUBNET_ID_RE = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
+                          r"virtualNetworks/[^/]+/subnets/[^/]+$", re.IGNORECASE)
+INTERNET = {"*", "internet", "any", "0.0.0.0/0"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated request with every decision the plan needs."""
+
+    request: Request
+    profile: Profile
+    size: Size
+    image: Image
+    names: naming.Names
+    command: str
+    security_type: str
+    accelerated_networking: bool
+    ib_domain: int
+    scale_sets: tuple[int, ...]
+    vnet_prefix: str | None
+    subnet_id: str | None
+    ssh_source: str | None
+    install_ofed: str | None
+    extensions: tuple[Extension, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def nodes(self) -> int:
+        return sum(self.scale_sets)
+
+
+@cache
+def regions() -> tuple[str, ...]:
+    with (data_dir("profiles") / "regions.toml").open("rb") as fh:
+        return tuple(tomllib.load(fh)["regions"])
+
+
+def _err(code: str, message: str, remedy: str, fld: str, source: str = "", severity: str = "error") -> Finding:
+    return Finding(code, message, remedy, cite((source,)) if source else "", severity, fld)
+
+
+def _from_exc(exc: AzgpuError, fld: str) -> Finding:
+    return Finding(exc.code, exc.message, exc.remedy, "", "error", fld)
+
+
+def _check_location(loc: str | None, command: str) -> list[Finding]:
+    if loc is None:
+        if command == "create":
+            return [_err("MISSING_LOCATION", "no location given", "pass -l/--location, e.g. -l eastus", "location")]
+        return []
+    if loc in regions():
+        return []
+    squashed = loc.replace(" ", "").lower()
+    near = [squashed] if squashed in regions() else difflib.get_close_matches(squashed, regions(), n=1, cutoff=0.6)
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    return [_err("INVALID_LOCATION", f"'{loc}' is not an Azure region name",
+                 f"{hint}use the lowercase name without spaces as 'az account list-locations -o table' shows it",
+                 "location", "D-regions")]
+
+
+def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Finding]:
+    if key is None:
+        if any(f.field == "ssh_key" for f in input_findings):
+            return []
+        if command == "create":
+            return [_err("MISSING_SSH_KEY", "no SSH public key: azgpu creates Linux nodes with SSH keys only",
+                         "pass --ssh-key ~/.ssh/id_ed25519.pub (create one with ssh-keygen -t ed25519)", "ssh_key")]
+        return [_err("SSH_KEY_NOT_SET", "no SSH public key given: main.parameters.json leaves sshPublicKey for you to fill",
+                     "pass --ssh-key PATH to fill it", "ssh_key", severity="warning")]
+    match = SSH_KEY_RE.match(key.strip())
+    valid = bool(match)
+    if match:
+        try:
+            base64.b64decode(match.group(2), validate=True)
+        except (binascii.Error, ValueError):
+            valid = False
+    if not valid:
+        return [_err("INVALID_SSH_KEY", "the SSH public key is not an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-... AAAA...)",
+                     "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", "ssh_key")]
+    return []
+
+
+def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.IPv4Network | None, str | None]:
+    out: list[Finding] = []
+    vnet = None
+    ssh_source = None
+    if req.vnet_address_prefix and req.subnet_id:
+        out.append(_err("CONFLICTING_NETWORK", "--vnet-address-prefix and --subnet-id exclude each other",
+                        "pass --subnet-id to use an existing subnet, or --vnet-address-prefix for a new network", "subnet_id"))
+    if req.subnet_id:
+        if not SUBNET_ID_RE.match(req.subnet_id):
+            out.append(_err("INVALID_SUBNET_ID", f"'{req.subnet_id}' is not a subnet resource ID",
+                            "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/SUBNET",
+                            "subnet_id"))
+    else:
+        prefix = req.vnet_address_prefix or DEFAULT_VNET_PREFIX
+        try:
+            vnet = ipaddress.IPv4Network(prefix, strict=True)
+        except ValueError as exc:
+            fix = ""
+            try:
+                fix = f", e.g. {ipaddress.IPv4Network(prefix, strict=False)}"
+            except ValueError:
+                pass
+            out.append(_err("INVALID_CIDR", f"--vnet-address-prefix '{prefix}' is not an IPv4 network: {exc}",
+                            f"pass a network in CIDR form{fix or ', e.g. 10.0.0.0/16'}", "vnet_address_prefix"))
+        else:
+            if vnet.prefixlen > 29:
+                out.append(_err("INVALID_CIDR", f"--vnet-address-prefix {vnet} is smaller than Azure's smallest subnet (/29)",
+                                "pass a larger network, e.g. 10.0.0.0/16", "vnet_address_prefix", "D-vnet-faq"))
+            elif nodes > vnet.num_addresses - 5:
+                out.append(_err("SUBNET_TOO_SMALL",
+                                f"{vnet} holds {vnet.num_addresses - 5} node addresses (Azure reserves 5 per subnet), {nodes} needed",
+                                "pass a larger --vnet-address-prefix, e.g. 10.0.0.0/16", "vnet_address_prefix", "D-vnet-faq"))
+    if req.ssh_source:
+        text = req.ssh_source.strip()
+        if text.lower() in INTERNET:
+            ssh_source = "Internet"
+            out.append(_err("SSH_OPEN_TO_INTERNET", "--ssh-source opens SSH (22/tcp) to the whole internet",
+                            "narrow it to your address, e.g. --ssh-source 203.0.113.7/32", "ssh_source", severity="warning"))
+        else:
+            try:
+                ssh_source = str(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                out.append(_err("INVALID_SSH_SOURCE", f"--ssh-source '{text}' is not an IP address or CIDR",
+                                "pass your address or network, e.g. --ssh-source 203.0.113.7/32", "ssh_source"))
+    if req.public_ip and not req.ssh_source:
+        out.append(_err("PUBLIC_IP_WITHOUT_SSH_RULE", "--public-ip without --ssh-source: the NSG admits no inbound SSH",
+                        "add --ssh-source YOUR.IP/32 to reach the nodes", "public_ip", severity="warning"))
+    return out, vnet, ssh_source
+
+
+def _check_tags(tags: dict[str, str]) -> list[Finding]:
+    out = []
+    for key, value in tags.items():
+        if key.lower() in RESERVED_TAGS:
+            out.append(_err("RESERVED_TAG", f"tag '{key}' is set by azgpu to find its resources", "choose another tag name",
+                            "tags"))
+        elif len(key) > 512 or len(value) > 256 or set(key) & set("<>%&\\?/"):
+            out.append(_err("INVALID_TAG", f"tag '{key}' breaks Azure's tag rules (name <= 512 characters without <>%&\\?/, "
+                            "value <= 256)", "shorten or rename the tag", "tags", "D-tags"))
+    if len(tags) + len(RESERVED_TAGS) > 50:
+        out.append(_err("INVALID_TAG", f"{len(tags)} tags: Azure allows 50 per resource and azgpu uses {len(RESERVED_TAGS)}",
+                        "pass fewer --tag options", "tags", "D-tags"))
+    return out
+
+
+def validate(request: Request, *, command: str = "validate") -> Spec:
+    """All findings at once; raises ValidationFailed when any is an error."""
+    req = request
+    findings: list[Finding] = list(req.input_findings)
+
+    profile: Profile | None = None
+    size: Size | None = None
+    try:
+        if req.profile:
+            profile = load_profile(req.profile)
+            size = profile.size(req.size or profile.default_size)
+        elif req.size:
+            profile, size = find_size(req.size)
+    except AzgpuError as exc:
+        findings.append(_from_exc(exc, "size" if exc.code == "UNKNOWN_SIZE" else "profile"))
+    if profile and req.profile and req.profile != profile.id:
+        req = req.with_changes(profile=profile.id)
+
+    nodes = req.nodes
+    if nodes is not None and nodes <= 0:
+        findings.append(_err("INVALID_NODES", f"--nodes must be 1 or more, not {nodes}", "pass --nodes 1 or more", "nodes"))
+    elif nodes is not None and nodes > MAX_NODES:
+        findings.append(_err("INVALID_NODES", f"--nodes {nodes} is beyond {MAX_NODES}, more than any GPU cluster Azure sells",
+                             "check the number; split very large clusters into several azgpu clusters", "nodes"))
+
+    if not req.name:
+        findings.append(_err("MISSING_NAME", "no cluster name given", "pass -n/--name, e.g. -n train01", "name"))
+    elif not naming.CLUSTER_NAME_RE.match(req.name):
+        findings.append(_err("INVALID_NAME",
+                             f"cluster name '{req.name}' must be 2-50 lowercase letters, digits or hyphens, start with a letter "
+                             "and end with a letter or digit", "e.g. -n train01", "name", naming.NAMING_SOURCE))
+    findings += _check_location(req.location, command)
+    if req.resource_group is None and command == "create":
+        findings.append(_err("MISSING_RESOURCE_GROUP", "no resource group given", "pass -g/--resource-group, e.g. -g ml-rg",
+                             "resource_group"))
+    elif req.resource_group is not None and (problem := naming.check("resource_group", req.resource_group)):
+        findings.append(_err("INVALID_RESOURCE_GROUP", problem, "e.g. -g ml-rg", "resource_group", naming.NAMING_SOURCE))
+
+    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", req.admin_username) or req.admin_username in RESERVED_USERNAMES:
+        findings.append(_err("INVALID_ADMIN_USERNAME",
+                             f"admin username '{req.admin_username}' is reserved or not a Linux user name (1-32 lowercase "
+                             "letters, digits, '_', '-')", "e.g. --admin-username azureuser", "admin_username", "D-linux-faq"))
+    findings += _check_ssh_key(req.ssh_key, command, req.input_findings)
+
+    security = (req.security_type or "Standard")
+    canonical = {"standard": "Standard", "trustedlaunch": "TrustedLaunch"}.get(security.lower())
+    if canonical is None:
+        findings.append(_err("INVALID_SECURITY_TYPE", f"--security-type must be Standard or TrustedLaunch, not '{security}'",
+                             "pass --security-type Standard", "security_type", "D-tl"))
+        canonical = "Standard"
+    req = req.with_changes(security_type=canonical)
+    if req.zone is not None and req.zone not in ("1", "2", "3"):
+        findings.append(_err("INVALID_ZONE", f"--zone must be 1, 2 or 3, not '{req.zone}'", "pass --zone 1, or omit it",
+                             "zone", "D-zones"))
+
+    net, vnet, ssh_source = _check_network(req, nodes if nodes and nodes > 0 else 0)
+    findings += net
+    findings += _check_tags(req.tags)
+
+    image: Image | None = None
+    try:
+        image = resolve(req.image or (profile.default_image if profile else "")) if (req.image or profile) else None
+    except AzgpuError as exc:
+        findings.append(_from_exc(exc, "image"))
+
+    ctx = None
+    if profile and size:
+        ctx = rules.Context(req, profile, size, image, command, vnet=vnet)
+        if nodes is None or nodes <= 0 or nodes > MAX_NODES:
+            ctx.request = req.with_changes(nodes=0)
+        findings += rules.run(ctx)
+        windows = bool(image and image.is_windows)
+        if req.name and naming.CLUSTER_NAME_RE.match(req.name):
+            for kind, derived in naming.Names(req.name).derived(len(ctx.scale_sets), windows=windows):
+                if problem := naming.check(kind, derived):
+                    findings.append(_err("INVALID_DERIVED_NAME", problem, "choose a shorter -n/--name", "name",
+                                         naming.NAMING_SOURCE))
+        resources = 2 + len(ctx.scale_sets)
+        if resources > ARM_MAX_RESOURCES:
+            findings.append(_err("TEMPLATE_TOO_LARGE",
+                                 f"{len(ctx.scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
+                                 "use fewer --nodes or a larger --max-ib-domain, or split into several clusters", "nodes",
+                                 "D-arm-limits"))
+
+    if any(f.is_error for f in findings) or ctx is None or image is None:
+        raise ValidationFailed(findings)
+    return Spec(
+        request=req,
+        profile=profile,
+        size=size,
+        image=image,
+        names=naming.Names(req.name),
+        command=command,
+        security_type=canonical,
+        accelerated_networking=ctx.decisions.get("accelerated_networking", False),
+        ib_domain=ctx.ib_domain,
+        scale_sets=tuple(ctx.scale_sets),
+        vnet_prefix=str(vnet) if vnet else None,
+        subnet_id=req.subnet_id,
+        ssh_source=ssh_source,
+        install_ofed=ctx.decisions.get("install_ofed"),
+        extensions=tuple(ctx.decisions.get("extensions", ())),
+        findings=tuple(findings),
+    )
