@@ -15,9 +15,13 @@ from typing import Any
 import click
 
 from .errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, Finding, InputError, ValidationFailed
-from .output import FORMATS, render
+from .output import FORMATS, check_query, render
 
 DEBUG_ENV = "AZGPU_DEBUG"
+# click 8.2 renamed NoArgsIsHelp to NoArgsIsHelpError (a UsageError); click 8.1 has neither and
+# exits through click.exceptions.Exit after printing the help itself.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", None) or getattr(
+    click.exceptions, "NoArgsIsHelp", None) or type("_NeverRaised", (Exception,), {})
 
 
 # ------------------------------------------------------------------------------------ printing
@@ -57,6 +61,7 @@ def common(fn):
     @functools.wraps(fn)
     def wrapper(ctx, output, query, verbose, debug, **kwargs):
         ctx.ensure_object(dict)
+        check_query(query)  # a bad --query fails before anything runs or is written
         ctx.obj.update(output=output, query=query, verbose=verbose or ctx.obj.get("verbose", False),
                        debug=debug or ctx.obj.get("debug", False))
         return fn(ctx.obj, **kwargs)
@@ -268,8 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         return exc.exit_code
-    except click.exceptions.NoArgsIsHelp as exc:
-        return 0 if exc.ctx is None else 2
+    except _NO_ARGS_IS_HELP as exc:
+        # `provision` or `provision profiles` alone: show that group's help, as az does.
+        click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        return 0
     except click.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "provision"
         click.echo(f"ERROR: [USAGE] {exc.format_message()}", err=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .errors import InputError, ProfileError
+from .profiles import known_source
 from .resources import data_dir
 
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -90,6 +91,9 @@ def catalog() -> dict[str, Image]:
             fields[key] = tuple(fields.get(key, ()))
         src = fields["source"]
         fields["source"] = (src,) if isinstance(src, str) else tuple(src)
+        unknown = [k for k in fields["source"] if not known_source(k)]
+        if unknown:
+            raise ProfileError(f"{where}: unknown source(s) {unknown}: add them to profiles/sources.toml")
         image = Image(**fields)
         if image.name in out:
             raise ProfileError(f"{where}: duplicate image name {image.name!r}")

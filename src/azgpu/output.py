@@ -10,6 +10,20 @@ from .errors import InputError
 FORMATS = ("json", "table", "yaml", "tsv", "none")
 
 
+def check_query(query: str | None) -> None:
+    """Raise INVALID_QUERY for a --query that is not JMESPath, before the command does anything."""
+    if not query:
+        return
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    try:
+        jmespath.compile(query)  # syntax only: type errors depend on the result
+    except JMESPathError as exc:
+        raise InputError(f"--query '{query}' is not valid JMESPath: {exc}", code="INVALID_QUERY",
+                         remedy="see https://jmespath.org, e.g. --query 'sizes[].name'") from None
+
+
 def apply_query(result: Any, query: str | None) -> Any:
     if not query:
         return result

@@ -181,9 +181,16 @@ class Profile:
 
 def _sources(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, str) and value:
-        return (value,)
-    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
+        keys: tuple[str, ...] = (value,)
+    elif isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        keys = tuple(value)
+    else:
+        keys = ()
+    if keys:
+        unknown = [k for k in keys if not known_source(k)]
+        if unknown:
+            raise ProfileError(f"{where}: unknown source(s) {unknown}: add them to profiles/sources.toml or cite seed:<file>")
+        return keys
     raise ProfileError(f"{where}: 'source' must name a source (a key of profiles/sources.toml or seed:<file>)")
 
 

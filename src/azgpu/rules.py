@@ -8,6 +8,7 @@ series rules run when a profile lists them in [[rules]] with its arguments and s
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -124,6 +125,15 @@ def image_known(ctx: Context) -> Iterator[Finding]:
                  f"prefer a current image such as {ctx.profile.default_image}", img.source, "warning", "image")
 
 
+def linux_only(ctx: Context) -> Iterator[Finding]:
+    """The plan writes linuxConfiguration with SSH keys only; a Windows image would be rejected by Azure."""
+    img = ctx.image
+    if img is not None and img.known and img.is_windows:
+        yield _f("WINDOWS_IMAGE_UNSUPPORTED",
+                 f"image '{img.name}' is Windows, but azgpu creates Linux nodes only (SSH keys, linuxConfiguration)",
+                 f"use a Linux image, e.g. --image {ctx.profile.default_image}", (), fld="image")
+
+
 def retired(ctx: Context) -> Iterator[Finding]:
     date = ctx.size.retired
     if not date:
@@ -178,7 +188,7 @@ def spot(ctx: Context) -> Iterator[Finding]:
     if req.max_price is not None and not req.spot:
         yield _f("MAX_PRICE_WITHOUT_SPOT", "--max-price applies only to spot capacity",
                  "add --spot, or drop --max-price", "D-spot", fld="max_price")
-    if req.max_price is not None and req.max_price != -1 and req.max_price <= 0:
+    if req.max_price is not None and (not math.isfinite(req.max_price) or req.max_price != -1 and req.max_price <= 0):
         yield _f("INVALID_MAX_PRICE", f"--max-price must be -1 (up to the on-demand price) or above 0, not {req.max_price}",
                  "pass --max-price -1 or a price in US dollars per hour", "D-spot", fld="max_price")
     if req.spot and ctx.size.cap("spot") is False:
@@ -371,7 +381,7 @@ def _manual_driver(ctx: Context, args: dict) -> Iterator[Finding]:
 
 
 UNIVERSAL: tuple[Callable[[Context], Iterator[Finding]], ...] = (
-    retired, hyperv_generation, cpu_architecture, image_known, trusted_launch, accelerated_networking,
+    retired, hyperv_generation, cpu_architecture, image_known, linux_only, trusted_launch, accelerated_networking,
     os_disk_size, data_disks, spot, ephemeral_os_disk, infiniband, ofed, gpu_extensions,
 )
 

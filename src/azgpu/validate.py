@@ -234,7 +234,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
         findings.append(_err("INVALID_ZONE", f"--zone must be 1, 2 or 3, not '{req.zone}'", "pass --zone 1, or omit it",
                              "zone", "D-zones"))
 
-    net, vnet, ssh_source = _check_network(req, nodes if nodes and nodes > 0 else 0)
+    net, vnet, ssh_source = _check_network(req, nodes if nodes and 0 < nodes <= MAX_NODES else 0)
     findings += net
     findings += _check_tags(req.tags)
 

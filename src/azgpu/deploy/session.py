@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -52,6 +54,8 @@ class Session:
     credential: Any
     polling_interval: float | None = None
     client_kwargs: dict[str, Any] = field(default_factory=dict)
+    # How azgpu's own polling loops wait (wait, following an interrupted run); the fake swaps it.
+    sleep: Callable[[float], None] = time.sleep
 
     def _kwargs(self) -> dict[str, Any]:
         kw = {**RETRY, **self.client_kwargs}

@@ -26,8 +26,12 @@ def bicep_value(value: Any, level: int = 0) -> str:
         return value.bicep()
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
         return repr(value)
+    if isinstance(value, float):
+        # Bicep has integer literals only: 0.5 would parse as a property access. json('0.5') is the
+        # documented way to write a decimal (e.g. a spot maxPrice).
+        return repr(int(value)) if value.is_integer() else f"json('{value!r}')"
     if isinstance(value, str):
         return bicep_string(value)
     pad, inner = INDENT * level, INDENT * (level + 1)

@@ -144,12 +144,15 @@ class Backend:
 
     def accepted_put(self, req: Request, resource: dict, existed: bool, location: str, state: str | None = None) -> Response:
         """Store a PUT's resource as Creating/Updating and answer 201/200 with the status URL."""
+        self.ops.finish_pending(resource["id"])
         resource["properties"]["provisioningState"] = state or ("Updating" if existed else "Creating")
         self.put_child(resource)
         op = self.begin(req, "put", resource, location)
         return Response(200 if existed else 201, resource, self.ops.headers(op))
 
     def accepted_delete(self, req: Request, resource: dict, location: str) -> Response:
+        self.ops.finish_pending(resource["id"])
+        resource = self.find(resource["id"]) or resource
         resource.setdefault("properties", {})["provisioningState"] = "Deleting"
         op = self.begin(req, "delete", resource, location)
         return Response(202, None, self.ops.headers(op))

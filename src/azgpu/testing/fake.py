@@ -92,6 +92,7 @@ class FakeAzure:
 
     def stop(self) -> None:
         if self._sleep_patch is not None:
+            self._join_pollers()
             self._sleep_patch.stop()
             self._sleep_patch = None
         if self._mock is not None:
@@ -100,14 +101,24 @@ class FakeAzure:
             self._mock = None
         self.save()
 
+    @staticmethod
+    def _join_pollers(timeout: float = 10) -> None:
+        """Let SDK pollers still running in their threads (a begin_* never waited for) finish while
+        the fake still answers: after stop() their next poll would go to the real Azure. With the
+        virtual clock they finish at once; with a real clock the process ends them instead."""
+        for thread in threading.enumerate():
+            if thread.name.startswith("LROPoller(") and thread is not threading.current_thread():
+                thread.join(timeout)
+
     # -- time ------------------------------------------------------------------------------------
     def now(self) -> float:
         return self._clock() if self._clock else self._virtual_now
 
     def sleep(self, seconds: float) -> None:
         """What the SDK's sleeps do inside the fake: record them and advance the virtual clock."""
-        self.sleeps.append(seconds)
-        self._virtual_now += seconds
+        with self._lock:  # pollers sleep in their own threads
+            self.sleeps.append(seconds)
+            self._virtual_now += seconds
 
     # -- the HTTP side ---------------------------------------------------------------------------
     def _answer(self, prepared: requests.PreparedRequest):
@@ -157,14 +168,19 @@ class FakeAzure:
 
     # -- inspecting and seeding state ------------------------------------------------------------
     def resources(self, type: str | None = None, resource_group: str | None = None) -> list[dict]:
-        """Stored resources (resource groups, scale-set instances and NICs included), as deep copies."""
+        """Stored resources as deep copies: resource groups, scale-set instances and NICs included.
+
+        With resource_group, the resources inside that group (not the group itself).
+        """
         with self._lock:
             out = []
             for resource in self._store.resources.values():
                 if type and resource.get("type", "").lower() != type.lower():
                     continue
-                if resource_group and (parse_id(resource["id"]).resource_group or "").lower() != resource_group.lower():
-                    continue
+                if resource_group:
+                    rid = parse_id(resource["id"])
+                    if rid.namespace is None or rid.resource_group.lower() != resource_group.lower():
+                        continue
                 out.append(copy.deepcopy(resource))
             return out
 
@@ -223,6 +239,11 @@ class FakeAzure:
             if wanted in (quota.norm(entry["name"]["value"]), quota.norm(entry["name"]["localizedValue"])):
                 return entry["currentValue"]
         raise KeyError(f"no usage entry {family_or_name!r} in {location}")
+
+    @classmethod
+    def load(cls, state_file: str | os.PathLike, **kwargs: Any) -> "FakeAzure":
+        """A FakeAzure continuing the state saved in state_file (and saving back to it)."""
+        return cls(state_file=state_file, **kwargs)
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike | None = None) -> None:

@@ -13,7 +13,7 @@ import copy
 from .. import images, instances, quota
 from ..errors import ArmError, child_not_found, invalid_reference
 from ..skus import capability, normalize_location
-from ..store import same_id, stable_uuid
+from ..store import parse_id, same_id, stable_uuid
 from . import COMPUTE, SUB, VMSS, Response, page, route
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
@@ -73,7 +73,7 @@ def _check_references(backend, vmss: dict) -> None:
         for ipc in instances.ip_configs(config):
             subnet_id = instances.subnet_ref(ipc)
             subnet = backend.find(subnet_id)
-            vnet = backend.find(subnet_id.rsplit("/subnets/", 1)[0]) if subnet else None
+            vnet = backend.find(parse_id(subnet_id).parent) if subnet else None
             if subnet is None or vnet is None or vnet["location"] != vmss["location"]:
                 raise invalid_reference(subnet_id, vmss["id"])
 

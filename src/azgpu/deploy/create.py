@@ -1,0 +1,90 @@
+"""`provision create`: preflight every check before any write, then deploy; capacity fallback on request."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ValidationFailed
+from ..plan import Plan, build_plan
+from ..request import Request
+from ..validate import Spec, validate
+from .azure_errors import CapacityError
+from .deployer import Deployer, Event, is_ours
+from .lifecycle import destroy, find_cluster
+from .preflight import Preflight, run_preflight
+
+
+def _vcpus_needed(session, plan: Plan, resource_group: str) -> int:
+    """vCPUs this run adds: planned capacity minus what this cluster's scale sets already hold."""
+    existing: dict[str, int] = {}
+    try:
+        for vmss in session.compute.virtual_machine_scale_sets.list(resource_group):
+            if is_ours(vmss.tags, plan.spec.names.cluster):
+                existing[vmss.name] = vmss.sku.capacity or 0
+    except Exception as exc:
+        if getattr(exc, "status_code", None) != 404:
+            raise
+    per_node = plan.spec.size.vcpus
+    return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
+
+
+def prepare(session, spec: Spec, resource_group: str) -> tuple[Plan, Preflight]:
+    """Preflight and the plan to deploy; the live values Azure reports override documented ones."""
+    plan = build_plan(spec)
+    pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(session, plan, resource_group))
+    if pf.errors:
+        raise ValidationFailed(list(spec.findings) + pf.findings)
+    if "accelerated_networking" in pf.overrides:
+        spec = dataclasses.replace(spec, accelerated_networking=pf.overrides["accelerated_networking"])
+        plan = build_plan(spec)
+    return plan, pf
+
+
+def candidates(request: Request, zones: list[str], locations: list[str]) -> list[tuple[str | None, str | None]]:
+    out = [(request.location, request.zone)]
+    out += [(request.location, z) for z in zones if z != request.zone]
+    out += [(loc, None) for loc in locations if loc != request.location]
+    return out
+
+
+def create(session, request: Request, *, dry_run: bool = False, wait: bool = True, timeout: float | None = None,
+           zones: list[str] = (), fallback_locations: list[str] = (), on_event: Callable[[Event], None] = lambda e: None,
+           on_notice: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does."""
+    resource_group = request.resource_group
+    tried = candidates(request, list(zones), list(fallback_locations))
+    for attempt, (location, zone) in enumerate(tried):
+        spec = validate(request.with_changes(location=location, zone=zone), command="create")
+        plan, pf = prepare(session, spec, resource_group)
+        result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
+        if dry_run:
+            return result
+        deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
+        created_group = deployer.ensure_resource_group(location)
+        try:
+            events = deployer.deploy(wait=wait)
+        except CapacityError as exc:
+            if attempt == len(tried) - 1:
+                raise
+            nxt = tried[attempt + 1]
+            on_notice(f"{exc.message}; trying {nxt[0]}" + (f" zone {nxt[1]}" if nxt[1] else ""))
+            _clean_for_retry(session, plan, resource_group, moving=nxt[0] != location)
+            continue
+        result["resource_group_created"] = created_group
+        result["resources"] = [{"name": e.name, "stage": e.stage, "state": e.state} for e in events.values()]
+        return result
+    raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
+
+
+def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) -> None:
+    """Before another zone or location: a scale set's zones and location are fixed at creation, so this
+    cluster's scale sets go (and, when moving to another location, its regional network too)."""
+    if moving:
+        destroy(session, plan.spec.names.cluster, resource_group)
+        return
+    cluster = find_cluster(session, plan.spec.names.cluster, resource_group)
+    pollers = [session.compute.virtual_machine_scale_sets.begin_delete(resource_group, v.name) for v in cluster.scale_sets]
+    for poller in pollers:
+        poller.result()

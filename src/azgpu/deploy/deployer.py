@@ -1,0 +1,307 @@
+"""Plan -> Azure: resource group, then each dependency wave in parallel, converging on re-runs.
+
+Bodies on the wire are the plan's resources with expressions resolved: the same objects the ARM
+and Bicep renderers print. Resources are found again by name and azgpu's tags, so a re-run after
+any failure or Ctrl-C picks up where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import AzureError, InputError
+from ..expr import walk
+from ..plan import MANAGED_BY, Plan, Resource
+from .azure_errors import translate
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+
+
+class Interrupted(Exception):
+    """Raised in worker threads after Ctrl-C so the pool can shut down at once."""
+CREATED_TAG = "azgpu-created"
+
+
+@dataclass
+class Resolver:
+    subscription_id: str
+    resource_group: str
+    parameters: dict[str, Any]
+
+    def parameter(self, name: str) -> Any:
+        return self.parameters[name]
+
+    def resource_id(self, type_: str, *names: str) -> str:
+        provider, *types = type_.split("/")
+        path = "/".join(f"{t}/{n}" for t, n in zip(types, names))
+        return f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}/providers/{provider}/{path}"
+
+
+def resolved_body(resource: Resource, resolver: Resolver) -> dict[str, Any]:
+    """The REST body for a plan resource: what the ARM template declares, expressions evaluated."""
+    return walk(resource.body, lambda e: e.resolve(resolver))
+
+
+def plan_parameters(plan: Plan) -> dict[str, Any]:
+    return {p.name: p.value for p in plan.parameters}
+
+
+@dataclass
+class Event:
+    """Progress of one resource, for the live display and for --no-wait summaries."""
+
+    key: str
+    name: str
+    stage: str
+    state: str  # pending | exists | creating | succeeded | failed
+    total: int = 0
+    done: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class Operations:
+    """The SDK calls per resource type: one place that knows which client serves which type."""
+
+    session: Any
+
+    def get(self, r: Resource, rg: str):
+        s = self.session
+        if r.type == "Microsoft.Network/networkSecurityGroups":
+            return s.network.network_security_groups.get(rg, r.name, api_version=r.api_version)
+        if r.type == "Microsoft.Network/virtualNetworks":
+            return s.network.virtual_networks.get(rg, r.name, api_version=r.api_version)
+        return s.compute.virtual_machine_scale_sets.get(rg, r.name, api_version=r.api_version)
+
+    def begin_put(self, r: Resource, rg: str, body: dict):
+        s = self.session
+        if r.type == "Microsoft.Network/networkSecurityGroups":
+            return s.network.network_security_groups.begin_create_or_update(rg, r.name, body, api_version=r.api_version)
+        if r.type == "Microsoft.Network/virtualNetworks":
+            return s.network.virtual_networks.begin_create_or_update(rg, r.name, body, api_version=r.api_version)
+        return s.compute.virtual_machine_scale_sets.begin_create_or_update(rg, r.name, body, api_version=r.api_version)
+
+    def begin_delete(self, r_type: str, rg: str, name: str):
+        s = self.session
+        if r_type == "Microsoft.Network/networkSecurityGroups":
+            return s.network.network_security_groups.begin_delete(rg, name)
+        if r_type == "Microsoft.Network/virtualNetworks":
+            return s.network.virtual_networks.begin_delete(rg, name)
+        return s.compute.virtual_machine_scale_sets.begin_delete(rg, name)
+
+
+def _not_found(exc: Exception) -> bool:
+    return getattr(exc, "status_code", None) == 404
+
+
+def is_ours(tags: dict | None, cluster: str) -> bool:
+    tags = tags or {}
+    return tags.get("managed-by") == MANAGED_BY and tags.get("azgpu-cluster") == cluster
+
+
+# Properties Azure cannot change on an existing scale set; a different value is refused up front.
+def _immutable(body: dict) -> dict[str, Any]:
+    props = body.get("properties", {})
+    storage = props.get("virtualMachineProfile", {}).get("storageProfile", {})
+    image = storage.get("imageReference", {})
+    return {
+        "size": (body.get("sku") or {}).get("name", "").lower(),
+        "image": ":".join(str(image.get(k, "")).lower() for k in ("publisher", "offer", "sku")),
+        "orchestrationMode": props.get("orchestrationMode") or "Uniform",
+        "singlePlacementGroup": props.get("singlePlacementGroup"),
+        "zones": sorted(body.get("zones") or []),
+    }
+
+
+@dataclass
+class Deployer:
+    session: Any
+    plan: Plan
+    resource_group: str
+    on_event: Callable[[Event], None] = lambda e: None
+    timeout: float | None = None
+    max_workers: int = 16
+    events: dict[str, Event] = field(default_factory=dict)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self):
+        self.ops = Operations(self.session)
+        self.resolver = Resolver(self.session.subscription_id, self.resource_group, plan_parameters(self.plan))
+        self.cluster = self.plan.spec.names.cluster
+        self._deadline = time.monotonic() + self.timeout if self.timeout else None
+        for r in self.plan.resources:
+            total = r.body["sku"]["capacity"] if r.stage == "scale-set" else 1
+            self.events[r.key] = Event(r.key, r.name, r.stage, "pending", total=total)
+
+    # -- helpers
+
+    def body(self, r: Resource) -> dict[str, Any]:
+        return resolved_body(r, self.resolver)
+
+    def _emit(self, key: str, **changes) -> None:
+        event = self.events[key]
+        for k, v in changes.items():
+            setattr(event, k, v)
+        self.on_event(event)
+
+    def _remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise AzureError(f"timed out after {self.timeout:g} s; Azure keeps working on what was started",
+                             code="TIMEOUT", remedy="run 'provision wait' (or 'provision create' again) to follow it")
+        return left
+
+    # -- steps
+
+    def ensure_resource_group(self, location: str) -> bool:
+        """Create the resource group when missing, tagged as created by azgpu; True when created."""
+        rg = self.session.resources.resource_groups
+        try:
+            if rg.check_existence(self.resource_group):
+                return False
+            rg.create_or_update(self.resource_group, {
+                "location": location,
+                "tags": {"managed-by": MANAGED_BY, "azgpu-cluster": self.cluster, CREATED_TAG: "true"},
+            })
+        except Exception as exc:
+            raise _azure(exc, f"resource group {self.resource_group}") from None
+        return True
+
+    def existing(self) -> dict[str, Any]:
+        """Existing plan resources by key; refuses foreign ones and changes Azure cannot apply in place."""
+        found: dict[str, Any] = {}
+        for r in self.plan.resources:
+            try:
+                current = self.ops.get(r, self.resource_group)
+            except Exception as exc:
+                if _not_found(exc):
+                    continue
+                raise _azure(exc, r.name) from None
+            if not is_ours(current.tags, self.cluster):
+                raise InputError(
+                    f"{r.type.rsplit('/', 1)[-1]} '{r.name}' already exists in {self.resource_group} and was not created "
+                    f"by azgpu for cluster '{self.cluster}'", code="NAME_TAKEN",
+                    remedy="choose another -n/--name or -g/--resource-group; azgpu never modifies resources it did not create")
+            if r.stage == "scale-set":
+                self._check_immutable(r, current)
+            found[r.key] = current
+        return found
+
+    def _check_immutable(self, r: Resource, current: Any) -> None:
+        # SDK models serialize back to the REST shape, the same shape as the plan's bodies.
+        want, have = _immutable(self.body(r)), _immutable(current.as_dict())
+        diffs = [k for k in want if have[k] not in (None, "", []) and want[k] != have[k]]
+        if diffs:
+            details = ", ".join(f"{k} {have[k]!r} -> {want[k]!r}" for k in diffs)
+            raise InputError(f"scale set '{r.name}' exists with a different {details}; Azure cannot change that in place",
+                                code="CHANGE_NOT_ALLOWED",
+                                remedy=f"run 'provision destroy -n {self.cluster} -g {self.resource_group}' first, "
+                                       "or use another -n/--name")
+
+    def _converged(self, r: Resource, current: Any) -> bool:
+        state = (getattr(current, "provisioning_state", "") or "").lower()
+        if state != "succeeded":
+            return False
+        if r.stage == "scale-set":
+            return getattr(getattr(current, "sku", None), "capacity", None) == r.body["sku"]["capacity"]
+        return True
+
+    def _put(self, r: Resource, current: Any | None, wait: bool) -> None:
+        if current is not None and self._converged(r, current):
+            self._emit(r.key, state="exists", done=self.events[r.key].total)
+            return
+        self._emit(r.key, state="creating", started=time.monotonic())
+        try:
+            state = (getattr(current, "provisioning_state", "") or "").lower() if current is not None else ""
+            if state and state not in TERMINAL:
+                # Still being created by an earlier, interrupted run: follow it instead of racing it.
+                poller = None
+            else:
+                poller = self.ops.begin_put(r, self.resource_group, self.body(r))
+            if not wait:
+                self._emit(r.key, state="accepted")
+                return
+            if poller is None:
+                self._follow(r)
+            else:
+                self._wait(poller, r)
+        except AzureError as exc:
+            self._emit(r.key, state="failed", error=exc.message, finished=time.monotonic())
+            raise
+        except Exception as exc:
+            err = _azure(exc, r.name)
+            self._emit(r.key, state="failed", error=err.message, finished=time.monotonic())
+            raise err from None
+        self._emit(r.key, state="succeeded", done=self.events[r.key].total, finished=time.monotonic())
+
+    def _wait(self, poller, r: Resource) -> None:
+        """Wait in short slices so Ctrl-C and the timeout are noticed while Azure works."""
+        while not poller.done():
+            if self.stop.is_set():
+                raise Interrupted()
+            left = self._remaining()
+            poller.wait(timeout=min(0.5, left) if left is not None else 0.5)
+        poller.result()  # raises the operation's error, if it failed
+
+    def _follow(self, r: Resource, interval: float = 5.0) -> None:
+        """Poll a resource an earlier run started until it reaches a terminal state."""
+        sleep = self.session.sleep
+        while True:
+            current = self.ops.get(r, self.resource_group)
+            state = (current.provisioning_state or "").lower()
+            if state == "succeeded":
+                return
+            if state in ("failed", "canceled"):
+                raise AzureError(f"{r.name} ended {current.provisioning_state}", code="PROVISIONING_FAILED",
+                                 remedy="run 'provision create' again to retry it")
+            if self.stop.is_set():
+                raise Interrupted()
+            self._remaining()
+            sleep(interval)
+
+    def deploy(self, *, wait: bool = True) -> dict[str, Event]:
+        """Create or converge every resource; the scale sets of a wave go in parallel."""
+        current = self.existing()
+        waves = self.plan.waves()
+        pool = ThreadPoolExecutor(max_workers=self.max_workers)
+        try:
+            for i, wave in enumerate(waves):
+                last = i == len(waves) - 1
+                # Later waves reference earlier ones, so only the last wave may be left running.
+                futures = [pool.submit(self._put, r, current.get(r.key), wait or not last) for r in wave]
+                errors = []
+                for f in futures:
+                    try:
+                        f.result()
+                    except AzureError as exc:
+                        errors.append(exc)
+                if errors:
+                    raise errors[0]
+        except KeyboardInterrupt:
+            self.stop.set()  # the workers stop waiting; Azure finishes what it accepted, a re-run follows it
+            raise
+        finally:
+            pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
+        return self.events
+
+
+def _azure(exc: Exception, what: str) -> AzureError:
+    if isinstance(exc, AzureError):
+        return exc
+    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+
+    if isinstance(exc, HttpResponseError):
+        return translate(exc, what=what)
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return AzureError(f"{what}: could not reach Azure: {exc}", code="NETWORK_ERROR",
+                          remedy="check the network and re-run; the command continues where it stopped")
+    raise exc

@@ -1,0 +1,211 @@
+"""status, outputs, wait and destroy: everything found again by azgpu's tags, nothing else touched."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import AzureError, NotFoundError
+from ..profiles import find_size, load_profile
+from .deployer import CREATED_TAG, _azure, _not_found, is_ours
+
+VMSS = "Microsoft.Compute/virtualMachineScaleSets"
+NSG = "Microsoft.Network/networkSecurityGroups"
+VNET = "Microsoft.Network/virtualNetworks"
+
+
+@dataclass
+class Cluster:
+    name: str
+    resource_group: str
+    scale_sets: list[Any] = field(default_factory=list)
+    nsgs: list[Any] = field(default_factory=list)
+    vnets: list[Any] = field(default_factory=list)
+    group: Any = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.scale_sets or self.nsgs or self.vnets)
+
+
+def find_cluster(session, name: str, resource_group: str) -> Cluster:
+    """The cluster's tagged resources; NotFoundError (exit 3) when there are none."""
+    cluster = Cluster(name, resource_group)
+    try:
+        cluster.group = session.resources.resource_groups.get(resource_group)
+        cluster.scale_sets = sorted((v for v in session.compute.virtual_machine_scale_sets.list(resource_group)
+                                     if is_ours(v.tags, name)), key=lambda v: v.name)
+        cluster.nsgs = [n for n in session.network.network_security_groups.list(resource_group) if is_ours(n.tags, name)]
+        cluster.vnets = [n for n in session.network.virtual_networks.list(resource_group) if is_ours(n.tags, name)]
+    except Exception as exc:
+        if _not_found(exc):
+            raise NotFoundError(f"resource group '{resource_group}' does not exist", code="CLUSTER_NOT_FOUND",
+                                remedy="check -g/--resource-group and --subscription") from None
+        raise _azure(exc, f"resource group {resource_group}") from None
+    return cluster
+
+
+def require(cluster: Cluster) -> Cluster:
+    if cluster.empty:
+        raise NotFoundError(f"no cluster '{cluster.name}' in resource group '{cluster.resource_group}'",
+                            code="CLUSTER_NOT_FOUND", remedy="check -n/--name and -g/--resource-group "
+                                                             "('provision create' makes it)")
+    return cluster
+
+
+def _power_state(vm: Any) -> str:
+    statuses = getattr(getattr(vm, "instance_view", None), "statuses", None) or []
+    for s in statuses:
+        if (s.code or "").startswith("PowerState/"):
+            return s.code.split("/", 1)[1]
+    return "unknown"
+
+
+def status(session, name: str, resource_group: str) -> dict[str, Any]:
+    cluster = require(find_cluster(session, name, resource_group))
+    sets = []
+    for vmss in cluster.scale_sets:
+        vms = list(session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name, expand="instanceView"))
+        instances = [{"instance_id": vm.instance_id, "name": vm.name, "provisioning_state": vm.provisioning_state,
+                      "power_state": _power_state(vm)} for vm in vms]
+        sets.append({
+            "name": vmss.name,
+            "size": vmss.sku.name,
+            "capacity": vmss.sku.capacity,
+            "provisioning_state": vmss.provisioning_state,
+            "succeeded": sum(1 for i in instances if (i["provisioning_state"] or "").lower() == "succeeded"),
+            "running": sum(1 for i in instances if i["power_state"] == "running"),
+            "instances": instances,
+        })
+    return {
+        "cluster": name,
+        "resource_group": resource_group,
+        "profile": (cluster.scale_sets[0].tags or {}).get("azgpu-profile") if cluster.scale_sets else None,
+        "scale_sets": sets,
+        "network": [{"type": t, "name": r.name, "provisioning_state": r.provisioning_state}
+                    for t, group in ((NSG, cluster.nsgs), (VNET, cluster.vnets)) for r in group],
+    }
+
+
+def _nodes(session, resource_group: str, vmss: Any) -> list[dict[str, str]]:
+    names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name)
+             for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name)}
+    nodes = []
+    for nic in session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(resource_group, vmss.name):
+        instance = (nic.virtual_machine.id.rsplit("/", 1)[-1]) if nic.virtual_machine else ""
+        ip = next((c.private_ip_address for c in nic.ip_configurations or [] if c.private_ip_address), None)
+        if ip:
+            nodes.append({"hostname": names.get(instance, instance), "ip": ip, "instance_id": instance})
+    return sorted(nodes, key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
+
+
+def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
+    cluster = require(find_cluster(session, name, resource_group))
+    first = cluster.scale_sets[0] if cluster.scale_sets else None
+    profile = load_profile((first.tags or {}).get("azgpu-profile", "")) if first else None
+    size = profile.size(first.sku.name) if profile else (find_size(first.sku.name)[1] if first else None)
+    domains = [{"scale_set": v.name, "nodes": _nodes(session, resource_group, v)} for v in cluster.scale_sets]
+    return {
+        "cluster": name,
+        "resource_group": resource_group,
+        "profile": profile.id if profile else None,
+        "size": size.name if size else None,
+        "gpus_per_node": size.gpus if size else None,
+        "vcpus_per_node": size.vcpus if size else None,
+        "memory_gib_per_node": size.memory_gib if size else None,
+        "nccl_env": dict(profile.nccl.get("env", {})) if profile else {},
+        "ib_domains": domains,
+    }
+
+
+def hostfile(out: dict[str, Any]) -> str:
+    return "".join(f"{n['ip']}\n" for d in out["ib_domains"] for n in d["nodes"])
+
+
+def slurm(out: dict[str, Any]) -> str:
+    # Guest-visible memory is a little below the documented figure (facts sheet, section 1), and
+    # Slurm drains a node whose RealMemory is above what it finds: leave 5 % headroom.
+    real_memory = int((out["memory_gib_per_node"] or 0) * 1024 * 0.95)
+    lines = [f"# azgpu cluster {out['cluster']}: {out['size']}, one partition per InfiniBand domain (scale set)"]
+    for d in out["ib_domains"]:
+        lines.append(f"# InfiniBand domain {d['scale_set']}")
+        for n in d["nodes"]:
+            lines.append(f"NodeName={n['hostname']} NodeAddr={n['ip']} CPUs={out['vcpus_per_node']} "
+                         f"RealMemory={real_memory} Gres=gpu:{out['gpus_per_node']} State=UNKNOWN")
+        hosts = ",".join(n["hostname"] for n in d["nodes"])
+        if hosts:
+            lines.append(f"PartitionName={d['scale_set']} Nodes={hosts} State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def nccl_env(out: dict[str, Any]) -> str:
+    return "".join(f"export {k}={v}\n" for k, v in out["nccl_env"].items())
+
+
+def wait(session, name: str, resource_group: str, *, timeout: float | None = None, interval: float = 5.0,
+         on_update=None) -> dict[str, Any]:
+    """Follow the cluster's scale sets until each is Succeeded (or one Failed)."""
+    sleep = session.sleep
+    deadline = time.monotonic() + timeout if timeout else None
+    while True:
+        cluster = require(find_cluster(session, name, resource_group))
+        states = {v.name: (v.provisioning_state or "").lower() for v in cluster.scale_sets}
+        if on_update:
+            on_update(cluster)
+        failed = [n for n, s in states.items() if s in ("failed", "canceled")]
+        if failed:
+            raise AzureError(f"scale set(s) {', '.join(failed)} failed", code="PROVISIONING_FAILED",
+                             remedy="run 'provision create' again to retry them")
+        if all(s == "succeeded" for s in states.values()):
+            return status(session, name, resource_group)
+        if deadline and time.monotonic() > deadline:
+            raise AzureError(f"timed out after {timeout:g} s", code="TIMEOUT", remedy="run 'provision wait' again")
+        sleep(interval)
+
+
+def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[str, Any]:
+    """Delete the cluster's tagged resources (scale sets first), then its group if azgpu made it and it is empty."""
+    cluster = require(find_cluster(session, name, resource_group))
+    deleted: list[dict[str, str]] = []
+
+    def delete(kind: str, resource: Any) -> None:
+        if on_update:
+            on_update(kind, resource.name, "deleting")
+        try:
+            if kind == VMSS:
+                poller = session.compute.virtual_machine_scale_sets.begin_delete(resource_group, resource.name)
+            elif kind == NSG:
+                poller = session.network.network_security_groups.begin_delete(resource_group, resource.name)
+            else:
+                poller = session.network.virtual_networks.begin_delete(resource_group, resource.name)
+            poller.result()
+        except Exception as exc:
+            if not _not_found(exc):
+                raise _azure(exc, resource.name) from None
+        deleted.append({"type": kind, "name": resource.name})
+        if on_update:
+            on_update(kind, resource.name, "deleted")
+
+    # Scale sets hold the NICs that use the subnet and the NSG, so they go first.
+    for kind, group in ((VMSS, cluster.scale_sets), (None, cluster.nsgs + cluster.vnets)):
+        if not group:
+            continue
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            jobs = [pool.submit(delete, kind or (NSG if r in cluster.nsgs else VNET), r) for r in group]
+            for job in jobs:
+                job.result()
+
+    group_deleted = False
+    tags = (cluster.group.tags or {}) if cluster.group is not None else {}
+    if tags.get(CREATED_TAG) == "true" and is_ours(tags, name):
+        left = list(session.resources.resources.list_by_resource_group(resource_group))
+        if not left:
+            try:
+                session.resources.resource_groups.begin_delete(resource_group).result()
+            except Exception as exc:
+                raise _azure(exc, f"resource group {resource_group}") from None
+            group_deleted = True
+    return {"cluster": name, "resource_group": resource_group, "deleted": deleted,
+            "resource_group_deleted": group_deleted}

@@ -1,0 +1,88 @@
+"""The live progress display of create/wait/destroy: on a terminal only, on stderr."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+from .deployer import Event
+
+
+class NullProgress:
+    """No display: scripts, pipes, CI and -o json get results on stdout and nothing else."""
+
+    def __init__(self, log=None):
+        self.log = log
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, event: Event) -> None:
+        if self.log and event.state in ("succeeded", "failed", "exists", "accepted"):
+            self.log(f"{event.name}: {event.state}" + (f" ({event.error})" if event.error else ""))
+
+    def notice(self, message: str) -> None:
+        if self.log:
+            self.log(message)
+
+
+class LiveProgress:
+    """Per resource and per scale set: state, instances succeeded / total, elapsed."""
+
+    def __init__(self, title: str):
+        from rich.console import Console
+        from rich.live import Live
+
+        self.title = title
+        self.events: dict[str, Event] = {}
+        self.notices: list[str] = []
+        self.started = time.monotonic()
+        self.console = Console(stderr=True)
+        self._lock = threading.Lock()
+        self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False,
+                         get_renderable=self._table)
+
+    def _table(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title=f"{self.title}  ({time.monotonic() - self.started:.0f} s)", title_justify="left")
+        for col in ("resource", "kind", "state", "instances", "elapsed"):
+            table.add_column(col)
+        colors = {"succeeded": "green", "exists": "green", "failed": "red", "creating": "yellow", "accepted": "cyan"}
+        with self._lock:
+            events = list(self.events.values())
+        now = time.monotonic()
+        for e in events:
+            end = e.finished or now
+            elapsed = f"{end - e.started:.0f} s" if e.started else ""
+            instances = f"{e.done}/{e.total}" if e.stage == "scale-set" else ""
+            state = f"[{colors.get(e.state, 'white')}]{e.state}[/]"
+            table.add_row(e.name, e.stage, state, instances, elapsed)
+        for n in self.notices[-3:]:
+            table.add_row(f"[dim]{n}[/]", "", "", "", "")
+        return table
+
+    def __enter__(self):
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.live.__exit__(*exc)
+
+    def update(self, event: Event) -> None:
+        with self._lock:
+            self.events[event.key] = Event(**event.__dict__)
+
+    def notice(self, message: str) -> None:
+        self.notices.append(message)
+
+
+def progress_for(title: str, output: str, *, verbose: bool = False, log=None):
+    if output != "json" and sys.stderr.isatty():
+        return LiveProgress(title)
+    return NullProgress(log if verbose else None)

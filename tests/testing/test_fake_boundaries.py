@@ -1,0 +1,71 @@
+"""What the fake refuses loudly, what it records, and its credential."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from azure.core.exceptions import ResourceNotFoundError
+from azure.mgmt.resource.resources import ResourceManagementClient
+from fake_azure_support import RG
+
+from azgpu.testing import FakeCredential, NotImplementedInFake
+
+
+def test_unimplemented_request_raises_not_implemented_in_fake(azure, clients):
+    clients.resource.resource_groups.create_or_update(RG, {"location": "eastus"})
+    with pytest.raises(NotImplementedInFake) as err:
+        clients.compute.availability_sets.get(RG, "avset")
+    assert (err.value.method, err.value.path.endswith("/availabilitySets/avset")) == ("GET", True)
+
+
+def test_unimplemented_request_is_logged_without_a_status(azure, clients):
+    with pytest.raises(NotImplementedInFake):
+        clients.compute.virtual_machines.get(RG, "vm")
+    assert (azure.requests[-1].method, azure.requests[-1].status) == ("GET", None)
+
+
+def test_unsupported_filter_is_not_silently_ignored(azure, clients):
+    with pytest.raises(NotImplementedInFake):
+        list(clients.compute.resource_skus.list(filter="location eq 'eastus' and name eq 'x'"))
+
+
+def test_other_hosts_never_reach_the_network(azure):
+    with pytest.raises(NotImplementedInFake):
+        requests.get("https://example.com/anything", timeout=1)
+
+
+def test_another_subscription_is_not_found(azure):
+    other = ResourceManagementClient(FakeCredential(), "11111111-1111-1111-1111-111111111111", polling_interval=0)
+    with pytest.raises(ResourceNotFoundError) as err:
+        other.resource_groups.get(RG)
+    assert err.value.error.code == "SubscriptionNotFound"
+
+
+def test_every_call_is_logged_with_api_version_and_body(azure, clients):
+    clients.resource.resource_groups.create_or_update(RG, {"location": "eastus", "tags": {"k": "v"}})
+    logged = azure.requests[-1]
+    assert (logged.method, logged.path, logged.body, logged.status) == (
+        "PUT", f"/subscriptions/{azure.subscription_id}/resourcegroups/{RG}", {"location": "eastus", "tags": {"k": "v"}}, 201)
+    assert logged.api_version and logged.query["api-version"] == logged.api_version
+
+
+def test_credential_gives_a_far_future_token_for_both_protocols():
+    cred = FakeCredential()
+    token, info = cred.get_token("https://management.azure.com/.default"), cred.get_token_info("https://management.azure.com/.default")
+    assert (token.token, info.token) == ("fake", "fake")
+    assert min(token.expires_on, info.expires_on) > 4_000_000_000
+
+
+def test_add_resource_seeds_a_scale_set_with_instances(azure):
+    azure.add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}", {"location": "eastus"})
+    vnet = azure.add_resource(
+        f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Network/virtualNetworks/v",
+        {"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.1.0.0/16"]},
+                                              "subnets": [{"name": "s", "properties": {"addressPrefix": "10.1.0.0/24"}}]}})
+    azure.add_resource(
+        f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/old",
+        {"location": "eastus", "sku": {"name": "Standard_D2s_v5", "capacity": 2}, "properties": {"virtualMachineProfile": {
+            "networkProfile": {"networkInterfaceConfigurations": [{"name": "n", "properties": {"ipConfigurations": [
+                {"name": "i", "properties": {"subnet": {"id": vnet["properties"]["subnets"][0]["id"]}}}]}}]}}}})
+    vms = azure.resources(type="Microsoft.Compute/virtualMachineScaleSets/virtualMachines")
+    assert [vm["name"] for vm in vms] == ["old_0", "old_1"]
