@@ -49,6 +49,12 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+def _clip(text: str, width: int = 60) -> str:
+    """Table cells stay readable; -o json/yaml carry the full text."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _grid(rows: list[dict]) -> str:
     columns: list[str] = []
     for row in rows:
@@ -56,7 +62,7 @@ def _grid(rows: list[dict]) -> str:
             if key not in columns and not isinstance(value, dict) and not (
                     isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
                 columns.append(key)
-    cells = [[_scalar(row.get(c)) for c in columns] for row in rows]
+    cells = [[_clip(_scalar(row.get(c))) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     head = "  ".join(c.replace("_", " ").title().ljust(w) for c, w in zip(columns, widths))
     rule = "  ".join("-" * w for w in widths)

@@ -225,7 +225,7 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
         default = int(prof.scale_set.get("max_per_ib_domain", 100))
         raised = int(prof.scale_set.get("max_per_ib_domain_raised", 300))
         src = prof.scale_set.get("source", ("D-setupib",))
-        domain = req.max_ib_domain or default
+        domain = default if req.max_ib_domain is None else req.max_ib_domain  # 0 is invalid, not 'default'
         if not 1 <= domain <= raised:
             yield _f("INVALID_MAX_IB_DOMAIN", f"--max-ib-domain must be 1-{raised}, not {domain}",
                      f"pass --max-ib-domain {default} (the default) or up to {raised} once Azure support raised the limit",

@@ -35,7 +35,7 @@ def prepare(session, spec: Spec, resource_group: str) -> tuple[Plan, Preflight]:
     plan = build_plan(spec)
     pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(session, plan, resource_group))
     if pf.errors:
-        raise ValidationFailed(list(spec.findings) + pf.findings)
+        raise ValidationFailed(pf.findings)  # the offline findings were reported by validate()
     if "accelerated_networking" in pf.overrides:
         spec = dataclasses.replace(spec, accelerated_networking=pf.overrides["accelerated_networking"])
         plan = build_plan(spec)

@@ -43,7 +43,8 @@ class LiveProgress:
         self.notices: list[str] = []
         self.started = time.monotonic()
         self.console = Console(stderr=True)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # update() starts Live, which renders under the same lock
+        self._shown = False
         self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False,
                          get_renderable=self._table)
 
@@ -68,15 +69,19 @@ class LiveProgress:
         return table
 
     def __enter__(self):
-        self.live.__enter__()
         return self
 
     def __exit__(self, *exc):
-        return self.live.__exit__(*exc)
+        if self._shown:
+            return self.live.__exit__(*exc)
+        return False
 
     def update(self, event: Event) -> None:
         with self._lock:
             self.events[event.key] = Event(**event.__dict__)
+            if not self._shown:  # the table appears with the first resource, after the preflight
+                self._shown = True
+                self.live.__enter__()
 
     def notice(self, message: str) -> None:
         self.notices.append(message)

@@ -5,11 +5,20 @@
     with FakeAzure() as azure:
         compute = ComputeManagementClient(FakeCredential(), azure.subscription_id, polling_interval=0)
         ...
+        azure.requests, azure.sleeps, azure.resources()   # what happened
 
-It answers the real Azure SDK clients (resource groups, NSGs, virtual networks, scale sets and
-their instances, NICs, extensions, resource SKUs, usages, marketplace images) through `responses`,
-with long-running operations, ARM's reference/quota/capacity errors and injectable faults.
-azgpu's `--simulate` mode runs its real deploy path against it.
+It answers the real Azure SDK clients (resource groups, NSGs, virtual networks and subnets, scale
+sets with their instances, NICs, public IPs and extensions, resource SKUs, usages, marketplace
+images) through `responses`: real serializers, real retry policy, real LRO pollers. It checks
+what ARM checks (missing groups and references, resources in use, SKU availability, vCPU quota)
+and answers with ARM's error codes. `inject` adds throttling, server errors, dropped connections
+and failed operations (AllocationFailed ...). A request it does not implement raises
+NotImplementedInFake; nothing reaches the network.
+
+Time: by default a virtual clock that the SDK's sleeps advance, so nothing sleeps for real and an
+operation finishes after `lro_polls` polls. azgpu's `--simulate` uses
+`FakeAzure(state_file=..., clock=time.time, lro_seconds=...)`: real time, and state carried in a
+JSON file from one CLI process to the next.
 """
 
 from .credential import FakeCredential

@@ -17,7 +17,6 @@ from .messages import Request, Response
 from .skus import SkuCatalog, normalize_location
 from .store import Store, parse_id
 
-RG_TYPE = "Microsoft.Resources/resourceGroups"
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 INLINE_CHILDREN = {
     ("microsoft.network/virtualnetworks", "subnets"): ("properties", "subnets"),
@@ -125,7 +124,7 @@ class Backend:
         self.dirty = True
 
     def new_resource(self, resource_id: str, body: dict, *, location: str | None = None) -> dict:
-        """ARM's view of a PUT body: the request's fields plus id, name, type; no read-only junk."""
+        """A PUT body as ARM stores it: the request's fields with id, name and type from the path."""
         rid = parse_id(resource_id)
         resource = copy.deepcopy(body) if isinstance(body, dict) else {}
         resource.pop("id", None)

@@ -211,8 +211,9 @@ class FakeAzure:
                message: str | None = None, after: int = 0, times: int | None = 1, share: float | None = None) -> Fault:
         """Make matching requests fail; returns the Fault, whose .fired counts how often it did."""
         with self._lock:
-            return self._faults.add(Fault(method, path, status, retry_after, reset, operation_error, message,
-                                          after, times, share))
+            return self._faults.add(Fault(method=method, path=path, status=status, retry_after=retry_after, reset=reset,
+                                          operation_error=operation_error, message=message, after=after, times=times,
+                                          share=share))
 
     def set_sku(self, location: str, size: str, **overrides: Any) -> None:
         with self._lock:

@@ -71,8 +71,8 @@ def _spec_from_size(size) -> SizeSpec:
 
 
 def _profiles() -> list:
-    """Every profile that loads. Profiles are written by others while this runs: a profile that
-    does not load yet (or a rule module that does not exist yet) must not take the fake down."""
+    """Every profile that loads. A broken profile (or a failing rule check) must not take the fake
+    down with it: then each file is parsed on its own and the ones that parse are used."""
     from azgpu import profiles
 
     try:

@@ -7,7 +7,6 @@ profiles in each process, and only the changes a test or user made are kept.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import tempfile

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from ..messages import Request, Response, page  # noqa: F401 - re-exported for the route modules
+from ..messages import Response, page  # noqa: F401 - page is re-exported for the route modules
 
 SUB = r"/subscriptions/(?P<sub>[^/]+)"
 RG = SUB + r"/resourceGroups/(?P<rg>[^/]+)"
