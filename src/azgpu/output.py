@@ -20,8 +20,14 @@ def check_query(query: str | None) -> None:
     try:
         jmespath.compile(query)  # syntax only: type errors depend on the result
     except JMESPathError as exc:
-        raise InputError(f"--query '{query}' is not valid JMESPath: {exc}", code="INVALID_QUERY",
-                         remedy="see https://jmespath.org, e.g. --query 'sizes[].name'") from None
+        raise _query_error(query, exc) from None
+
+
+def _query_error(query: str, exc: Exception) -> InputError:
+    # jmespath's message spans lines (expression and a caret); the error line stays one line.
+    detail = (str(exc).splitlines() or [""])[0].rstrip(": ")
+    return InputError(f"--query '{query}' is not valid JMESPath: {detail}", code="INVALID_QUERY",
+                      remedy="see https://jmespath.org, e.g. --query 'sizes[].name'")
 
 
 def apply_query(result: Any, query: str | None) -> Any:
@@ -33,8 +39,7 @@ def apply_query(result: Any, query: str | None) -> Any:
     try:
         return jmespath.search(query, result)
     except JMESPathError as exc:
-        raise InputError(f"--query '{query}' is not valid JMESPath: {exc}", code="INVALID_QUERY",
-                         remedy="see https://jmespath.org, e.g. --query 'sizes[].name'") from None
+        raise _query_error(query, exc) from None
 
 
 def _scalar(value: Any) -> str:

@@ -178,7 +178,9 @@ def _storage_profile(spec: Spec) -> dict:
     premium = size.cap("premium_storage")
     os_disk: dict[str, Any] = {"createOption": "FromImage"}
     if req.ephemeral_os_disk:
-        os_disk |= {"caching": "ReadOnly", "diffDiskSettings": {"option": "Local", "placement": "ResourceDisk"},
+        # Sizes without a resource disk (GB200/GB300: local NVMe only) place it on NVMe.
+        placement = "ResourceDisk" if size.temp_disk_gib else "NvmeDisk"
+        os_disk |= {"caching": "ReadOnly", "diffDiskSettings": {"option": "Local", "placement": placement},
                     "managedDisk": {"storageAccountType": "Standard_LRS"}}
     else:
         os_disk |= {"caching": "ReadWrite", "managedDisk": {"storageAccountType": "Premium_LRS" if premium else "Standard_LRS"}}

@@ -184,8 +184,9 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
         if value is not None:
             clean[name] = value
     if "profile" not in clean:
-        findings.append(Finding("MISSING_PROFILE", "no profile given", "pass --profile ID ('provision profiles list')",
-                                field="profile"))
+        if "size" not in clean:  # a size alone names its profile (--size ND40rs_v2 -> ndv2)
+            findings.append(Finding("MISSING_PROFILE", "no profile given",
+                                    "pass --profile ID or --size SIZE ('provision profiles list')", field="profile"))
         clean["profile"] = ""
     if "ssh_key" not in clean and "ssh_key" not in raw:
         default = default_ssh_key()

@@ -203,7 +203,7 @@ def ephemeral_os_disk(ctx: Context) -> Iterator[Finding]:
     if not ctx.size.cap("ephemeral_os_disk"):
         yield _f("EPHEMERAL_OS_DISK_UNSUPPORTED", f"{ctx.size.name} does not support ephemeral OS disks",
                  "drop --ephemeral-os-disk", ctx.size.facts["ephemeral_os_disk"].source, fld="ephemeral_os_disk")
-    elif req.os_disk_size_gb and req.os_disk_size_gb > ctx.size.temp_disk_gib:
+    elif req.os_disk_size_gb and ctx.size.temp_disk_gib and req.os_disk_size_gb > ctx.size.temp_disk_gib:
         yield _f("EPHEMERAL_OS_DISK_TOO_LARGE",
                  f"an ephemeral OS disk of {req.os_disk_size_gb} GiB does not fit {ctx.size.name}'s {ctx.size.temp_disk_gib:g} GiB resource disk",
                  f"pass --os-disk-size-gb {int(ctx.size.temp_disk_gib)} or less, or drop --ephemeral-os-disk",
@@ -326,17 +326,6 @@ def _rdma(ctx: Context, args: dict) -> Iterator[Finding]:
         yield _f("VNET_RDMA_OVERLAP",
                  f"address space {ctx.vnet} overlaps {reserved}, which the InfiniBand RDMA network reserves",
                  "choose another range, e.g. --vnet-address-prefix 10.0.0.0/16", ctx.rule_source, fld="vnet_address_prefix")
-
-
-@series_rule("image_os", args=("allowed",), required=("allowed",))
-def _image_os(ctx: Context, args: dict) -> Iterator[Finding]:
-    img = ctx.image
-    if img is None or not img.known or not img.os_family:
-        return
-    family = "windows" if img.is_windows else "linux"
-    if family not in args["allowed"]:
-        yield _f("IMAGE_OS_UNSUPPORTED", f"{ctx.profile.series} supports {' and '.join(args['allowed'])} only; '{img.name}' is {img.os}",
-                 f"use --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
 
 
 @series_rule("cuda_max", args=("max_major",), required=("max_major",))

@@ -194,7 +194,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
             profile, size = find_size(req.size)
     except AzgpuError as exc:
         findings.append(_from_exc(exc, "size" if exc.code == "UNKNOWN_SIZE" else "profile"))
-    if profile and req.profile and req.profile != profile.id:
+    if profile and req.profile != profile.id:
         req = req.with_changes(profile=profile.id)
 
     nodes = req.nodes
@@ -256,7 +256,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
                 if problem := naming.check(kind, derived):
                     findings.append(_err("INVALID_DERIVED_NAME", problem, "choose a shorter -n/--name", "name",
                                          naming.NAMING_SOURCE))
-        resources = 2 + len(ctx.scale_sets)
+        resources = (1 if req.subnet_id else 2) + len(ctx.scale_sets)  # NSG (+ VNet) + scale sets
         if resources > ARM_MAX_RESOURCES:
             findings.append(_err("TEMPLATE_TOO_LARGE",
                                  f"{len(ctx.scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",

@@ -80,21 +80,15 @@ class Operations:
             return s.network.virtual_networks.get(rg, r.name, api_version=r.api_version)
         return s.compute.virtual_machine_scale_sets.get(rg, r.name, api_version=r.api_version)
 
-    def begin_put(self, r: Resource, rg: str, body: dict):
+    def begin_put(self, r: Resource, rg: str, body: dict, *, wait: bool = True):
         s = self.session
+        # Without waiting, no poller thread is left polling behind the caller's back.
+        kw = {"api_version": r.api_version} if wait else {"api_version": r.api_version, "polling": False}
         if r.type == "Microsoft.Network/networkSecurityGroups":
-            return s.network.network_security_groups.begin_create_or_update(rg, r.name, body, api_version=r.api_version)
+            return s.network.network_security_groups.begin_create_or_update(rg, r.name, body, **kw)
         if r.type == "Microsoft.Network/virtualNetworks":
-            return s.network.virtual_networks.begin_create_or_update(rg, r.name, body, api_version=r.api_version)
-        return s.compute.virtual_machine_scale_sets.begin_create_or_update(rg, r.name, body, api_version=r.api_version)
-
-    def begin_delete(self, r_type: str, rg: str, name: str):
-        s = self.session
-        if r_type == "Microsoft.Network/networkSecurityGroups":
-            return s.network.network_security_groups.begin_delete(rg, name)
-        if r_type == "Microsoft.Network/virtualNetworks":
-            return s.network.virtual_networks.begin_delete(rg, name)
-        return s.compute.virtual_machine_scale_sets.begin_delete(rg, name)
+            return s.network.virtual_networks.begin_create_or_update(rg, r.name, body, **kw)
+        return s.compute.virtual_machine_scale_sets.begin_create_or_update(rg, r.name, body, **kw)
 
 
 def _not_found(exc: Exception) -> bool:
@@ -226,7 +220,7 @@ class Deployer:
                 # Still being created by an earlier, interrupted run: follow it instead of racing it.
                 poller = None
             else:
-                poller = self.ops.begin_put(r, self.resource_group, self.body(r))
+                poller = self.ops.begin_put(r, self.resource_group, self.body(r), wait=wait)
             if not wait:
                 self._emit(r.key, state="accepted")
                 return

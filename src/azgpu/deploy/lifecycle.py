@@ -151,7 +151,13 @@ def wait(session, name: str, resource_group: str, *, timeout: float | None = Non
     deadline = time.monotonic() + timeout if timeout else None
     while True:
         cluster = require(find_cluster(session, name, resource_group))
-        states = {v.name: (v.provisioning_state or "").lower() for v in cluster.scale_sets}
+        states = {}
+        for v in cluster.scale_sets:
+            state = (v.provisioning_state or "").lower()
+            if state not in ("succeeded", "failed", "canceled"):
+                # A GET per unfinished scale set, as a poller would do: lists may lag behind.
+                state = (session.compute.virtual_machine_scale_sets.get(resource_group, v.name).provisioning_state or "").lower()
+            states[v.name] = state
         if on_update:
             on_update(cluster)
         failed = [n for n, s in states.items() if s in ("failed", "canceled")]

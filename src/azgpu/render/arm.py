@@ -13,9 +13,20 @@ PARAMS_SCHEMA = "https://schema.management.azure.com/schemas/2019-04-01/deployme
 ARM_TYPES = {"string": "string", "int": "int", "bool": "bool", "array": "array", "object": "object"}
 
 
+def _literal(value: Any) -> Any:
+    """Escape literal strings ARM would evaluate: '[x]' is an expression, '[[x]' the text '[x]'."""
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        return "[" + value
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return value
+
+
 def arm_value(value: Any) -> Any:
     """A property tree with every expression as an ARM template expression string."""
-    return walk(value, lambda e: f"[{e.arm()}]")
+    return walk(_literal(value), lambda e: f"[{e.arm()}]")
 
 
 def resource_json(plan: Plan, resource) -> dict[str, Any]:

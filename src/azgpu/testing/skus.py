@@ -63,7 +63,8 @@ def _spec_from_size(size) -> SizeSpec:
         accelerated_networking=size.cap("accelerated_networking") is True,
         premium_io=size.cap("premium_storage") is True,
         ephemeral_os_disk=size.cap("ephemeral_os_disk") is True,
-        spot=size.cap("spot") is True,
+        # Most GPU sizes are spot-capable; only a documented "no" says otherwise.
+        spot=size.cap("spot") is not False,
         trusted_launch_disabled=size.cap("trusted_launch") is False,
         temp_disk_gib=float(size.temp_disk_gib),
         retired=size.retired,

@@ -1,0 +1,78 @@
+"""The built wheel ships profiles/ and templates/: install it into a fresh virtual environment
+(no system site-packages) and run the installed `provision` from outside the checkout.
+
+Dependencies come from the package indexes pip is configured with on this machine (pip config /
+PIP_* environment); nothing is downloaded by the test itself. Marked `slow` (about 15 s): it runs
+in the default suite and CI; deselect it locally with `-m "not slow"`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
+
+
+def sh(*argv, cwd, timeout=600, env=None) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert done.returncode == 0, f"{argv}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """bin/ of a fresh venv with the wheel installed."""
+    work = tmp_path_factory.mktemp("wheel")
+    dist = work / "dist"
+    build = [sys.executable, "-m", "build", "--wheel", "--outdir", dist]
+    if importlib.util.find_spec("hatchling"):
+        build.append("--no-isolation")  # the backend is already here: no index round trip
+    sh(*build, REPO, cwd=REPO)
+    (wheel,) = dist.glob("azgpu-*.whl")
+    venv = work / "venv"
+    sh(sys.executable, "-m", "venv", venv, cwd=work)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    sh(bin_dir / "python", "-m", "pip", "install", "--quiet", wheel, cwd=work, env=env)
+    return bin_dir
+
+
+@pytest.fixture
+def outside(tmp_path) -> dict:
+    """Run from an empty directory with a clean environment: nothing of the checkout is reachable."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["HOME"] = str(tmp_path)
+    return {"cwd": tmp_path, "env": env}
+
+
+@pytest.mark.slow
+def test_installed_package_is_not_the_checkout(installed, outside):
+    done = sh(installed / "python", "-c", "import azgpu, azgpu.resources as r; print(azgpu.__file__);"
+              "print(r.data_dir('profiles')); print(r.data_dir('templates'))", **outside)
+    module, profiles, templates = done.stdout.split()
+    assert str(REPO) not in module + profiles + templates
+    assert Path(profiles).name == "profiles" and Path(templates).name == "templates"
+
+
+@pytest.mark.slow
+def test_installed_cli_lists_the_profiles(installed, outside):
+    done = sh(installed / "provision", "profiles", "list", "--query", "[].id", **outside)
+    assert len(json.loads(done.stdout)) == 10
+
+
+@pytest.mark.slow
+def test_installed_cli_renders_templates(installed, outside):
+    out = outside["cwd"] / "out"
+    sh(installed / "provision", "render", "--profile", "nd-a100-v4", "-n", "demo", "--nodes", "250", "-l", "eastus",
+       "--ssh-key", KEY, "--out-dir", out, "-o", "none", **outside)
+    assert sorted(p.name for p in out.iterdir()) == ["main.bicep", "main.bicepparam", "main.json", "main.parameters.json"]
+    assert "resource vmss002 'Microsoft.Compute/virtualMachineScaleSets@" in (out / "main.bicep").read_text()
+    assert len(json.loads((out / "main.json").read_text())["resources"]) == 5
