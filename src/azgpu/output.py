@@ -54,10 +54,18 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
-def _clip(text: str, width: int = 60) -> str:
-    """Table cells stay readable; -o json/yaml carry the full text."""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+WIDE = 60
+
+
+def _records(rows: list[dict], columns: list[str]) -> str:
+    """Rows with long text (discrepancies, findings) as blocks of 'key  value' lines: nothing cut."""
+    width = max(len(c) for c in columns)
+    blocks = []
+    for row in rows:
+        lines = [f"{c.replace('_', ' ').title().ljust(width)}  {' '.join(_scalar(row.get(c)).split())}" for c in columns
+                 if _scalar(row.get(c))]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def _grid(rows: list[dict]) -> str:
@@ -67,7 +75,9 @@ def _grid(rows: list[dict]) -> str:
             if key not in columns and not isinstance(value, dict) and not (
                     isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
                 columns.append(key)
-    cells = [[_clip(_scalar(row.get(c))) for c in columns] for row in rows]
+    cells = [[" ".join(_scalar(row.get(c)).split()) for c in columns] for row in rows]
+    if any(len(v) > WIDE and v.count(" ") >= 8 for r in cells for v in r):  # prose, not a list of names
+        return _records(rows, columns)
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     head = "  ".join(c.replace("_", " ").title().ljust(w) for c, w in zip(columns, widths))
     rule = "  ".join("-" * w for w in widths)
