@@ -14,6 +14,33 @@ from .cli import common, emit, make_request, print_finding, print_findings, requ
 from .errors import Finding, InputError
 
 
+class ListOption(click.Option):
+    """A list option as az has them: `--zones 1 2 3` (and repeated `--zones 1 --zones 2` too).
+
+    click has no nargs='+' for options, so each value also takes the arguments after it up to the
+    next option.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, multiple=True, **kwargs)
+
+    def add_to_parser(self, parser, ctx):
+        result = super().add_to_parser(parser, ctx)
+        for opt in self.opts:
+            target = parser._long_opt.get(opt) or parser._short_opt.get(opt)
+            if target is None:
+                continue
+            single = target.process
+
+            def process(value, state, single=single):
+                single(value, state)
+                while state.rargs and not state.rargs[0].startswith("-"):
+                    single(state.rargs.pop(0), state)
+
+            target.process = process
+        return result
+
+
 def azure_options(fn):
     options = [
         click.option("--subscription", default=None, help="Subscription ID (default: AZURE_SUBSCRIPTION_ID or az's default)."),
@@ -60,8 +87,9 @@ def register(cli: click.Group) -> None:
     @click.option("--dry-run", is_flag=True, help="Run every check against Azure and print the plan; write nothing.")
     @click.option("--no-wait", is_flag=True, help="Return once Azure accepted the scale sets ('provision wait').")
     @click.option("--timeout", type=float, default=None, help="Give up waiting after this many seconds.")
-    @click.option("--zones", multiple=True, help="Zones to try in order on capacity errors (repeatable).")
-    @click.option("--fallback-locations", multiple=True, help="Locations to try in order on capacity errors.")
+    @click.option("--zones", cls=ListOption, help="Zones to try in order on capacity errors: --zones 1 2 3.")
+    @click.option("--fallback-locations", cls=ListOption,
+                  help="Locations to try in order on capacity errors: --fallback-locations westus2 westus3.")
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
                    fallback_locations, **values):

@@ -11,7 +11,7 @@ from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, validate
 from .azure_errors import CapacityError
-from .deployer import Deployer, Event, is_ours
+from .deployer import Deployer, Event, _azure, is_ours
 from .lifecycle import destroy, find_cluster
 from .preflight import Preflight, run_preflight
 
@@ -33,7 +33,10 @@ def _vcpus_needed(session, plan: Plan, resource_group: str) -> int:
 def prepare(session, spec: Spec, resource_group: str) -> tuple[Plan, Preflight]:
     """Preflight and the plan to deploy; the live values Azure reports override documented ones."""
     plan = build_plan(spec)
-    pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(session, plan, resource_group))
+    try:
+        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(session, plan, resource_group))
+    except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
+        raise _azure(exc, "preflight") from None
     if pf.errors:
         raise ValidationFailed(pf.findings)  # the offline findings were reported by validate()
     if "accelerated_networking" in pf.overrides:
@@ -85,6 +88,9 @@ def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) 
         destroy(session, plan.spec.names.cluster, resource_group)
         return
     cluster = find_cluster(session, plan.spec.names.cluster, resource_group)
-    pollers = [session.compute.virtual_machine_scale_sets.begin_delete(resource_group, v.name) for v in cluster.scale_sets]
-    for poller in pollers:
-        poller.result()
+    try:
+        pollers = [session.compute.virtual_machine_scale_sets.begin_delete(resource_group, v.name) for v in cluster.scale_sets]
+        for poller in pollers:
+            poller.result()
+    except Exception as exc:
+        raise _azure(exc, f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AzureError, NotFoundError
+from ..errors import AzgpuError, AzureError, NotFoundError
 from ..profiles import find_size, load_profile
 from .deployer import CREATED_TAG, _azure, _not_found, is_ours
 
@@ -55,6 +56,19 @@ def require(cluster: Cluster) -> Cluster:
     return cluster
 
 
+def _translated(fn):
+    """SDK errors of any call inside a lifecycle command become typed errors with remedies."""
+    @functools.wraps(fn)
+    def wrapper(session, name, resource_group, *args, **kwargs):
+        try:
+            return fn(session, name, resource_group, *args, **kwargs)
+        except AzgpuError:
+            raise
+        except Exception as exc:
+            raise _azure(exc, f"cluster {name} in {resource_group}") from None
+    return wrapper
+
+
 def _power_state(vm: Any) -> str:
     statuses = getattr(getattr(vm, "instance_view", None), "statuses", None) or []
     for s in statuses:
@@ -63,6 +77,7 @@ def _power_state(vm: Any) -> str:
     return "unknown"
 
 
+@_translated
 def status(session, name: str, resource_group: str) -> dict[str, Any]:
     cluster = require(find_cluster(session, name, resource_group))
     sets = []
@@ -101,6 +116,7 @@ def _nodes(session, resource_group: str, vmss: Any) -> list[dict[str, str]]:
     return sorted(nodes, key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
 
 
+@_translated
 def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
     cluster = require(find_cluster(session, name, resource_group))
     first = cluster.scale_sets[0] if cluster.scale_sets else None
@@ -144,6 +160,7 @@ def nccl_env(out: dict[str, Any]) -> str:
     return "".join(f"export {k}={v}\n" for k, v in out["nccl_env"].items())
 
 
+@_translated
 def wait(session, name: str, resource_group: str, *, timeout: float | None = None, interval: float = 5.0,
          on_update=None) -> dict[str, Any]:
     """Follow the cluster's scale sets until each is Succeeded (or one Failed)."""
@@ -171,6 +188,7 @@ def wait(session, name: str, resource_group: str, *, timeout: float | None = Non
         sleep(interval)
 
 
+@_translated
 def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[str, Any]:
     """Delete the cluster's tagged resources (scale sets first), then its group if azgpu made it and it is empty."""
     cluster = require(find_cluster(session, name, resource_group))

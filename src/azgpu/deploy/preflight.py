@@ -76,8 +76,9 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> None:
     for info in sku.location_info or []:
         pf.zones = sorted(info.zones or [])
     for r in sku.restrictions or []:
-        reason = getattr(r, "reason_code", "") or ""
-        kind = getattr(r, "type", "") or ""
+        # The SDK gives enums; their str() is 'ResourceSkuRestrictionsReasonCode.X', not Azure's text.
+        reason = getattr(getattr(r, "reason_code", None), "value", getattr(r, "reason_code", None)) or ""
+        kind = getattr(getattr(r, "type", None), "value", getattr(r, "type", None)) or ""
         if kind == "Zone":
             blocked = set(getattr(getattr(r, "restriction_info", None), "zones", None) or [])
             if req.zone and req.zone in blocked:
@@ -208,7 +209,12 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int) -> Preflight:
     needed = vcpus_needed if vcpus == spec.size.vcpus else vcpus_needed // spec.size.vcpus * vcpus
     check_quota(pf, spec, usages, needed)
     img = spec.image
-    versions = list(session.compute.virtual_machine_images.list(loc, img.publisher, img.offer, img.sku))
+    try:
+        versions = list(session.compute.virtual_machine_images.list(loc, img.publisher, img.offer, img.sku))
+    except Exception as exc:
+        if getattr(exc, "status_code", None) != 404:  # Azure answers 404 for a publisher/offer/SKU it lacks
+            raise
+        versions = []
     detail = None
     if versions:
         version = latest_version(versions) if img.version.lower() == "latest" else img.version

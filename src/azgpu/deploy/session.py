@@ -55,7 +55,7 @@ class Session:
     polling_interval: float | None = None
     client_kwargs: dict[str, Any] = field(default_factory=dict)
     # How azgpu's own polling loops wait (wait, following an interrupted run); the fake swaps it.
-    sleep: Callable[[float], None] = time.sleep
+    sleep: Callable[[float], None] = field(default=lambda seconds: time.sleep(seconds), repr=False)
 
     def _kwargs(self) -> dict[str, Any]:
         kw = {**RETRY, **self.client_kwargs}

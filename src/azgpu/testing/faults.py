@@ -13,6 +13,9 @@ _CODES = {
     503: "ServiceUnavailable",
     504: "GatewayTimeout",
     409: "Conflict",
+    # ARM's codes for these statuses, so an injected 401/403 reads like the real answer.
+    401: "InvalidAuthenticationToken",
+    403: "AuthorizationFailed",
 }
 
 

@@ -8,10 +8,11 @@ prefix in order, skipping the first four addresses and the last one, which Azure
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .errors import ArmError
-from .store import same_id, stable_uuid
+from .store import key, same_id, stable_uuid
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -91,9 +92,19 @@ def check_room(backend: Backend, vmss: dict, previous: dict | None) -> None:
                                                     f"does not have enough capacity for {extra} IP addresses.")
 
 
-def _next_ip(backend: Backend, subnet_id: str) -> str:
-    used = _used(backend, subnet_id)
-    return next(ip for ip in _usable(backend.find(subnet_id)) if ip not in used)
+def _allocator(backend: Backend) -> Callable[[str], str]:
+    """Hands out each subnet's free addresses in order. The used set is read once per subnet, not
+    once per NIC: per NIC it made creating N instances take N^2 steps (1,000 nodes: seconds)."""
+    pools: dict[str, Iterator[str]] = {}
+
+    def next_ip(subnet_id: str) -> str:
+        k = key(subnet_id)
+        if k not in pools:
+            used = _used(backend, subnet_id)
+            pools[k] = (ip for ip in _usable(backend.find(subnet_id)) if ip not in used)
+        return next(pools[k])
+
+    return next_ip
 
 
 def _public_ip(number: int) -> str:
@@ -104,7 +115,7 @@ def _mac(number: int) -> str:
     return "00-0D-3A-" + "-".join(f"{(number >> s) % 256:02X}" for s in (16, 8, 0))
 
 
-def _make_nic(backend: Backend, vmss: dict, vm_id: str, config: dict) -> dict:
+def _make_nic(backend: Backend, vmss: dict, vm_id: str, config: dict, next_ip: Callable[[str], str]) -> dict:
     nic_id = f"{vm_id}/networkInterfaces/{config['name']}"
     props = config.get("properties", {})
     ip_configurations = []
@@ -112,7 +123,7 @@ def _make_nic(backend: Backend, vmss: dict, vm_id: str, config: dict) -> dict:
         ipc_id = f"{nic_id}/ipConfigurations/{ipc['name']}"
         ipc_props = ipc.get("properties", {})
         out = {
-            "privateIPAddress": _next_ip(backend, subnet_ref(ipc)),
+            "privateIPAddress": next_ip(subnet_ref(ipc)),
             "privateIPAllocationMethod": "Dynamic",
             "privateIPAddressVersion": ipc_props.get("privateIPAddressVersion", "IPv4"),
             "subnet": {"id": subnet_ref(ipc)},
@@ -147,12 +158,12 @@ def _make_nic(backend: Backend, vmss: dict, vm_id: str, config: dict) -> dict:
     return backend.store.put(nic)
 
 
-def _make_vm(backend: Backend, vmss: dict, instance: int) -> None:
+def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str], str]) -> None:
     vm_id = f"{vmss['id']}/virtualMachines/{instance}"
     profile = vmss["properties"].get("virtualMachineProfile", {}) or {}
     os_profile = profile.get("osProfile") or {}
     prefix = os_profile.get("computerNamePrefix", vmss["name"])
-    made = [_make_nic(backend, vmss, vm_id, config) for config in nic_configs(vmss)]
+    made = [_make_nic(backend, vmss, vm_id, config, next_ip) for config in nic_configs(vmss)]
     vm = {
         "id": vm_id, "name": f"{vmss['name']}_{instance}", "type": VM_TYPE, "location": vmss["location"],
         "instanceId": str(instance),
@@ -182,8 +193,9 @@ def reconcile(backend: Backend, vmss: dict) -> None:
     for vm in current[capacity:]:
         backend.remove(vm["id"])
     next_id = int(current[-1]["instanceId"]) + 1 if current else 0
+    next_ip = _allocator(backend)
     for number in range(next_id, next_id + capacity - len(current)):
-        _make_vm(backend, vmss, number)
+        _make_vm(backend, vmss, number, next_ip)
     backend.dirty = True
 
 
