@@ -46,6 +46,8 @@ def clear_caches() -> None:
 @pytest.fixture(autouse=True)
 def _isolated(request, tmp_path_factory, monkeypatch):
     """No test sees the developer's ~/.ssh keys, AZGPU_DEBUG or writes into the checkout."""
+    # azgpu's per-user cache (parsed profiles, compiled templates) never lands in the real home.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
     if "testing" in request.node.path.relative_to(REPO / "tests").parts[:-1]:
         return  # tests/testing/ (the fake Azure) has its own conftest and owner
     home = tmp_path_factory.mktemp("home")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 
 from .errors import InputError, ProfileError
 from .profiles import known_source
-from .resources import data_dir
+from .resources import data_dir, read_toml
 
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
@@ -72,9 +71,7 @@ def _key(urn: str) -> str:
 
 @cache
 def catalog() -> dict[str, Image]:
-    path = data_dir("profiles") / "images.toml"
-    with path.open("rb") as fh:
-        raw = tomllib.load(fh)
+    raw = read_toml(data_dir("profiles") / "images.toml")
     out: dict[str, Image] = {}
     for i, entry in enumerate(raw.get("image", [])):
         where = f"images.toml [[image]] #{i + 1}"

@@ -7,7 +7,6 @@ file and the key, so a typo never turns into a silently wrong template.
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, ProfileError
-from .resources import data_dir
+from .resources import data_dir, read_toml
 
 SCHEMA = 1
 
@@ -166,6 +165,7 @@ class Profile:
             if wanted == size.name.lower().removeprefix("standard_"):
                 return size
         names = [s.name for s in self.sizes] + [a for s in self.sizes for a in s.aliases]
+        import difflib  # only for suggestions on an error: not on every start
         near = difflib.get_close_matches(name, names, n=1, cutoff=0.4)
         hint = f"did you mean '{near[0]}'? " if near else ""
         raise InputError(
@@ -355,8 +355,7 @@ def profile_ids() -> list[str]:
 
 def _read_toml(path: Path) -> dict:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return read_toml(path)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path.name}: not valid TOML: {exc}") from None
 
@@ -373,6 +372,7 @@ def load_profile(profile_id: str) -> Profile:
         check_profile_rules(profile)
         return profile
     ids = profile_ids()
+    import difflib  # only for suggestions on an error: not on every start
     near = difflib.get_close_matches(key, ids, n=1, cutoff=0.4)
     hint = f"did you mean '{near[0]}'? " if near else ""
     raise InputError(
@@ -394,6 +394,7 @@ def find_size(name: str) -> tuple[Profile, Size]:
         except InputError:
             continue
     names = [s.name for p in list_profiles() for s in p.sizes] + [a for p in list_profiles() for s in p.sizes for a in s.aliases]
+    import difflib  # only for suggestions on an error: not on every start
     near = difflib.get_close_matches(name, names, n=1, cutoff=0.4)
     hint = f"did you mean '{near[0]}'? " if near else ""
     raise InputError(f"unknown size '{name}'", code="UNKNOWN_SIZE", remedy=f"{hint}see 'provision profiles list'")

@@ -6,7 +6,6 @@ business, so that every finding (bad type or broken rule) is reported at once.
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -159,6 +158,7 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
         if name == "tag":
             name = "tags"
         if name not in KEYS:
+            import difflib  # only for suggestions on an error: not on every start
             near = difflib.get_close_matches(name, sorted(KEYS), n=1, cutoff=0.6)
             hint = f"did you mean '{near[0].replace('_', '-')}'? " if near else ""
             findings.append(Finding("UNKNOWN_KEY", f"unknown key '{key}'{where}",

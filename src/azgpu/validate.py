@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import ipaddress
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 
@@ -16,7 +14,7 @@ from .errors import AzgpuError, Finding, ValidationFailed
 from .images import Image, resolve
 from .profiles import Extension, Profile, Size, cite, find_size, load_profile
 from .request import DEFAULT_VNET_PREFIX, Request
-from .resources import data_dir
+from .resources import data_dir, read_toml
 
 MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
 ARM_MAX_RESOURCES = 800
@@ -65,8 +63,7 @@ class Spec:
 
 @cache
 def regions() -> tuple[str, ...]:
-    with (data_dir("profiles") / "regions.toml").open("rb") as fh:
-        return tuple(tomllib.load(fh)["regions"])
+    return tuple(read_toml(data_dir("profiles") / "regions.toml")["regions"])
 
 
 def _err(code: str, message: str, remedy: str, fld: str, source: str = "", severity: str = "error") -> Finding:
@@ -85,6 +82,7 @@ def _check_location(loc: str | None, command: str) -> list[Finding]:
     if loc in regions():
         return []
     squashed = loc.replace(" ", "").lower()
+    import difflib  # only for suggestions on an error: not on every start
     near = [squashed] if squashed in regions() else difflib.get_close_matches(squashed, regions(), n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""
     return [_err("INVALID_LOCATION", f"'{loc}' is not an Azure region name",

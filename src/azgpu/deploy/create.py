@@ -67,7 +67,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
         created_group = deployer.ensure_resource_group(location)
         try:
-            events = deployer.deploy(wait=wait)
+            events = deployer.deploy(wait=wait, fresh_group=created_group)
         except CapacityError as exc:
             if attempt == len(tried) - 1:
                 raise

@@ -121,7 +121,7 @@ class Deployer:
     resource_group: str
     on_event: Callable[[Event], None] = lambda e: None
     timeout: float | None = None
-    max_workers: int = 16
+    max_workers: int | None = None  # None: one per resource of the widest wave, so a whole wave goes at once
     events: dict[str, Event] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -171,20 +171,34 @@ class Deployer:
         return True
 
     def existing(self) -> dict[str, Any]:
-        """Existing plan resources by key; refuses foreign ones and changes Azure cannot apply in place."""
+        """Existing plan resources by key; refuses foreign ones and changes Azure cannot apply in place.
+
+        One listing of the resource group finds them (one read, not one per planned resource); only
+        the ones that exist are read in full, to compare them with the plan.
+        """
+        wanted = {(r.type.lower(), r.name.lower()): r for r in self.plan.resources}
+        try:
+            listed = list(self.session.resources.resources.list_by_resource_group(self.resource_group))
+        except Exception as exc:
+            if _not_found(exc):
+                return {}
+            raise _azure(exc, f"resource group {self.resource_group}") from None
         found: dict[str, Any] = {}
-        for r in self.plan.resources:
-            try:
-                current = self.ops.get(r, self.resource_group)
-            except Exception as exc:
-                if _not_found(exc):
-                    continue
-                raise _azure(exc, r.name) from None
-            if not is_ours(current.tags, self.cluster):
+        for item in listed:
+            r = wanted.get(((item.type or "").lower(), (item.name or "").lower()))
+            if r is None:
+                continue
+            if not is_ours(item.tags, self.cluster):
                 raise InputError(
                     f"{r.type.rsplit('/', 1)[-1]} '{r.name}' already exists in {self.resource_group} and was not created "
                     f"by azgpu for cluster '{self.cluster}'", code="NAME_TAKEN",
                     remedy="choose another -n/--name or -g/--resource-group; azgpu never modifies resources it did not create")
+            try:
+                current = self.ops.get(r, self.resource_group)
+            except Exception as exc:
+                if _not_found(exc):  # deleted since the listing
+                    continue
+                raise _azure(exc, r.name) from None
             if r.stage == "scale-set":
                 self._check_immutable(r, current)
             found[r.key] = current
@@ -262,11 +276,16 @@ class Deployer:
             self._remaining()
             sleep(interval)
 
-    def deploy(self, *, wait: bool = True) -> dict[str, Event]:
-        """Create or converge every resource; the scale sets of a wave go in parallel."""
-        current = self.existing()
+    def deploy(self, *, wait: bool = True, fresh_group: bool = False) -> dict[str, Event]:
+        """Create or converge every resource; the scale sets of a wave go in parallel.
+
+        fresh_group: the resource group was just created, so there is nothing to find in it.
+        """
+        current = {} if fresh_group else self.existing()
         waves = self.plan.waves()
-        pool = ThreadPoolExecutor(max_workers=self.max_workers)
+        # A fixed pool of 16 made a cluster of more than 16 scale sets (1,600 nodes) take a wave's time
+        # once per 16 of them; each worker only waits on Azure.
+        pool = ThreadPoolExecutor(max_workers=self.max_workers or max(len(w) for w in waves))
         try:
             for i, wave in enumerate(waves):
                 last = i == len(waves) - 1

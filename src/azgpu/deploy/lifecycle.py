@@ -216,7 +216,7 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     for kind, group in ((VMSS, cluster.scale_sets), (None, cluster.nsgs + cluster.vnets)):
         if not group:
             continue
-        with ThreadPoolExecutor(max_workers=16) as pool:
+        with ThreadPoolExecutor(max_workers=len(group)) as pool:  # each worker only waits on Azure
             jobs = [pool.submit(delete, kind or (NSG if r in cluster.nsgs else VNET), r) for r in group]
             for job in jobs:
                 job.result()

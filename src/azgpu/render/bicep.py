@@ -8,7 +8,7 @@ from typing import Any
 
 from ..expr import EXPR_TYPES
 from ..plan import Plan
-from ..resources import data_dir
+from ..resources import cache_dir, data_dir
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INDENT = "  "
@@ -49,12 +49,37 @@ def bicep_value(value: Any, level: int = 0) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as Bicep")
 
 
+def _bytecode_cache(jinja2):
+    """Compiled templates kept between runs in azgpu's per-user cache directory: compiling them took
+    almost half of what `provision render` does after its imports. Any failure to read or write the
+    cache only means compiling again."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+
+    class Cache(jinja2.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket):
+            try:
+                super().load_bytecode(bucket)
+            except Exception:  # a damaged cache file: compile as if there were none
+                bucket.reset()
+
+        def dump_bytecode(self, bucket):
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
+    return Cache(str(directory), "template-%s.jinja")
+
+
 @cache
 def _environment():
     import jinja2  # imported here: only rendering Bicep needs it
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        bytecode_cache=_bytecode_cache(jinja2),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
