@@ -54,7 +54,7 @@ def classify(requests, plan, created_group: bool) -> dict[str, int]:
     existence check; after it, the poller's final GET."""
     names = {r.name.lower() for r in plan.resources}
     put_seen: set[str] = set()
-    out = {k: 0 for k in ("put", "poll", "final_get", "failed_attempt", "preflight", "group_check", "scale_set_list",
+    out = {k: 0 for k in ("put", "poll", "final_get", "failed_attempt", "preflight", "group_check", "group_listing",
                           "existence_get", "other")}
     for r in requests:
         path = r.path.rstrip("/")
@@ -71,8 +71,8 @@ def classify(requests, plan, created_group: bool) -> dict[str, int]:
             out["group_check"] += 1
         elif low.endswith(("/skus", "/usages", "/versions")) or "/versions/" in low:
             out["preflight"] += 1
-        elif low.endswith("/virtualmachinescalesets"):
-            out["scale_set_list"] += 1
+        elif low.endswith("/resources"):
+            out["group_listing"] += 1
         elif r.method == "GET" and leaf in names:
             out["final_get" if leaf in put_seen else "existence_get"] += 1
         else:

@@ -170,7 +170,7 @@ def deploys(runs: int, latency: float, env, tmp: Path) -> dict:
         critical = data["waves"] * latency + cold
         req, minimum = data["requests"], data["minimum"]
         lro = req["put"] + req["poll"] + req["final_get"]
-        azgpu_reads = req["preflight"] + req["group_check"] + req["scale_set_list"] + req["existence_get"]
+        azgpu_reads = req["preflight"] + req["group_check"] + req["group_listing"] + req["existence_get"]
         errors = [d["error"] for _, d in samples if d["error"]]
         not_done = [d["states"] for _, d in samples if d["states"] != ["Succeeded"]]
         point = {
@@ -297,7 +297,7 @@ def deploy_report(d: dict) -> list[str]:
                      f"sent {req['put']} PUT + {req['poll']} polls + {req['final_get']} final GETs "
                      f"(+{p['sdk_extra_polls']}: the SDK poller checks status once right after each PUT)")
         lines.append(f"       + azgpu's own reads: {req['preflight']} preflight, {req['group_check']} group check, "
-                     f"{req['scale_set_list']} scale-set list, {req['existence_get']} existence GETs; "
+                     f"{req['group_listing']} resource-group listing, {req['existence_get']} existence GETs; "
                      f"before the first write {p['phases']['before_first_write']:.2f} s")
     cli = ", ".join("%d nodes %.2f s, ratio %.3f" % (c["nodes"], c["wall_seconds"], c["time_ratio"]) for c in d.get("cli", []))
     if cli:

@@ -79,7 +79,7 @@ def test_the_code_decides_not_the_message(azure, session):
 
 
 READS = {"resource SKUs": "/skus", "usages": "/usages", "image versions": "/versions",
-         "scale set list": "virtualMachineScaleSets$"}
+         "resource group listing": "/resources$"}
 
 
 @pytest.mark.parametrize("path", READS.values(), ids=READS.keys())

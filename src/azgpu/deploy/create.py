@@ -11,30 +11,27 @@ from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, validate
 from .azure_errors import CapacityError
-from .deployer import Deployer, Event, _azure, is_ours
-from .lifecycle import destroy, find_cluster
+from .deployer import Deployer, Event, _azure, is_ours, list_group
+from .lifecycle import VMSS, destroy, find_cluster
 from .preflight import Preflight, run_preflight
 
 
-def _vcpus_needed(session, plan: Plan, resource_group: str) -> int:
+def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
     """vCPUs this run adds: planned capacity minus what this cluster's scale sets already hold."""
-    existing: dict[str, int] = {}
-    try:
-        for vmss in session.compute.virtual_machine_scale_sets.list(resource_group):
-            if is_ours(vmss.tags, plan.spec.names.cluster):
-                existing[vmss.name] = vmss.sku.capacity or 0
-    except Exception as exc:
-        if getattr(exc, "status_code", None) != 404:
-            raise
+    existing = {item.name: (item.sku.capacity if item.sku else 0) or 0 for item in listed or []
+                if (item.type or "").lower() == VMSS.lower() and is_ours(item.tags, plan.spec.names.cluster)}
     per_node = plan.spec.size.vcpus
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
 
 
-def prepare(session, spec: Spec, resource_group: str) -> tuple[Plan, Preflight]:
-    """Preflight and the plan to deploy; the live values Azure reports override documented ones."""
+def prepare(session, spec: Spec, listed: list[Any] | None) -> tuple[Plan, Preflight]:
+    """Preflight and the plan to deploy; the live values Azure reports override documented ones.
+
+    listed: the resource group's resources (list_group), None when the group does not exist.
+    """
     plan = build_plan(spec)
     try:
-        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(session, plan, resource_group))
+        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed))
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise _azure(exc, "preflight") from None
     if pf.errors:
@@ -60,14 +57,16 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     tried = candidates(request, list(zones), list(fallback_locations))
     for attempt, (location, zone) in enumerate(tried):
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
-        plan, pf = prepare(session, spec, resource_group)
+        # One listing serves the quota arithmetic, the group check and finding what exists.
+        listed = list_group(session, resource_group)
+        plan, pf = prepare(session, spec, listed)
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         if dry_run:
             return result
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
-        created_group = deployer.ensure_resource_group(location)
+        created_group = deployer.ensure_resource_group(location, exists=listed is not None)
         try:
-            events = deployer.deploy(wait=wait, fresh_group=created_group)
+            events = deployer.deploy(wait=wait, listed=listed, fresh_group=created_group)
         except CapacityError as exc:
             if attempt == len(tried) - 1:
                 raise

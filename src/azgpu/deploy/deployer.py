@@ -84,11 +84,44 @@ class Operations:
         s = self.session
         # Without waiting, no poller thread is left polling behind the caller's back.
         kw = {"api_version": r.api_version} if wait else {"api_version": r.api_version, "polling": False}
+        if wait and r.stage == "scale-set":
+            kw["polling"] = wait_first_polling(self.session.polling_interval)
         if r.type == "Microsoft.Network/networkSecurityGroups":
             return s.network.network_security_groups.begin_create_or_update(rg, r.name, body, **kw)
         if r.type == "Microsoft.Network/virtualNetworks":
             return s.network.virtual_networks.begin_create_or_update(rg, r.name, body, **kw)
         return s.compute.virtual_machine_scale_sets.begin_create_or_update(rg, r.name, body, **kw)
+
+
+def wait_first_polling(interval: float | None):
+    """ARM's poller, but its first status check waits for Retry-After like every later one.
+
+    azure-core checks an operation's status right after the PUT. That pays off for NSGs and VNets,
+    which often finish within the second, but a GPU scale set takes minutes, so for scale sets the
+    immediate check is always InProgress: one request per scale set for nothing.
+    """
+    from azure.mgmt.core.polling.arm_polling import ARMPolling
+
+    class WaitFirstPolling(ARMPolling):
+        _waited = False
+
+        def update_status(self) -> None:
+            if not self._waited:
+                self._waited = True
+                self._delay()
+            super().update_status()
+
+    return WaitFirstPolling(30 if interval is None else interval)
+
+
+def list_group(session, resource_group: str) -> list[Any] | None:
+    """Every top-level resource of the group (with tags and sku), or None when the group is missing."""
+    try:
+        return list(session.resources.resources.list_by_resource_group(resource_group))
+    except Exception as exc:
+        if _not_found(exc):
+            return None
+        raise _azure(exc, f"resource group {resource_group}") from None
 
 
 def _not_found(exc: Exception) -> bool:
@@ -156,11 +189,14 @@ class Deployer:
 
     # -- steps
 
-    def ensure_resource_group(self, location: str) -> bool:
-        """Create the resource group when missing, tagged as created by azgpu; True when created."""
+    def ensure_resource_group(self, location: str, *, exists: bool | None = None) -> bool:
+        """Create the resource group when missing, tagged as created by azgpu; True when created.
+
+        exists: already known (from list_group), so no extra request asks again.
+        """
         rg = self.session.resources.resource_groups
         try:
-            if rg.check_existence(self.resource_group):
+            if exists if exists is not None else rg.check_existence(self.resource_group):
                 return False
             rg.create_or_update(self.resource_group, {
                 "location": location,
@@ -170,21 +206,15 @@ class Deployer:
             raise _azure(exc, f"resource group {self.resource_group}") from None
         return True
 
-    def existing(self) -> dict[str, Any]:
+    def existing(self, listed: list[Any] | None) -> dict[str, Any]:
         """Existing plan resources by key; refuses foreign ones and changes Azure cannot apply in place.
 
         One listing of the resource group finds them (one read, not one per planned resource); only
         the ones that exist are read in full, to compare them with the plan.
         """
         wanted = {(r.type.lower(), r.name.lower()): r for r in self.plan.resources}
-        try:
-            listed = list(self.session.resources.resources.list_by_resource_group(self.resource_group))
-        except Exception as exc:
-            if _not_found(exc):
-                return {}
-            raise _azure(exc, f"resource group {self.resource_group}") from None
         found: dict[str, Any] = {}
-        for item in listed:
+        for item in listed or []:
             r = wanted.get(((item.type or "").lower(), (item.name or "").lower()))
             if r is None:
                 continue
@@ -276,12 +306,15 @@ class Deployer:
             self._remaining()
             sleep(interval)
 
-    def deploy(self, *, wait: bool = True, fresh_group: bool = False) -> dict[str, Event]:
+    def deploy(self, *, wait: bool = True, listed: list[Any] | None = None, fresh_group: bool = False) -> dict[str, Event]:
         """Create or converge every resource; the scale sets of a wave go in parallel.
 
-        fresh_group: the resource group was just created, so there is nothing to find in it.
+        listed: the group's resources as list_group gave them (listed here when not given);
+        fresh_group: the group was just created, so there is nothing to find in it.
         """
-        current = {} if fresh_group else self.existing()
+        if fresh_group:
+            listed = []
+        current = self.existing(list_group(self.session, self.resource_group) if listed is None else listed)
         waves = self.plan.waves()
         # A fixed pool of 16 made a cluster of more than 16 scale sets (1,600 nodes) take a wave's time
         # once per 16 of them; each worker only waits on Azure.
