@@ -620,3 +620,19 @@ def test_every_finding_code_in_the_validator_has_a_test():
     tests = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
     untested = sorted(c for c in codes if f'"{c}"' not in tests and f"[{c}]" not in tests)
     assert not untested, f"finding codes without a test: {untested}"
+
+
+def test_ofed_install_points_to_an_hpc_image_with_ofed_when_the_series_has_one(az):
+    f = az.only(az.spec(profile="nd-a100-v4", image="ubuntu-2204-gen2").findings, "OFED_INSTALLED")
+    assert f.remedy == "or use an Azure HPC image with OFED preinstalled, e.g. --image ubuntu-hpc-2204"
+
+
+def test_ofed_install_on_a_series_without_hpc_image_says_there_is_nothing_to_do(az):
+    # ND24rs (ConnectX-3 Pro) has no Azure HPC image: its default image carries no OFED.
+    f = az.only(az.spec("render", profile="nd", size="ND24rs").findings, "OFED_INSTALLED")
+    assert f.remedy.startswith("nothing to do: no Azure HPC image serves this series")
+
+
+def test_a_single_recommended_image_is_not_listed_twice(az):
+    f = az.only(az.spec(profile="nd-gb300-v6", nodes=18, image="ubuntu-2404-arm64").findings, "IMAGE_NOT_RECOMMENDED")
+    assert f.remedy == "use --image ubuntu-hpc-2404-gb"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import Finding, ProfileError
-from .images import Image, ofed_display, ofed_key
+from .images import Image, catalog, ofed_display, ofed_key
 from .profiles import Profile, Size, cite
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ def ofed(ctx: Context) -> Iterator[Finding]:
         yield _f("OFED_INSTALLED",
                  f"image '{img.name}' has no OFED driver; the plan installs {ofed_display(pinned)} through cloud-init "
                  f"so InfiniBand works on {ctx.size.name}",
-                 f"or use an Azure HPC image with OFED preinstalled, e.g. --image {ctx.profile.default_image}",
+                 _ofed_remedy(ctx),
                  src, "warning", "image")
         return
     have = ofed_key(img.ofed)
@@ -283,6 +283,14 @@ def ofed(ctx: Context) -> Iterator[Finding]:
                  f"image '{img.name}' ships {ofed_display(img.ofed)}, newer than the {ofed_display(spec['maximum'])} "
                  f"{ctx.size.name}'s adapter supports",
                  "use an image with MLNX_OFED 4.9 LTS (ConnectX-3 Pro) or a plain image and install it", src, fld="image")
+
+
+def _ofed_remedy(ctx: Context) -> str:
+    with_ofed = [n for n in (ctx.profile.default_image, *ctx.profile.recommended_images)
+                 if (i := catalog().get(n)) is not None and i.ofed]
+    if with_ofed:
+        return f"or use an Azure HPC image with OFED preinstalled, e.g. --image {with_ofed[0]}"
+    return "nothing to do: no Azure HPC image serves this series, so installing at boot is the documented way"
 
 
 def gpu_extensions(ctx: Context) -> Iterator[Finding]:
@@ -315,7 +323,8 @@ def _hpc_image(ctx: Context, args: dict) -> Iterator[Finding]:
         yield _f("IMAGE_NOT_RECOMMENDED",
                  f"image '{img.name}' is not an Azure HPC image supported for {ctx.profile.series}: drivers, "
                  "NCCL and Fabric Manager may be missing",
-                 f"use --image {ctx.profile.default_image} (or one of {', '.join(ctx.profile.recommended_images)})",
+                 f"use --image {ctx.profile.default_image}" + (
+                     f" (or one of {', '.join(ctx.profile.recommended_images)})" if len(ctx.profile.recommended_images) > 1 else ""),
                  ctx.rule_source, "warning", "image")
 
 
