@@ -11,7 +11,7 @@ from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, validate
 from .azure_errors import CapacityError
-from .deployer import Deployer, Event, _azure, is_ours, list_group
+from .deployer import Deployer, Event, to_azure_error, is_ours, list_group
 from .lifecycle import VMSS, destroy, find_cluster
 from .preflight import Preflight, run_preflight
 
@@ -33,7 +33,7 @@ def prepare(session, spec: Spec, listed: list[Any] | None) -> tuple[Plan, Prefli
     try:
         pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed))
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
-        raise _azure(exc, "preflight") from None
+        raise to_azure_error(exc, "preflight") from None
     if pf.errors:
         raise ValidationFailed(pf.findings)  # the offline findings were reported by validate()
     if "accelerated_networking" in pf.overrides:
@@ -92,4 +92,4 @@ def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) 
         for poller in pollers:
             poller.result()
     except Exception as exc:
-        raise _azure(exc, f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None
+        raise to_azure_error(exc, f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None

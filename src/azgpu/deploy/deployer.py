@@ -119,12 +119,12 @@ def list_group(session, resource_group: str) -> list[Any] | None:
     try:
         return list(session.resources.resources.list_by_resource_group(resource_group))
     except Exception as exc:
-        if _not_found(exc):
+        if is_not_found(exc):
             return None
-        raise _azure(exc, f"resource group {resource_group}") from None
+        raise to_azure_error(exc, f"resource group {resource_group}") from None
 
 
-def _not_found(exc: Exception) -> bool:
+def is_not_found(exc: Exception) -> bool:
     return getattr(exc, "status_code", None) == 404
 
 
@@ -203,7 +203,7 @@ class Deployer:
                 "tags": {"managed-by": MANAGED_BY, "azgpu-cluster": self.cluster, CREATED_TAG: "true"},
             })
         except Exception as exc:
-            raise _azure(exc, f"resource group {self.resource_group}") from None
+            raise to_azure_error(exc, f"resource group {self.resource_group}") from None
         return True
 
     def existing(self, listed: list[Any] | None) -> dict[str, Any]:
@@ -226,9 +226,9 @@ class Deployer:
             try:
                 current = self.ops.get(r, self.resource_group)
             except Exception as exc:
-                if _not_found(exc):  # deleted since the listing
+                if is_not_found(exc):  # deleted since the listing
                     continue
-                raise _azure(exc, r.name) from None
+                raise to_azure_error(exc, r.name) from None
             if r.stage == "scale-set":
                 self._check_immutable(r, current)
             found[r.key] = current
@@ -276,7 +276,7 @@ class Deployer:
             self._emit(r.key, state="failed", error=exc.message, finished=time.monotonic())
             raise
         except Exception as exc:
-            err = _azure(exc, r.name)
+            err = to_azure_error(exc, r.name)
             self._emit(r.key, state="failed", error=err.message, finished=time.monotonic())
             raise err from None
         self._emit(r.key, state="succeeded", done=self.events[r.key].total, finished=time.monotonic())
@@ -340,7 +340,7 @@ class Deployer:
         return self.events
 
 
-def _azure(exc: Exception, what: str) -> AzureError:
+def to_azure_error(exc: Exception, what: str) -> AzureError:
     if isinstance(exc, AzureError):
         return exc
     from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError

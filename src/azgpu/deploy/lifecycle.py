@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import AzgpuError, AzureError, NotFoundError
 from ..profiles import find_size, load_profile
-from .deployer import CREATED_TAG, _azure, _not_found, is_ours
+from .deployer import CREATED_TAG, to_azure_error, is_not_found, is_ours
 
 VMSS = "Microsoft.Compute/virtualMachineScaleSets"
 NSG = "Microsoft.Network/networkSecurityGroups"
@@ -41,10 +41,10 @@ def find_cluster(session, name: str, resource_group: str) -> Cluster:
         cluster.nsgs = [n for n in session.network.network_security_groups.list(resource_group) if is_ours(n.tags, name)]
         cluster.vnets = [n for n in session.network.virtual_networks.list(resource_group) if is_ours(n.tags, name)]
     except Exception as exc:
-        if _not_found(exc):
+        if is_not_found(exc):
             raise NotFoundError(f"resource group '{resource_group}' does not exist", code="CLUSTER_NOT_FOUND",
                                 remedy="check -g/--resource-group and --subscription") from None
-        raise _azure(exc, f"resource group {resource_group}") from None
+        raise to_azure_error(exc, f"resource group {resource_group}") from None
     return cluster
 
 
@@ -65,7 +65,7 @@ def _translated(fn):
         except AzgpuError:
             raise
         except Exception as exc:
-            raise _azure(exc, f"cluster {name} in {resource_group}") from None
+            raise to_azure_error(exc, f"cluster {name} in {resource_group}") from None
     return wrapper
 
 
@@ -206,8 +206,8 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
                 poller = session.network.virtual_networks.begin_delete(resource_group, resource.name)
             poller.result()
         except Exception as exc:
-            if not _not_found(exc):
-                raise _azure(exc, resource.name) from None
+            if not is_not_found(exc):
+                raise to_azure_error(exc, resource.name) from None
         deleted.append({"type": kind, "name": resource.name})
         if on_update:
             on_update(kind, resource.name, "deleted")
@@ -229,7 +229,7 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
             try:
                 session.resources.resource_groups.begin_delete(resource_group).result()
             except Exception as exc:
-                raise _azure(exc, f"resource group {resource_group}") from None
+                raise to_azure_error(exc, f"resource group {resource_group}") from None
             group_deleted = True
     return {"cluster": name, "resource_group": resource_group, "deleted": deleted,
             "resource_group_deleted": group_deleted}

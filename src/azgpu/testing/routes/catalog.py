@@ -36,7 +36,7 @@ def _image_id(sub: str, location: str, image: dict) -> str:
             f"/ArtifactTypes/VMImage/Offers/{image['offer']}/Skus/{image['sku']}/Versions/{image['version']}")
 
 
-def _not_found() -> ArmError:
+def is_not_found() -> ArmError:
     return ArmError(404, "NotFound", "Artifact: VMImage was not found.")
 
 
@@ -45,7 +45,7 @@ def list_image_versions(backend, req, sub, location, publisher, offer, sku):
     location = normalize_location(location)
     found = images.versions(backend.store.images, location, publisher, offer, sku)
     if not found:
-        raise _not_found()
+        raise is_not_found()
     if "desc" in (req.query.get("$orderby") or "").lower():
         found.reverse()
     if req.query.get("$top"):
@@ -59,7 +59,7 @@ def get_image_version(backend, req, sub, location, publisher, offer, sku, versio
     location = normalize_location(location)
     image = images.find(backend.store.images, location, publisher, offer, sku, version)
     if image is None:
-        raise _not_found()
+        raise is_not_found()
     return Response(200, {
         "name": image["version"],
         "location": location,
