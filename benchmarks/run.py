@@ -229,6 +229,7 @@ def simulate_cli(nodes: int, latency: float, seed: Path, env, tmp: Path) -> floa
 
 
 def fault_matrix() -> dict:
+    sys.path.insert(0, str(MATRIX.parent))  # the matrix imports the deploy tests' deploy_support
     spec = importlib.util.spec_from_file_location("azgpu_fault_matrix", MATRIX)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there

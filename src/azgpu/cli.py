@@ -240,16 +240,10 @@ def render_cmd(obj, fmt, out_dir, **values):
           "resources": len(plan.resources), "scale_sets": [r.name for r in plan.scale_sets]}, obj)
 
 
-def _register_deploy_commands() -> None:
-    """create/status/outputs/destroy/wait live in cli_deploy; the Azure SDK loads only when they run."""
-    try:
-        from . import cli_deploy
-    except ImportError:
-        return
-    cli_deploy.register(cli)
+# create/status/outputs/wait/destroy live in cli_deploy; the Azure SDK loads only when they run.
+from . import cli_deploy  # noqa: E402 - needs `cli` and the option helpers above
 
-
-_register_deploy_commands()
+cli_deploy.register(cli)
 
 
 # ------------------------------------------------------------------------------------ entry point

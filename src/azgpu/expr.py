@@ -101,7 +101,6 @@ class ResourceGroupLocation:
         return r.parameter("location")
 
 
-Expr = Param | ResourceId | SubnetId | Format | ResourceGroupLocation
 EXPR_TYPES = (Param, ResourceId, SubnetId, Format, ResourceGroupLocation)
 
 

@@ -11,7 +11,6 @@ from .profiles import known_source
 from .resources import data_dir, read_toml
 
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 IMAGE_KEYS = {
     "name", "urn", "os", "os_family", "os_version", "generations", "architecture", "hpc", "ofed", "gpu_stack",
     "nvidia_driver", "cuda", "series", "legacy", "verified", "source", "notes",

@@ -84,10 +84,6 @@ class Size:
         fact = self.facts.get(name)
         return default if fact is None else fact.value
 
-    def cap_source(self, name: str) -> str:
-        fact = self.facts.get(name)
-        return ", ".join(fact.source) if fact else ""
-
     @property
     def generations(self) -> tuple[str, ...]:
         return tuple(self.cap("hyperv_generations", ()))

@@ -39,11 +39,11 @@ Every cell checks, on a fresh fake Azure in virtual time (nothing sleeps for rea
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from deploy_support import NSG, SSH_KEY, VM, VMSS, VNET
 
 import azgpu
 from azgpu.deploy.azure_errors import TABLE
@@ -53,14 +53,8 @@ from azgpu.deploy.session import Session
 from azgpu.errors import AzgpuError, AzureError
 from azgpu.testing import FakeAzure, FakeCredential
 
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
 NAME, RG, LOCATION = "fm", "fm-rg", "eastus"
 FOREIGN_RG = "fm-someone-elses-rg"
-RG_TYPE = "Microsoft.Resources/resourceGroups"
-NSG = "Microsoft.Network/networkSecurityGroups"
-VNET = "Microsoft.Network/virtualNetworks"
-VMSS = "Microsoft.Compute/virtualMachineScaleSets"
-VM = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
 
 # Three InfiniBand domains in one wave: 5 nodes, 2 per scale set.
 CLUSTER = {"profile": "nd-a100-v4", "nodes": 5, "max_ib_domain": 2}

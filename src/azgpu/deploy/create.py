@@ -11,7 +11,7 @@ from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, validate
 from .azure_errors import CapacityError
-from .deployer import Deployer, Event, to_azure_error, is_ours, list_group
+from .deployer import Deployer, Event, Operations, is_ours, list_group, to_azure_error
 from .lifecycle import VMSS, destroy, find_cluster
 from .preflight import Preflight, run_preflight
 
@@ -88,7 +88,7 @@ def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) 
         return
     cluster = find_cluster(session, plan.spec.names.cluster, resource_group)
     try:
-        pollers = [session.compute.virtual_machine_scale_sets.begin_delete(resource_group, v.name) for v in cluster.scale_sets]
+        pollers = [Operations(session).begin_delete(VMSS, resource_group, v.name) for v in cluster.scale_sets]
         for poller in pollers:
             poller.result()
     except Exception as exc:

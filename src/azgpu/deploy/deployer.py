@@ -92,6 +92,14 @@ class Operations:
             return s.network.virtual_networks.begin_create_or_update(rg, r.name, body, **kw)
         return s.compute.virtual_machine_scale_sets.begin_create_or_update(rg, r.name, body, **kw)
 
+    def begin_delete(self, type_: str, rg: str, name: str):
+        s = self.session
+        if type_ == "Microsoft.Network/networkSecurityGroups":
+            return s.network.network_security_groups.begin_delete(rg, name)
+        if type_ == "Microsoft.Network/virtualNetworks":
+            return s.network.virtual_networks.begin_delete(rg, name)
+        return s.compute.virtual_machine_scale_sets.begin_delete(rg, name)
+
 
 def wait_first_polling(interval: float | None):
     """ARM's poller, but its first status check waits for Retry-After like every later one.

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import AzgpuError, AzureError, NotFoundError
 from ..profiles import find_size, load_profile
-from .deployer import CREATED_TAG, to_azure_error, is_not_found, is_ours
+from .deployer import CREATED_TAG, TERMINAL, Operations, is_not_found, is_ours, to_azure_error
 
 VMSS = "Microsoft.Compute/virtualMachineScaleSets"
 NSG = "Microsoft.Network/networkSecurityGroups"
@@ -171,7 +171,7 @@ def wait(session, name: str, resource_group: str, *, timeout: float | None = Non
         states = {}
         for v in cluster.scale_sets:
             state = (v.provisioning_state or "").lower()
-            if state not in ("succeeded", "failed", "canceled"):
+            if state not in TERMINAL:
                 # A GET per unfinished scale set, as a poller would do: lists may lag behind.
                 state = (session.compute.virtual_machine_scale_sets.get(resource_group, v.name).provisioning_state or "").lower()
             states[v.name] = state
@@ -198,13 +198,7 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
         if on_update:
             on_update(kind, resource.name, "deleting")
         try:
-            if kind == VMSS:
-                poller = session.compute.virtual_machine_scale_sets.begin_delete(resource_group, resource.name)
-            elif kind == NSG:
-                poller = session.network.network_security_groups.begin_delete(resource_group, resource.name)
-            else:
-                poller = session.network.virtual_networks.begin_delete(resource_group, resource.name)
-            poller.result()
+            Operations(session).begin_delete(kind, resource_group, resource.name).result()
         except Exception as exc:
             if not is_not_found(exc):
                 raise to_azure_error(exc, resource.name) from None

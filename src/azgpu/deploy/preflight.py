@@ -148,10 +148,9 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
 def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int) -> None:
     family = spec.size.cap("quota_family")
     by_name = {norm_family(u.name.value): u for u in usages if getattr(u, "name", None) is not None}
-    wanted = [("lowPriorityCores", "Total Regional Low-priority vCPUs")] if spec.request.spot else \
-        [(family, f"{family} vCPUs"), ("cores", "Total Regional vCPUs")]
-    if spec.request.spot:
-        wanted.append(("cores", "Total Regional vCPUs"))
+    # Spot draws on one regional low-priority bucket instead of the family (facts sheet, section 4).
+    first = ("lowPriorityCores", "Total Regional Low-priority vCPUs") if spec.request.spot else (family, f"{family} vCPUs")
+    wanted = [first, ("cores", "Total Regional vCPUs")]
     for key, label in wanted:
         usage = by_name.get(norm_family(key))
         if usage is None:
