@@ -46,6 +46,11 @@ def size_detail(size: Size) -> dict[str, Any]:
     }
 
 
+def _cited(section: dict[str, Any]) -> dict[str, Any]:
+    """A profile section with its source keys spelled out."""
+    return {k: (cite(v) if k == "source" else v) for k, v in section.items()}
+
+
 def profile_detail(profile: Profile) -> dict[str, Any]:
     return {
         "id": profile.id,
@@ -59,8 +64,8 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
             "recommended": list(profile.recommended_images),
             "source": cite(profile.images_source),
         },
-        "ofed": {k: (cite(v) if k == "source" else v) for k, v in profile.ofed.items()},
-        "nccl": {k: (cite(v) if k == "source" else v) for k, v in profile.nccl.items()},
+        "ofed": _cited(profile.ofed),
+        "nccl": _cited(profile.nccl),
         "extensions_with_non_hpc_image": [
             {"type": e.type, "publisher": e.publisher, "version": e.type_handler_version, "source": cite(e.source)}
             for e in profile.extensions
@@ -68,7 +73,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         "requirements": [
             {"rule": r.name, **{k: v for k, v in r.args.items()}, "source": cite(r.source)} for r in profile.rules
         ],
-        "scale_set": {k: (cite(v) if k == "source" else v) for k, v in profile.scale_set.items()},
+        "scale_set": _cited(profile.scale_set),
         "discrepancies": [
             {"seed": d.seed, "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
             for d in profile.discrepancies
