@@ -21,7 +21,7 @@ import importlib
 import pytest
 
 import azgpu
-from azgpu import images, profiles, resources
+from azgpu import images, profiles, resources, sources
 from azgpu.errors import Finding, ValidationFailed
 
 validate_module = importlib.import_module("azgpu.validate")  # azgpu.validate is also the function
@@ -38,7 +38,7 @@ def clear_caches() -> None:
     """Forget every cached profile, catalog and template environment (after patching data paths)."""
     from azgpu.render import bicep
 
-    for fn in (resources.data_dir, profiles.load_profile, profiles.sources, images.catalog, images._by_urn,
+    for fn in (resources.data_dir, profiles.load_profile, sources.sources, images.catalog, images._by_urn,
                validate_module.regions, bicep._environment):
         fn.cache_clear()
 

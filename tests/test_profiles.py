@@ -12,7 +12,8 @@ import pytest
 
 from azgpu import images, list_profiles, load_profile
 from azgpu.errors import ProfileError
-from azgpu.profiles import find_size, profile_ids, profiles_dir, sources
+from azgpu.profiles import find_size, profile_ids, profiles_dir
+from azgpu.sources import sources
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE_IDS = ["nd", "nd-a100-v4", "nd-gb200-v6", "nd-gb300-v6", "nd-h100-v5", "nd-h200-v5", "nd-mi300x-v5",

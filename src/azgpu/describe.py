@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .images import catalog
-from .profiles import Profile, Size, cite, list_profiles
+from .profiles import Profile, Size, list_profiles
+from .sources import cite
 
 
 def profile_row(profile: Profile) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .errors import InputError, ProfileError
-from .profiles import known_source
+from .sources import known_source
 from .resources import data_dir, read_toml
 
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")

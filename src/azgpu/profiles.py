@@ -15,6 +15,8 @@ from typing import Any
 
 from .errors import InputError, ProfileError
 from .resources import data_dir, read_toml
+from .rules import check_profile_rules
+from .sources import known_source
 
 SCHEMA = 1
 
@@ -363,8 +365,6 @@ def load_profile(profile_id: str) -> Profile:
     path = profiles_dir() / f"{key}.toml"
     if key in profile_ids():
         profile = parse_profile(_read_toml(path), str(path))
-        from .rules import check_profile_rules  # rules import profiles; keep the cycle one-way at import time
-
         check_profile_rules(profile)
         return profile
     ids = profile_ids()
@@ -394,38 +394,3 @@ def find_size(name: str) -> tuple[Profile, Size]:
     near = difflib.get_close_matches(name, names, n=1, cutoff=0.4)
     hint = f"did you mean '{near[0]}'? " if near else ""
     raise InputError(f"unknown size '{name}'", code="UNKNOWN_SIZE", remedy=f"{hint}see 'provision profiles list'")
-
-
-@dataclass(frozen=True)
-class Source:
-    key: str
-    title: str
-    url: str
-
-
-@cache
-def sources() -> dict[str, Source]:
-    raw = _read_toml(profiles_dir() / "sources.toml")
-    out = {}
-    for key, entry in raw.items():
-        if not isinstance(entry, dict) or "title" not in entry or "url" not in entry:
-            raise ProfileError(f"sources.toml: [{key}] needs 'title' and 'url'")
-        out[key] = Source(key, entry["title"], entry["url"])
-    return out
-
-
-def describe_source(key: str) -> str:
-    """A source key as a person reads it: title and address."""
-    if key.startswith("seed:"):
-        return f"seed document {key[5:]} (../shared/seeds)"
-    src = sources().get(key)
-    return f"{src.title} <{src.url}>" if src else key
-
-
-def cite(keys: tuple[str, ...] | list[str]) -> str:
-    return "; ".join(describe_source(k) for k in keys)
-
-
-def known_source(key: str) -> bool:
-    return key.startswith("seed:") or key in sources()
-

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import Finding, ProfileError
 from .images import Image, catalog, ofed_display, ofed_key
-from .profiles import Profile, Size, cite
+from .sources import cite
 
 if TYPE_CHECKING:
+    from .profiles import Profile, Size
     from .request import Request
 
 RDMA_RESERVED_DEFAULT = "172.16.0.0/16"

@@ -12,7 +12,8 @@ from functools import cache
 from . import naming, rules
 from .errors import AzgpuError, Finding, ValidationFailed
 from .images import Image, resolve
-from .profiles import Extension, Profile, Size, cite, find_size, load_profile
+from .profiles import Extension, Profile, Size, find_size, load_profile
+from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
 from .resources import data_dir, read_toml
 

@@ -57,13 +57,13 @@ def session(azure) -> Session:
 @pytest.fixture
 def cli(run, session, monkeypatch):
     """`provision ...` in-process with create/status/outputs/wait/destroy talking to `session`."""
-    from azgpu import cli_deploy
+    from azgpu.cli import options
 
     @contextmanager
     def bound(*args, **kwargs):
         yield session
 
-    monkeypatch.setattr(cli_deploy, "session_for", bound)
+    monkeypatch.setattr(options, "session_for", bound)
     return run
 
 

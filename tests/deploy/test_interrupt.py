@@ -19,17 +19,17 @@ def _request(ssh_key):
 
 
 def _interrupt_after_accepted_put(patch):
-    original = deployer.Operations.begin_put
+    original = deployer.Deployer.begin_put
 
-    def put_then_ctrl_c(self, r, rg, body, **kw):
+    def put_then_ctrl_c(self, r, **kw):
         if r.stage != "scale-set":
-            return original(self, r, rg, body, **kw)
+            return original(self, r, **kw)
         # Azure accepts the scale set, then the user presses Ctrl-C and the process (with its poller
         # thread) is gone: no poller keeps polling, as after a real exit.
-        original(self, r, rg, body, wait=False)
+        original(self, r, wait=False)
         raise KeyboardInterrupt
 
-    patch.setattr(deployer.Operations, "begin_put", put_then_ctrl_c)
+    patch.setattr(deployer.Deployer, "begin_put", put_then_ctrl_c)
 
 
 def test_interrupt_propagates_as_keyboard_interrupt(azure, session, monkeypatch, ssh_key):

@@ -11,15 +11,16 @@ from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, validate
 from .azure_errors import CapacityError
-from .deployer import Deployer, Event, Operations, is_ours, list_group, to_azure_error
-from .lifecycle import VMSS, destroy, find_cluster
+from .deployer import Deployer, Event, is_ours, list_group, to_azure_error
+from .lifecycle import destroy, find_cluster
+from .resource_types import VMSS
 from .preflight import Preflight, run_preflight
 
 
 def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
     """vCPUs this run adds: planned capacity minus what this cluster's scale sets already hold."""
     existing = {item.name: (item.sku.capacity if item.sku else 0) or 0 for item in listed or []
-                if (item.type or "").lower() == VMSS.lower() and is_ours(item.tags, plan.spec.names.cluster)}
+                if (item.type or "").lower() == VMSS.type.lower() and is_ours(item.tags, plan.spec.names.cluster)}
     per_node = plan.spec.size.vcpus
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
 
@@ -88,7 +89,7 @@ def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) 
         return
     cluster = find_cluster(session, plan.spec.names.cluster, resource_group)
     try:
-        pollers = [Operations(session).begin_delete(VMSS, resource_group, v.name) for v in cluster.scale_sets]
+        pollers = [VMSS.begin_delete(session, resource_group, v.name) for v in cluster.scale_sets]
         for poller in pollers:
             poller.result()
     except Exception as exc:

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import AzureError, InputError
 from ..expr import walk
 from ..plan import MANAGED_BY, Plan, Resource
+from . import resource_types
 from .azure_errors import translate
 
 TERMINAL = {"succeeded", "failed", "canceled"}
@@ -66,41 +67,6 @@ class Event:
     error: str = ""
 
 
-@dataclass
-class Operations:
-    """The SDK calls per resource type: one place that knows which client serves which type."""
-
-    session: Any
-
-    def get(self, r: Resource, rg: str):
-        s = self.session
-        if r.type == "Microsoft.Network/networkSecurityGroups":
-            return s.network.network_security_groups.get(rg, r.name, api_version=r.api_version)
-        if r.type == "Microsoft.Network/virtualNetworks":
-            return s.network.virtual_networks.get(rg, r.name, api_version=r.api_version)
-        return s.compute.virtual_machine_scale_sets.get(rg, r.name, api_version=r.api_version)
-
-    def begin_put(self, r: Resource, rg: str, body: dict, *, wait: bool = True):
-        s = self.session
-        # Without waiting, no poller thread is left polling behind the caller's back.
-        kw = {"api_version": r.api_version} if wait else {"api_version": r.api_version, "polling": False}
-        if wait and r.stage == "scale-set":
-            kw["polling"] = wait_first_polling(self.session.polling_interval)
-        if r.type == "Microsoft.Network/networkSecurityGroups":
-            return s.network.network_security_groups.begin_create_or_update(rg, r.name, body, **kw)
-        if r.type == "Microsoft.Network/virtualNetworks":
-            return s.network.virtual_networks.begin_create_or_update(rg, r.name, body, **kw)
-        return s.compute.virtual_machine_scale_sets.begin_create_or_update(rg, r.name, body, **kw)
-
-    def begin_delete(self, type_: str, rg: str, name: str):
-        s = self.session
-        if type_ == "Microsoft.Network/networkSecurityGroups":
-            return s.network.network_security_groups.begin_delete(rg, name)
-        if type_ == "Microsoft.Network/virtualNetworks":
-            return s.network.virtual_networks.begin_delete(rg, name)
-        return s.compute.virtual_machine_scale_sets.begin_delete(rg, name)
-
-
 def wait_first_polling(interval: float | None):
     """ARM's poller, but its first status check waits for Retry-After like every later one.
 
@@ -122,10 +88,16 @@ def wait_first_polling(interval: float | None):
     return WaitFirstPolling(30 if interval is None else interval)
 
 
+# Without a $filter: a listing filtered by tag leaves out every resource's tags (Resources - List By
+# Resource Group, api 2024-11-01), and the tags are how azgpu tells its resources from others.
+EXPAND = "createdTime,changedTime,provisioningState"
+
+
 def list_group(session, resource_group: str) -> list[Any] | None:
-    """Every top-level resource of the group (with tags and sku), or None when the group is missing."""
+    """Every top-level resource of the group (with tags, sku, provisioning state and times), or None
+    when the group is missing: one request that finds a cluster, what exists and the quota it holds."""
     try:
-        return list(session.resources.resources.list_by_resource_group(resource_group))
+        return list(session.resources.resources.list_by_resource_group(resource_group, expand=EXPAND))
     except Exception as exc:
         if is_not_found(exc):
             return None
@@ -167,7 +139,6 @@ class Deployer:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self):
-        self.ops = Operations(self.session)
         self.resolver = Resolver(self.session.subscription_id, self.resource_group, plan_parameters(self.plan))
         self.cluster = self.plan.spec.names.cluster
         self._deadline = time.monotonic() + self.timeout if self.timeout else None
@@ -232,7 +203,8 @@ class Deployer:
                     f"by azgpu for cluster '{self.cluster}'", code="NAME_TAKEN",
                     remedy="choose another -n/--name or -g/--resource-group; azgpu never modifies resources it did not create")
             try:
-                current = self.ops.get(r, self.resource_group)
+                current = resource_types.of(r.type).get(self.session, self.resource_group, r.name,
+                                                        api_version=r.api_version)
             except Exception as exc:
                 if is_not_found(exc):  # deleted since the listing
                     continue
@@ -261,6 +233,15 @@ class Deployer:
             return getattr(getattr(current, "sku", None), "capacity", None) == r.body["sku"]["capacity"]
         return True
 
+    def begin_put(self, r: Resource, *, wait: bool = True):
+        # Without waiting, no poller thread is left polling behind the caller's back.
+        kw: dict[str, Any] = {"api_version": r.api_version}
+        if not wait:
+            kw["polling"] = False
+        elif r.stage == "scale-set":
+            kw["polling"] = wait_first_polling(self.session.polling_interval)
+        return resource_types.of(r.type).begin_create(self.session, self.resource_group, r.name, self.body(r), **kw)
+
     def _put(self, r: Resource, current: Any | None, wait: bool) -> None:
         if current is not None and self._converged(r, current):
             self._emit(r.key, state="exists", done=self.events[r.key].total)
@@ -272,7 +253,7 @@ class Deployer:
                 # Still being created by an earlier, interrupted run: follow it instead of racing it.
                 poller = None
             else:
-                poller = self.ops.begin_put(r, self.resource_group, self.body(r), wait=wait)
+                poller = self.begin_put(r, wait=wait)
             if not wait:
                 self._emit(r.key, state="accepted")
                 return
@@ -302,7 +283,7 @@ class Deployer:
         """Poll a resource an earlier run started until it reaches a terminal state."""
         sleep = self.session.sleep
         while True:
-            current = self.ops.get(r, self.resource_group)
+            current = resource_types.of(r.type).get(self.session, self.resource_group, r.name, api_version=r.api_version)
             state = (current.provisioning_state or "").lower()
             if state == "succeeded":
                 return

@@ -10,41 +10,46 @@ from typing import Any
 
 from ..errors import AzgpuError, AzureError, NotFoundError
 from ..profiles import find_size, load_profile
-from .deployer import CREATED_TAG, TERMINAL, Operations, is_not_found, is_ours, to_azure_error
+from . import resource_types
+from .deployer import CREATED_TAG, TERMINAL, is_not_found, is_ours, list_group, to_azure_error
 
-VMSS = "Microsoft.Compute/virtualMachineScaleSets"
-NSG = "Microsoft.Network/networkSecurityGroups"
-VNET = "Microsoft.Network/virtualNetworks"
 
 
 @dataclass
 class Cluster:
+    """The cluster's resources as the resource group listing shows them (type, name, tags, sku,
+    provisioning state, times), and the group itself."""
+
     name: str
     resource_group: str
-    scale_sets: list[Any] = field(default_factory=list)
-    nsgs: list[Any] = field(default_factory=list)
-    vnets: list[Any] = field(default_factory=list)
+    resources: list[Any] = field(default_factory=list)
     group: Any = None
+
+    def of(self, rt: resource_types.ResourceType) -> list[Any]:
+        return sorted((r for r in self.resources if (r.type or "").lower() == rt.type.lower()), key=lambda r: r.name)
+
+    @property
+    def scale_sets(self) -> list[Any]:
+        return self.of(resource_types.VMSS)
 
     @property
     def empty(self) -> bool:
-        return not (self.scale_sets or self.nsgs or self.vnets)
+        return not self.resources
 
 
 def find_cluster(session, name: str, resource_group: str) -> Cluster:
-    """The cluster's tagged resources; NotFoundError (exit 3) when there are none."""
+    """The cluster's tagged resources, found with one listing of the group; NotFoundError (exit 3)
+    when the group is missing. Resources of types azgpu does not manage are never included."""
     cluster = Cluster(name, resource_group)
     try:
         cluster.group = session.resources.resource_groups.get(resource_group)
-        cluster.scale_sets = sorted((v for v in session.compute.virtual_machine_scale_sets.list(resource_group)
-                                     if is_ours(v.tags, name)), key=lambda v: v.name)
-        cluster.nsgs = [n for n in session.network.network_security_groups.list(resource_group) if is_ours(n.tags, name)]
-        cluster.vnets = [n for n in session.network.virtual_networks.list(resource_group) if is_ours(n.tags, name)]
     except Exception as exc:
         if is_not_found(exc):
             raise NotFoundError(f"resource group '{resource_group}' does not exist", code="CLUSTER_NOT_FOUND",
                                 remedy="check -g/--resource-group and --subscription") from None
         raise to_azure_error(exc, f"resource group {resource_group}") from None
+    listed = list_group(session, resource_group) or []
+    cluster.resources = [r for r in listed if is_ours(r.tags, name) and resource_types.managed(r.type)]
     return cluster
 
 
@@ -99,8 +104,8 @@ def status(session, name: str, resource_group: str) -> dict[str, Any]:
         "resource_group": resource_group,
         "profile": (cluster.scale_sets[0].tags or {}).get("azgpu-profile") if cluster.scale_sets else None,
         "scale_sets": sets,
-        "network": [{"type": t, "name": r.name, "provisioning_state": r.provisioning_state}
-                    for t, group in ((NSG, cluster.nsgs), (VNET, cluster.vnets)) for r in group],
+        "network": [{"type": r.type, "name": r.name, "provisioning_state": r.provisioning_state}
+                    for r in cluster.resources if r.type.lower() != resource_types.VMSS.type.lower()],
     }
 
 
@@ -194,25 +199,21 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     cluster = require(find_cluster(session, name, resource_group))
     deleted: list[dict[str, str]] = []
 
-    def delete(kind: str, resource: Any) -> None:
+    def delete(resource: Any) -> None:
         if on_update:
-            on_update(kind, resource.name, "deleting")
+            on_update(resource.type, resource.name, "deleting")
         try:
-            Operations(session).begin_delete(kind, resource_group, resource.name).result()
+            resource_types.of(resource.type).begin_delete(session, resource_group, resource.name).result()
         except Exception as exc:
             if not is_not_found(exc):
                 raise to_azure_error(exc, resource.name) from None
-        deleted.append({"type": kind, "name": resource.name})
+        deleted.append({"type": resource.type, "name": resource.name})
         if on_update:
-            on_update(kind, resource.name, "deleted")
+            on_update(resource.type, resource.name, "deleted")
 
-    # Scale sets hold the NICs that use the subnet and the NSG, so they go first.
-    for kind, group in ((VMSS, cluster.scale_sets), (None, cluster.nsgs + cluster.vnets)):
-        if not group:
-            continue
-        with ThreadPoolExecutor(max_workers=len(group)) as pool:  # each worker only waits on Azure
-            jobs = [pool.submit(delete, kind or (NSG if r in cluster.nsgs else VNET), r) for r in group]
-            for job in jobs:
+    for wave in resource_types.teardown_waves(cluster.resources):
+        with ThreadPoolExecutor(max_workers=len(wave)) as pool:  # each worker only waits on Azure
+            for job in [pool.submit(delete, r) for r in wave]:
                 job.result()
 
     group_deleted = False

@@ -12,7 +12,7 @@ from typing import Callable
 from . import instances
 from .errors import resource_group_not_found, resource_not_found
 from .faults import Faults
-from .lro import Operations
+from .lro import Operations, iso
 from .messages import Request, Response
 from .skus import SkuCatalog, normalize_location
 from .store import Store, parse_id
@@ -32,6 +32,7 @@ class Backend:
         self.store = store
         self.skus = skus
         self.faults = faults
+        self.now = now
         self.ops = Operations(store, polls=lro_polls, seconds=lro_seconds, now=now, finish=self.finish)
         self.dirty = False  # set by anything that changes the store, so only changes are saved
 
@@ -107,6 +108,7 @@ class Backend:
         children = self._inline_list(parent, rid.types[-1], create=True) if parent else None
         if children is None:
             self.store.put(resource)
+            self.store.touch(resource["id"], iso(self.now()))
         else:
             children[:] = [c for c in children if c.get("name", "").lower() != rid.name.lower()] + [resource]
         self.dirty = True

@@ -18,7 +18,7 @@ from .store import Store, key, parse_id, stable_uuid
 MANAGEMENT = "https://management.azure.com"
 
 
-def _iso(seconds: float) -> str:
+def iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
 
 
@@ -113,9 +113,9 @@ class Operations:
         return {header: self.url(op), "Retry-After": self.retry_after(op)}
 
     def status_body(self, op: dict) -> dict:
-        body = {"name": op["id"], "status": op["status"], "startTime": _iso(op["started"])}
+        body = {"name": op["id"], "status": op["status"], "startTime": iso(op["started"])}
         if "ended" in op:
-            body["endTime"] = _iso(op["ended"])
+            body["endTime"] = iso(op["ended"])
         if op["status"] == "Failed":
             body["error"] = op["error"]
         return body

@@ -90,6 +90,8 @@ class Store:
         self.sku_overrides: list[dict] = []  # [{"location", "size", "overrides"}], applied in order
         self.quota: dict[str, dict[str, dict]] = {}  # location -> quota name -> {"limit", "usage"}
         self.images: list[dict] = []  # images added by add_image, on top of the seeded catalog
+        # Lower-cased id -> {"created", "changed"} (ISO 8601): what a listing's $expand shows.
+        self.times: dict[str, dict[str, str]] = {}
         self.counter = 0
 
     # -- resources ---------------------------------------------------------------------------
@@ -101,7 +103,13 @@ class Store:
         return resource
 
     def delete(self, resource_id: str) -> dict | None:
+        self.times.pop(key(resource_id), None)
         return self.resources.pop(key(resource_id), None)
+
+    def touch(self, resource_id: str, when: str) -> None:
+        """Record a write of a resource at `when`: its first write is its creation."""
+        entry = self.times.setdefault(key(resource_id), {"created": when})
+        entry["changed"] = when
 
     def under(self, prefix_id: str) -> list[dict]:
         """Every stored resource whose id lies below prefix_id (not the prefix itself)."""
@@ -124,6 +132,7 @@ class Store:
             "sku_overrides": self.sku_overrides,
             "quota": self.quota,
             "images": self.images,
+            "times": self.times,
             "counter": self.counter,
         }
 
@@ -136,6 +145,7 @@ class Store:
         self.sku_overrides = data["sku_overrides"]
         self.quota = data["quota"]
         self.images = data["images"]
+        self.times = data.get("times", {})
         self.counter = data["counter"]
 
     def save(self, path: str | os.PathLike) -> None:

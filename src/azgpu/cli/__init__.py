@@ -1,0 +1,78 @@
+"""`provision`: the command line, following the az CLI's conventions.
+
+Results go to stdout; progress, warnings and errors to stderr. Errors are one line
+`ERROR: [CODE] message` and a remedy line, exit 2 for bad input, no traceback without --debug.
+Each family of commands lives in its own module and registers itself on the group here; the
+Azure SDK loads only inside the commands that talk to Azure.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, ValidationFailed
+from . import deploy, offline
+from .options import print_findings
+
+DEBUG_ENV = "AZGPU_DEBUG"
+# click 8.2 renamed NoArgsIsHelp to NoArgsIsHelpError (a UsageError); click 8.1 has neither and
+# exits through click.exceptions.Exit after printing the help itself.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", None) or getattr(
+    click.exceptions, "NoArgsIsHelp", None) or type("_NeverRaised", (Exception,), {})
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="azgpu", prog_name="provision")
+def cli():
+    """Provision Azure GPU clusters (ND, NDv2, NG, ND A100 v4 ... ND GB300 v6) correctly the first time."""
+
+
+for module in (offline, deploy):
+    module.register(cli)
+
+
+# ------------------------------------------------------------------------------------ entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI in-process and return the exit code (tests call this directly)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or bool(os.environ.get(DEBUG_ENV))
+    try:
+        cli.main(args=args, prog_name="provision", standalone_mode=False, obj={"debug": debug})
+    except ValidationFailed as exc:
+        print_findings(exc.findings, verbose="--verbose" in args)
+        if debug:
+            raise
+        return EXIT_INPUT
+    except AzgpuError as exc:
+        click.echo(f"ERROR: [{exc.code}] {exc.message}", err=True)
+        if exc.remedy:
+            click.echo(f"  remedy: {exc.remedy}", err=True)
+        if debug:
+            raise
+        return exc.exit_code
+    except _NO_ARGS_IS_HELP as exc:
+        # `provision` or `provision profiles` alone: show that group's help, as az does.
+        click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        return 0
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "provision"
+        click.echo(f"ERROR: [USAGE] {exc.format_message()}", err=True)
+        click.echo(f"  remedy: see '{command} --help'", err=True)
+        return EXIT_INPUT
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        click.echo("ERROR: [INTERRUPTED] interrupted; a re-run continues where this one stopped", err=True)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("ERROR: [INTERRUPTED] interrupted; a re-run continues where this one stopped", err=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0
+    return 0
+

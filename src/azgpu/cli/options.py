@@ -1,0 +1,181 @@
+"""What every `provision` command shares: printing, the common options, requests from flags and
+cluster files, and the session (Azure or --simulate) of the commands that talk to Azure."""
+
+from __future__ import annotations
+
+import functools
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from ..errors import Finding, InputError
+from ..output import FORMATS, check_query, render
+
+
+# ------------------------------------------------------------------------------------ printing
+
+
+def emit(result: Any, ctx_obj: dict) -> None:
+    text = render(result, ctx_obj["output"], ctx_obj["query"])
+    if text:
+        click.echo(text, nl=False)
+
+
+def print_finding(f: Finding) -> None:
+    label = {"error": "ERROR", "warning": "WARNING", "note": "NOTE"}[f.severity]
+    click.echo(f"{label}: [{f.code}] {f.message}", err=True)
+    if f.remedy:
+        click.echo(f"  remedy: {f.remedy}", err=True)
+
+
+def print_findings(findings, *, verbose: bool = False) -> None:
+    for f in findings:
+        if f.severity != "note" or verbose:
+            print_finding(f)
+
+
+# ------------------------------------------------------------------------------------ options
+
+
+def common(fn):
+    """-o/--output, --query, --verbose and --debug on every command, as az has them."""
+
+    @click.option("-o", "--output", "output", type=click.Choice(FORMATS), default="json", show_default=True,
+                  help="Output format.")
+    @click.option("--query", default=None, help="JMESPath query applied to the result.")
+    @click.option("--verbose", is_flag=True, help="Also print notes.")
+    @click.option("--debug", is_flag=True, help="Show tracebacks.")
+    @click.pass_context
+    @functools.wraps(fn)
+    def wrapper(ctx, output, query, verbose, debug, **kwargs):
+        ctx.ensure_object(dict)
+        check_query(query)  # a bad --query fails before anything runs or is written
+        ctx.obj.update(output=output, query=query, verbose=verbose or ctx.obj.get("verbose", False),
+                       debug=debug or ctx.obj.get("debug", False))
+        return fn(ctx.obj, **kwargs)
+
+    return wrapper
+
+
+REQUEST_OPTIONS = [
+    click.option("-f", "--file", "cluster_file", default=None, help="Cluster file (TOML) with the same keys as the flags."),
+    click.option("--profile", default=None, help="Series profile id ('provision profiles list')."),
+    click.option("--size", default=None, help="VM size or alias (default: the profile's)."),
+    click.option("--nodes", default=None, help="Number of VMs."),
+    click.option("-l", "--location", default=None, help="Azure region, e.g. eastus."),
+    click.option("-g", "--resource-group", default=None, help="Resource group."),
+    click.option("-n", "--name", default=None, help="Cluster name (names and tags every resource)."),
+    click.option("--image", default=None, help="Catalog image name or URN (default: the profile's HPC image)."),
+    click.option("--admin-username", default=None, help="Linux admin user [azureuser]."),
+    click.option("--ssh-key", default=None, help="SSH public key file or the key itself [~/.ssh/id_ed25519.pub]."),
+    click.option("--os-disk-size-gb", default=None, help="OS disk size in GiB."),
+    click.option("--ephemeral-os-disk", is_flag=True, default=None, help="Place the OS disk on the local resource disk."),
+    click.option("--data-disks", default=None, help="Number of empty data disks per VM."),
+    click.option("--data-disk-size-gb", default=None, help="Size of each data disk in GiB [1024]."),
+    click.option("--spot", is_flag=True, default=None, help="Use spot (low-priority) capacity."),
+    click.option("--max-price", default=None, help="Spot max price in USD/hour; -1 = up to on-demand."),
+    click.option("--zone", default=None, help="Availability zone (1, 2 or 3)."),
+    click.option("--vnet-address-prefix", default=None, help="Address space of the new VNet [10.0.0.0/16]."),
+    click.option("--subnet-id", default=None, help="Existing subnet resource ID instead of a new VNet."),
+    click.option("--public-ip", is_flag=True, default=None, help="Give every node a public IP (off by default)."),
+    click.option("--ssh-source", default=None, help="CIDR allowed to reach SSH (22/tcp); none by default."),
+    click.option("--security-type", default=None, help="Standard (default for GPU sizes) or TrustedLaunch."),
+    click.option("--max-ib-domain", default=None, help="VMs per InfiniBand scale set [100; up to 300 if raised]."),
+    click.option("--tag", "tags", multiple=True, help="Tag key=value (repeatable)."),
+]
+
+
+def request_options(fn):
+    for option in reversed(REQUEST_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+def make_request(values: dict[str, Any]):
+    from ..request import build_request, read_cluster_file
+
+    cluster_file = values.pop("cluster_file", None)
+    base = read_cluster_file(cluster_file) if cluster_file else {}
+    if "tag" in base:
+        base["tags"] = base.pop("tag")
+    flags = {k: v for k, v in values.items() if v is not None and not (k == "tags" and not v)}
+    if "tags" in flags and "tags" in base:
+        file_tags = base.pop("tags")
+        flags["tags"] = [f"{k}={v}" for k, v in (file_tags.items() if isinstance(file_tags, dict) else [])] + list(flags["tags"])
+    return build_request({**base, **flags}, origin=cluster_file or "")
+
+
+def validated(values: dict[str, Any], command: str):
+    from ..validate import validate
+
+    return validate(make_request(values), command=command)
+
+
+# ------------------------------------------------------------------------------------ Azure
+
+
+class ListOption(click.Option):
+    """A list option as az has them: `--zones 1 2 3` (and repeated `--zones 1 --zones 2` too).
+
+    click has no nargs='+' for options, so each value also takes the arguments after it up to the
+    next option.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, multiple=True, **kwargs)
+
+    def add_to_parser(self, parser, ctx):
+        result = super().add_to_parser(parser, ctx)
+        for opt in self.opts:
+            target = parser._long_opt.get(opt) or parser._short_opt.get(opt)
+            if target is None:
+                continue
+            single = target.process
+
+            def process(value, state, single=single):
+                single(value, state)
+                while state.rargs and not state.rargs[0].startswith("-"):
+                    single(state.rargs.pop(0), state)
+
+            target.process = process
+        return result
+
+
+def azure_options(fn):
+    options = [
+        click.option("--subscription", default=None, help="Subscription ID (default: AZURE_SUBSCRIPTION_ID or az's default)."),
+        click.option("--simulate", is_flag=True, help="Run against azgpu's simulated Azure (no account needed)."),
+        click.option("--simulate-latency", type=float, default=None,
+                     help="Seconds each simulated long-running operation takes [3]; 0 = instant."),
+        click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@contextmanager
+def session_for(subscription, simulate, latency, state):
+    if simulate:
+        from ..deploy.simulate import DEFAULT_LATENCY, simulated_session
+
+        with simulated_session(latency=DEFAULT_LATENCY if latency is None else latency, state=state) as session:
+            yield session
+        return
+    from ..deploy.session import Session, default_credential, resolve_subscription
+
+    session = Session(resolve_subscription(subscription), default_credential())
+    session.check_credential()
+    yield session
+
+
+def log(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def cluster_args(name, resource_group):
+    missing = [flag for flag, v in (("-n/--name", name), ("-g/--resource-group", resource_group)) if not v]
+    if missing:
+        raise InputError(f"{' and '.join(missing)} required", code="MISSING_ARGUMENT",
+                         remedy="name the cluster: -n NAME -g RESOURCE_GROUP")

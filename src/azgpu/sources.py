@@ -1,0 +1,48 @@
+"""The sources every profile fact cites (profiles/sources.toml), and how a person reads them."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+
+from .errors import ProfileError
+from .resources import data_dir, read_toml
+
+
+@dataclass(frozen=True)
+class Source:
+    key: str
+    title: str
+    url: str
+
+
+@cache
+def sources() -> dict[str, Source]:
+    try:
+        raw = read_toml(data_dir("profiles") / "sources.toml")
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"sources.toml: not valid TOML: {exc}") from None
+    out = {}
+    for key, entry in raw.items():
+        if not isinstance(entry, dict) or "title" not in entry or "url" not in entry:
+            raise ProfileError(f"sources.toml: [{key}] needs 'title' and 'url'")
+        out[key] = Source(key, entry["title"], entry["url"])
+    return out
+
+
+def describe_source(key: str) -> str:
+    """A source key as a person reads it: title and address."""
+    if key.startswith("seed:"):
+        return f"seed document {key[5:]} (../shared/seeds)"
+    src = sources().get(key)
+    return f"{src.title} <{src.url}>" if src else key
+
+
+def cite(keys: tuple[str, ...] | list[str]) -> str:
+    return "; ".join(describe_source(k) for k in keys)
+
+
+def known_source(key: str) -> bool:
+    return key.startswith("seed:") or key in sources()
+
