@@ -70,9 +70,9 @@ def register(cli: click.Group) -> None:
                        "slurm: slurm.conf.nodes, gres.conf, topology.conf, topology.yaml; nccl-env: export lines.")
     @click.option("--address", type=click.Choice(("private", "public", "hostname")), default=None,
                   help="Hosts in hostfile/machinefile by private IP (default), public IP or hostname.")
-    @click.option("--slots", type=click.IntRange(min=1), default=None,
+    @click.option("--slots", type=click.IntRange(min=1), default=None, metavar="N",
                   help="Slots per host in hostfile/machinefile [GPUs per node].")
-    @click.option("--out-dir", default=None,
+    @click.option("--out-dir", default=None, metavar="DIR",
                   help="Write the text format's file(s) to this directory, each replaced in one step; "
                        "stdout then lists them.")
     @azure_options
