@@ -97,6 +97,12 @@ def test_a_node_without_its_public_ip_yet_is_named():
     assert err.value.code == "NO_PUBLIC_IP"
 
 
+def test_an_unknown_address_kind_is_refused():
+    with pytest.raises(InputError) as err:
+        openmpi_hostfile(cluster((1,)), address="ipv6")
+    assert err.value.code == "INVALID_ADDRESS" and "private, public or hostname" in err.value.remedy
+
+
 def test_hostfile_marks_each_infiniband_domain_with_a_comment():
     text = openmpi_hostfile(cluster((1, 1)))
     assert [line for line in text.splitlines() if line.startswith("# InfiniBand domain")] == [
