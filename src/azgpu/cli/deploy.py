@@ -1,4 +1,4 @@
-"""create / status / outputs / wait / destroy: the commands that talk to Azure (or to --simulate).
+"""create / status / wait / destroy: the commands that talk to Azure (or to --simulate); outputs is in outputs.py.
 
 Importing this module is cheap: the Azure SDK is imported only inside the commands.
 """
@@ -58,26 +58,6 @@ def register(cli: click.Group) -> None:
         cluster_args(name, resource_group)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             emit(status(session, name, resource_group), obj)
-
-    @cli.command("outputs")
-    @click.option("-n", "--name", default=None, help="Cluster name.")
-    @click.option("-g", "--resource-group", default=None, help="Resource group.")
-    @click.option("--format", "fmt", type=click.Choice(["hostfile", "slurm", "nccl-env", "json"]), default="json",
-                  show_default=True, help="hostfile: private IPs; slurm: node lines; nccl-env: export lines.")
-    @azure_options
-    @common
-    def outputs_cmd(obj, name, resource_group, fmt, subscription, simulate, simulate_latency, simulate_state):
-        """What schedulers need: hostfile, Slurm node lines per InfiniBand domain, NCCL environment."""
-        from ..deploy import lifecycle
-
-        cluster_args(name, resource_group)
-        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            out = lifecycle.outputs(session, name, resource_group)
-        if fmt == "json":
-            emit(out, obj)
-        else:
-            text = {"hostfile": lifecycle.hostfile, "slurm": lifecycle.slurm, "nccl-env": lifecycle.nccl_env}[fmt](out)
-            click.echo(text, nl=False)
 
     @cli.command("wait")
     @click.option("-n", "--name", default=None, help="Cluster name.")

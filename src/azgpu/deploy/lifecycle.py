@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import AzgpuError, AzureError, NotFoundError
 from ..profiles import find_size, load_profile
+from ..racks import group as group_racks
 from . import resource_types
 from .deployer import CREATED_TAG, TERMINAL, is_not_found, is_ours, list_group, to_azure_error
 
@@ -109,16 +110,63 @@ def status(session, name: str, resource_group: str) -> dict[str, Any]:
     }
 
 
-def _nodes(session, resource_group: str, vmss: Any) -> list[dict[str, str]]:
-    names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name)
-             for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name)}
-    nodes = []
+def _instance_of(resource_id: str | None) -> str | None:
+    """The instance id in an id below `.../virtualMachines/{instance}/...` (NICs, IP configurations)."""
+    parts = (resource_id or "").split("/")
+    lowered = [p.lower() for p in parts]
+    if "virtualmachines" in lowered and lowered.index("virtualmachines") + 1 < len(parts):
+        return parts[lowered.index("virtualmachines") + 1]
+    return None
+
+
+def public_ips(addresses: list[Any]) -> dict[str, str | None]:
+    """Instance id -> public IP, from `PublicIPAddresses_ListVirtualMachineScaleSetPublicIPAddresses`
+    items. Each names its IP configuration (`properties.ipConfiguration.id`, below the instance);
+    `ipAddress` is absent while a Dynamic address is not allocated (VmssPublicIpGetForvmssNetwork.json,
+    Azure/azure-rest-api-specs network 2018-10-01, the api-version the SDK pins for this call)."""
+    found: dict[str, str | None] = {}
+    for address in addresses:
+        instance = _instance_of(getattr(getattr(address, "ip_configuration", None), "id", None))
+        if instance is not None and not found.get(instance):
+            found[instance] = address.ip_address
+    return found
+
+
+def interconnect(vm: Any) -> dict[str, str | None]:
+    """What Azure says about a scale-set VM's rack (azgpu.racks): absent before Compute API
+    2026-03-01 and on clusters placed without interconnect groups or blocks."""
+    view = getattr(getattr(vm, "instance_view", None), "interconnect_instance_view", None)
+    block = getattr(getattr(vm, "interconnect_block_profile", None), "interconnect_block", None)
+    return {"subgroup": getattr(view, "interconnect_subgroup_id", None), "block": getattr(block, "id", None)}
+
+
+def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> tuple[list[dict], dict]:
+    """The scale set's nodes in instance order, and what Azure reports about their racks. The
+    instance view (the rack's subgroup) is asked for only where there are racks to find."""
+    vms = list(session.compute.virtual_machine_scale_set_vms.list(
+        resource_group, vmss.name, **({"expand": "instanceView"} if racks else {})))
+    names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name) for vm in vms}
+    signals = {names[vm.instance_id]: interconnect(vm) for vm in vms} if racks else {}
+    nodes, has_public = [], False
     for nic in session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(resource_group, vmss.name):
         instance = (nic.virtual_machine.id.rsplit("/", 1)[-1]) if nic.virtual_machine else ""
-        ip = next((c.private_ip_address for c in nic.ip_configurations or [] if c.private_ip_address), None)
+        configs = nic.ip_configurations or []
+        ip = next((c.private_ip_address for c in configs if c.private_ip_address), None)
+        has_public = has_public or any(c.public_ip_address for c in configs)
         if ip:
-            nodes.append({"hostname": names.get(instance, instance), "ip": ip, "instance_id": instance})
-    return sorted(nodes, key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
+            nodes.append({"hostname": names.get(instance, instance), "ip": ip, "public_ip": None, "instance_id": instance})
+    if has_public:  # one listing per scale set, and none for the (default) private clusters
+        addresses = public_ips(list(session.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(
+            resource_group, vmss.name)))
+        for node in nodes:
+            node["public_ip"] = addresses.get(node["instance_id"])
+    nodes.sort(key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
+    return nodes, signals
+
+
+def rack_size(profile: Any) -> int | None:
+    """VMs per rack-scale NVLink domain, from the profile's rack_multiple rule (18 on GB200/GB300)."""
+    return next((int(r.args["multiple"]) for r in (profile.rules if profile else ()) if r.name == "rack_multiple"), None)
 
 
 @_translated
@@ -127,42 +175,28 @@ def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
     first = cluster.scale_sets[0] if cluster.scale_sets else None
     profile = load_profile((first.tags or {}).get("azgpu-profile", "")) if first else None
     size = profile.size(first.sku.name) if profile else (find_size(first.sku.name)[1] if first else None)
-    domains = [{"scale_set": v.name, "nodes": _nodes(session, resource_group, v)} for v in cluster.scale_sets]
+    per_rack = rack_size(profile)
+    domains, signals = [], {}
+    for v in cluster.scale_sets:
+        nodes, found = _nodes(session, resource_group, v, racks=bool(per_rack))
+        domains.append({"scale_set": v.name, "nodes": nodes})
+        signals.update(found)
     return {
         "cluster": name,
         "resource_group": resource_group,
         "profile": profile.id if profile else None,
         "size": size.name if size else None,
         "gpus_per_node": size.gpus if size else None,
+        # Every profile's gpu_model starts with its maker (profiles/*.toml): it picks the device files.
+        "gpu_vendor": ("amd" if size.gpu_model.upper().startswith("AMD") else "nvidia") if size else None,
         "vcpus_per_node": size.vcpus if size else None,
         "memory_gib_per_node": size.memory_gib if size else None,
+        "infiniband": size.infiniband if size else None,
         "nccl_env": dict(profile.nccl.get("env", {})) if profile else {},
         "ib_domains": domains,
+        "nodes_per_rack": per_rack,
+        "racks": group_racks(name, domains, signals, per_rack) if per_rack else [],
     }
-
-
-def hostfile(out: dict[str, Any]) -> str:
-    return "".join(f"{n['ip']}\n" for d in out["ib_domains"] for n in d["nodes"])
-
-
-def slurm(out: dict[str, Any]) -> str:
-    # Guest-visible memory is a little below the documented figure (facts sheet, section 1), and
-    # Slurm drains a node whose RealMemory is above what it finds: leave 5 % headroom.
-    real_memory = int((out["memory_gib_per_node"] or 0) * 1024 * 0.95)
-    lines = [f"# azgpu cluster {out['cluster']}: {out['size']}, one partition per InfiniBand domain (scale set)"]
-    for d in out["ib_domains"]:
-        lines.append(f"# InfiniBand domain {d['scale_set']}")
-        for n in d["nodes"]:
-            lines.append(f"NodeName={n['hostname']} NodeAddr={n['ip']} CPUs={out['vcpus_per_node']} "
-                         f"RealMemory={real_memory} Gres=gpu:{out['gpus_per_node']} State=UNKNOWN")
-        hosts = ",".join(n["hostname"] for n in d["nodes"])
-        if hosts:
-            lines.append(f"PartitionName={d['scale_set']} Nodes={hosts} State=UP")
-    return "\n".join(lines) + "\n"
-
-
-def nccl_env(out: dict[str, Any]) -> str:
-    return "".join(f"export {k}={v}\n" for k, v in out["nccl_env"].items())
 
 
 @_translated

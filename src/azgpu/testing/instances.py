@@ -179,6 +179,9 @@ def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str
                 {"id": nic["id"], "properties": {"primary": nic["properties"]["primary"]}} for nic in made]},
         },
     }
+    block = (profile.get("interconnectBlockProfile") or {}).get("interconnectBlock")
+    if block:  # Compute 2026-03-01+: each instance reports the interconnect block it was allocated from
+        vm["properties"]["interconnectBlockProfile"] = {"interconnectBlock": dict(block)}
     if vmss.get("tags"):
         vm["tags"] = dict(vmss["tags"])
     if vmss.get("zones"):
