@@ -31,13 +31,26 @@ def _caps(sku) -> dict:
 
 # -- resource SKUs -------------------------------------------------------------------------------
 
-def test_the_fake_reads_no_profile(monkeypatch, clients):
-    # The SKUs come from the fake's data file; a broken profiles loader cannot change them.
-    import azgpu.profiles
+def test_the_fake_imports_nothing_of_azgpus_beliefs():
+    # The catalogs are the fake's own data: no module of azgpu.testing imports the profiles or the image catalog.
+    import ast
 
-    monkeypatch.setattr(azgpu.profiles, "list_profiles", lambda: (_ for _ in ()).throw(AssertionError("profiles read")))
-    fake_skus.catalog_data.cache_clear()
-    assert _caps(_sku(clients))["vCPUs"] == "96"
+    package = Path(fake_skus.__file__).parent
+    imported = set()
+    for module in package.rglob("*.py"):
+        parts = ["azgpu", *module.relative_to(package.parent).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        here = parts if module.name == "__init__.py" else parts[:-1]  # the package the module sits in
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = ".".join([*here[: len(here) - node.level + 1], *([node.module] if node.module else [])]) \
+                    if node.level else node.module
+                imported |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    assert "azgpu.testing.images" in imported  # the resolution works: the fake's own image module is seen
+    assert not imported & {"azgpu.profiles", "azgpu.images", "azgpu.rules"}
 
 
 def test_every_profile_size_has_an_entry_with_its_provenance():
