@@ -403,6 +403,7 @@ VARIANTS = {
     "whole-number max price": dict(profile="nd-h100-v5", spot=True, max_price=-1.0),
     "cloud-init and extension together": dict(profile="ndv2", image="ubuntu-2204-gen2", nodes=120, max_ib_domain=60),
     "plain image on nd-a100-v4": dict(profile="nd-a100-v4", image="ubuntu-2204-gen2", ephemeral_os_disk=True),
+    "marketplace image with a purchase plan": dict(profile="nd-a100-v4", image="almalinux-hpc-8-10"),
 }
 
 

@@ -186,3 +186,21 @@ def test_bicep_writes_a_decimal_max_price_with_json(az):
 def test_bicep_writes_a_whole_max_price_as_an_integer(az):
     text = render_bicep(az.plan(profile="nd-a100-v4", spot=True, max_price=-1.0))
     assert "maxPrice: -1\n" in text
+
+
+# -- marketplace purchase plans -------------------------------------------------------------------
+
+def test_scale_set_of_a_plan_image_carries_the_plan_at_top_level(az):
+    vmss = az.plan(profile="nd-a100-v4", image="almalinux-hpc-8-10").scale_sets[0]
+    assert vmss.body["plan"] == {"name": "8_10-hpc-gen2", "publisher": "almalinux", "product": "almalinux-hpc"}
+
+
+def test_scale_set_of_an_image_without_plan_has_no_plan(az):
+    assert "plan" not in az.plan(profile="nd-a100-v4", image="ubuntu-hpc-2204").scale_sets[0].body
+
+
+def test_rendered_templates_include_the_plan(az):
+    plan = az.plan(profile="nd-a100-v4", image="almalinux-hpc-8-10")
+    vmss = next(r for r in render_arm(plan)["resources"] if r["type"].endswith("virtualMachineScaleSets"))
+    assert vmss["plan"]["name"] == "8_10-hpc-gen2"
+    assert "plan: {" in render_bicep(plan) and "product: 'almalinux-hpc'" in render_bicep(plan)

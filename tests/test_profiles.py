@@ -263,3 +263,10 @@ def test_broken_profile_on_the_command_line_is_a_clear_error(profile_copy, run):
     assert rc == 2 and out == ""
     assert err.startswith("ERROR: [PROFILE_INVALID] ndv2.toml")
     assert "Traceback" not in err
+
+
+def test_image_plan_without_its_name_fails(profile_copy):
+    edit(profile_copy / "images.toml", 'product = "almalinux-hpc", name = "8_10-hpc-gen2" }', 'product = "almalinux-hpc" }')
+    with pytest.raises(ProfileError) as info:
+        images.catalog()
+    assert "'plan' must be a table with publisher, product and name" in str(info.value)

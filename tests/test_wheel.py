@@ -76,3 +76,12 @@ def test_installed_cli_renders_templates(installed, outside):
     assert sorted(p.name for p in out.iterdir()) == ["main.bicep", "main.bicepparam", "main.json", "main.parameters.json"]
     assert "resource vmss002 'Microsoft.Compute/virtualMachineScaleSets@" in (out / "main.bicep").read_text()
     assert len(json.loads((out / "main.json").read_text())["resources"]) == 5
+
+
+@pytest.mark.slow
+def test_installed_fake_azure_ships_its_catalog_data(installed, outside):
+    done = sh(installed / "python", "-c", "from azgpu.testing import images, skus; import azgpu.testing as t;"
+              "print(t.__file__); print(len(skus.catalog_data()['skus']), len(images.seed_images()))", **outside)
+    module, sku_count, image_count = done.stdout.split()
+    assert str(REPO) not in module
+    assert int(sku_count) >= 20 and int(image_count) >= 35

@@ -13,8 +13,32 @@ from .resources import data_dir, read_toml
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
 IMAGE_KEYS = {
     "name", "urn", "os", "os_family", "os_version", "generations", "architecture", "hpc", "ofed", "gpu_stack",
-    "nvidia_driver", "cuda", "series", "legacy", "verified", "source", "notes",
+    "nvidia_driver", "cuda", "series", "legacy", "verified", "source", "notes", "plan",
 }
+PLAN_KEYS = ("publisher", "product", "name")
+
+
+@dataclass(frozen=True)
+class PurchasePlan:
+    """A marketplace image's purchase plan: the scale set must carry it, and its terms must be
+    accepted once per subscription (Learn: cli-ps-findimage, "Check the purchase plan information")."""
+
+    publisher: str
+    product: str
+    name: str
+
+    def arm(self) -> dict:
+        """The scale set's top-level `plan` (VirtualMachineScaleSet_Create_WithAMarketplaceImagePlan)."""
+        return {"name": self.name, "publisher": self.publisher, "product": self.product}
+
+    @classmethod
+    def from_api(cls, plan) -> "PurchasePlan | None":
+        """From the image API's plan (a dict or an SDK model), or None without one."""
+        if plan is None:
+            return None
+        get = plan.get if isinstance(plan, dict) else (lambda k: getattr(plan, k, None))
+        values = [get(k) for k in PLAN_KEYS]
+        return cls(*values) if all(values) else None
 
 
 @dataclass(frozen=True)
@@ -36,6 +60,7 @@ class Image:
     verified: bool = True
     source: tuple[str, ...] = ()
     notes: str = ""
+    plan: PurchasePlan | None = None  # marketplace purchase plan, for images that carry one
     known: bool = True  # False for a URN the catalog does not hold
 
     @property
@@ -85,6 +110,11 @@ def catalog() -> dict[str, Image]:
         fields = dict(entry)
         for key in ("generations", "series"):
             fields[key] = tuple(fields.get(key, ()))
+        if "plan" in fields:
+            plan = fields["plan"]
+            if not isinstance(plan, dict) or set(plan) != set(PLAN_KEYS) or not all(isinstance(v, str) and v for v in plan.values()):
+                raise ProfileError(f"{where}: 'plan' must be a table with publisher, product and name")
+            fields["plan"] = PurchasePlan(**plan)
         src = fields["source"]
         fields["source"] = (src,) if isinstance(src, str) else tuple(src)
         unknown = [k for k in fields["source"] if not known_source(k)]

@@ -93,6 +93,7 @@ class Plan:
             "vcpus": spec.nodes * spec.size.vcpus,
             "quota_family": spec.size.cap("quota_family"),
             "image": spec.image.urn,
+            "image_plan": spec.image.plan.arm() if spec.image.plan else None,
             "location": spec.request.location,
             "resource_group": spec.request.resource_group,
             "infiniband": spec.size.infiniband,
@@ -256,6 +257,9 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
     }
     if req.zone:
         body["zones"] = [req.zone]
+    if spec.image.plan:
+        # A marketplace image with a purchase plan is refused without the plan (VMMarketplaceInvalidInput).
+        body["plan"] = spec.image.plan.arm()
     body["properties"] = {
         # InfiniBand works only inside one Uniform scale set with a single placement group.
         "orchestrationMode": "Uniform",

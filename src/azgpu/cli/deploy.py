@@ -25,9 +25,12 @@ def register(cli: click.Group) -> None:
     @click.option("--zones", cls=ListOption, help="Zones to try in order on capacity errors: --zones 1 2 3.")
     @click.option("--fallback-locations", cls=ListOption,
                   help="Locations to try in order on capacity errors: --fallback-locations westus2 westus3.")
+    @click.option("--accept-terms", is_flag=True,
+                  help="Accept the marketplace terms of the image's purchase plan for the subscription if needed "
+                       "(as 'az vm image terms accept').")
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
-                   fallback_locations, **values):
+                   fallback_locations, accept_terms, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge)."""
         from ..deploy.create import create
         from ..deploy.progress import progress_for
@@ -41,7 +44,7 @@ def register(cli: click.Group) -> None:
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
                 result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
                                 zones=list(zones), fallback_locations=list(fallback_locations),
-                                on_event=progress.update, on_notice=progress.notice)
+                                on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms)
         for f in result.get("preflight", {}).get("findings", []):
             print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
         emit(result, obj)

@@ -71,6 +71,13 @@ TABLE: dict[str, Mapping] = {
                                             "or use an Azure HPC image"),
     "InternalExecutionError": Mapping(AzureError, "AZURE_INTERNAL_ERROR",
                                       "Azure failed internally: re-run the command, it continues where it stopped"),
+    # A marketplace image with a purchase plan: the scale set lacks the plan, or its terms are not accepted.
+    "VMMarketplaceInvalidInput": Mapping(AzureError, "MARKETPLACE_PLAN_MISSING",
+                                         "the image has a purchase plan the scale set must carry: 'provision create' "
+                                         "adds it from the image; a hand-edited template needs the top-level plan block"),
+    "MarketplacePurchaseEligibilityFailed": Mapping(AzureError, "MARKETPLACE_TERMS_NOT_ACCEPTED",
+                                                    "accept the image's terms once per subscription: az vm image terms "
+                                                    "accept --urn PUBLISHER:OFFER:SKU:VERSION, or add --accept-terms"),
 }
 
 CONFLICT_REMEDY = "the resource is in a state that conflicts with the request: re-run, or inspect it in the portal"

@@ -25,20 +25,25 @@ def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
 
 
-def prepare(session, spec: Spec, listed: list[Any] | None) -> tuple[Plan, Preflight]:
+def prepare(session, spec: Spec, listed: list[Any] | None, *, accept_terms: bool = False) -> tuple[Plan, Preflight]:
     """Preflight and the plan to deploy; the live values Azure reports override documented ones.
 
     listed: the resource group's resources (list_group), None when the group does not exist.
+    accept_terms: unaccepted marketplace terms of the image's plan are left for create to accept
+    instead of stopping the preflight.
     """
     plan = build_plan(spec)
     try:
-        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed))
+        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed), accept_terms=accept_terms)
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise to_azure_error(exc, "preflight") from None
     if pf.errors:
         raise ValidationFailed(pf.findings)  # the offline findings were reported by validate()
     if "accelerated_networking" in pf.overrides:
         spec = dataclasses.replace(spec, accelerated_networking=pf.overrides["accelerated_networking"])
+        plan = build_plan(spec)
+    if "plan" in pf.overrides:  # the purchase plan the image API reports is the one Azure checks
+        spec = dataclasses.replace(spec, image=dataclasses.replace(spec.image, plan=pf.overrides["plan"]))
         plan = build_plan(spec)
     return plan, pf
 
@@ -52,18 +57,25 @@ def candidates(request: Request, zones: list[str], locations: list[str]) -> list
 
 def create(session, request: Request, *, dry_run: bool = False, wait: bool = True, timeout: float | None = None,
            zones: list[str] = (), fallback_locations: list[str] = (), on_event: Callable[[Event], None] = lambda e: None,
-           on_notice: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
-    """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does."""
+           on_notice: Callable[[str], None] = lambda m: None, accept_terms: bool = False) -> dict[str, Any]:
+    """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
+
+    accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
+    (as `az vm image terms accept`) when they are not yet accepted; without it they stop the preflight.
+    """
     resource_group = request.resource_group
     tried = candidates(request, list(zones), list(fallback_locations))
     for attempt, (location, zone) in enumerate(tried):
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
         # One listing serves the quota arithmetic, the group check and finding what exists.
         listed = list_group(session, resource_group)
-        plan, pf = prepare(session, spec, listed)
+        plan, pf = prepare(session, spec, listed, accept_terms=accept_terms)
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         if dry_run:
             return result
+        if pf.accept_terms is not None:
+            _accept_terms(session, pf.accept_terms)
+            result["terms_accepted"] = pf.accept_terms.arm()
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
         created_group = deployer.ensure_resource_group(location, exists=listed is not None)
         try:
@@ -79,6 +91,15 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         result["resources"] = [{"name": e.name, "stage": e.stage, "state": e.state} for e in events.values()]
         return result
     raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
+
+
+def _accept_terms(session, plan) -> None:
+    from .marketplace import accept_terms
+
+    try:
+        accept_terms(session, plan)
+    except Exception as exc:
+        raise to_azure_error(exc, f"accepting the marketplace terms of plan {plan.name}") from None
 
 
 def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) -> None:

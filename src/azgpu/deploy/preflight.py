@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Finding
+from ..images import PurchasePlan
 from ..validate import Spec
 
 SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"
 SOURCE_USAGE = "Azure usage API (az vm list-usage)"
 SOURCE_IMAGES = "Azure marketplace images API (az vm image list --all)"
+SOURCE_TERMS = "Azure Marketplace Ordering API (az vm image terms show)"
 
 
 def norm_family(name: str) -> str:
@@ -44,6 +46,9 @@ class Preflight:
     zones: list[str] = field(default_factory=list)
     # Live values that override documented ones for what the request needs.
     overrides: dict[str, Any] = field(default_factory=dict)
+    family: str | None = None  # the size's quota family as the Resource SKUs API spells it here
+    plan: PurchasePlan | None = None  # the live image's purchase plan
+    accept_terms: PurchasePlan | None = None  # a plan whose terms create accepts (--accept-terms)
 
     @property
     def errors(self) -> list[Finding]:
@@ -92,6 +97,15 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> None:
                                 f"pass --zone {pf.zones[0]}, or no zone", SOURCE_SKUS))
     caps = {c.name: c.value for c in (sku.capabilities or [])}
     pf.capabilities = caps
+    if sku.family:
+        pf.family = sku.family
+        documented = spec.size.cap("quota_family")
+        if documented and norm_family(sku.family) != norm_family(str(documented)):
+            # Quota is counted under the family Azure reports (facts sheet, section 4: the MI300X SKU
+            # said "Standard NDisr MI300X v5 Family" where the known list says standardNDISv5MI300XFamily).
+            pf.findings.append(_err("SKU_DRIFT", f"{size.name}: the documentation says quota family {documented}, this "
+                                                 f"subscription reports '{sku.family}'; azgpu trusts the live value", "",
+                                    SOURCE_SKUS, "warning"))
     _check_capabilities(pf, spec, caps)
 
 
@@ -146,7 +160,7 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
 
 
 def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int) -> None:
-    family = spec.size.cap("quota_family")
+    family = pf.family or spec.size.cap("quota_family")
     by_name = {norm_family(u.name.value): u for u in usages if getattr(u, "name", None) is not None}
     # Spot draws on one regional low-priority bucket instead of the family (facts sheet, section 4).
     first = ("lowPriorityCores", "Total Regional Low-priority vCPUs") if spec.request.spot else (family, f"{family} vCPUs")
@@ -168,6 +182,23 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
                 SOURCE_USAGE))
 
 
+def _prop(detail: Any, name: str) -> Any:
+    """A VirtualMachineImage property: under .properties (the REST shape), or flattened (older SDKs)."""
+    props = getattr(detail, "properties", None)
+    value = getattr(props, name, None) if props is not None else None
+    return value if value is not None else getattr(detail, name, None)
+
+
+def _text(value: Any) -> str:
+    """An SDK enum or a string as Azure wrote it."""
+    value = getattr(value, "value", value)
+    return "" if value is None else str(value)
+
+
+def _get(obj: Any, name: str, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
 def check_image(pf: Preflight, spec: Spec, versions: list[Any], image_detail: Any | None) -> None:
     img, size = spec.image, spec.size
     if not versions:
@@ -177,17 +208,92 @@ def check_image(pf: Preflight, spec: Spec, versions: list[Any], image_detail: An
         return
     if image_detail is None:
         return
-    gen = getattr(image_detail, "hyper_v_generation", None)
-    gen = getattr(gen, "value", gen)
+    gen = _text(_prop(image_detail, "hyper_v_generation"))
     bootable = pf.capabilities.get("HyperVGenerations", ",".join(size.generations))
-    if gen and str(gen) not in bootable:
+    if gen and gen not in bootable:
         pf.findings.append(_err("IMAGE_GENERATION", f"image {img.urn} is Hyper-V generation {gen}; {size.name} boots "
                                                     f"{bootable}", "use a Generation 2 image", SOURCE_IMAGES))
-    arch = getattr(image_detail, "architecture", None)
-    arch = getattr(arch, "value", arch)
+    arch = _text(_prop(image_detail, "architecture"))
     if arch and arch.lower() != size.arch.lower():
         pf.findings.append(_err("IMAGE_ARCHITECTURE", f"image {img.urn} is {arch}; {size.name} is {size.arch}",
                                 f"use an {size.arch} image", SOURCE_IMAGES))
+    _check_deprecation(pf, spec, image_detail)
+    _check_security_type(pf, spec, image_detail)
+    _check_plan(pf, spec, image_detail)
+
+
+def _check_deprecation(pf: Preflight, spec: Spec, detail: Any) -> None:
+    """imageDeprecationStatus: Deprecated blocks, ScheduledForDeprecation warns (VirtualMachineImage, 2026-04-01)."""
+    status = _prop(detail, "image_deprecation_status")
+    state = _text(_get(status, "image_state", "imageState")) if status is not None else ""
+    if state.lower() not in ("deprecated", "scheduledfordeprecation"):
+        return
+    when = _get(status, "scheduled_deprecation_time", "scheduledDeprecationTime")
+    when = when.date().isoformat() if hasattr(when, "date") else (str(when)[:10] if when else "")
+    option = _get(status, "alternative_option", "alternativeOption")
+    kind = _text(_get(option, "type", "type")) if option is not None else ""
+    value = _text(_get(option, "value", "value")) if option is not None else ""
+    alternative = f"the publisher names {kind.lower()} '{value}' as its alternative; " if value and kind.lower() != "none" else ""
+    remedy = f"{alternative}pick a current image: 'provision images list --profile {spec.profile.id}'"
+    version = _text(getattr(detail, "name", "")) or spec.image.version
+    if state.lower() == "deprecated":
+        pf.findings.append(_err("IMAGE_DEPRECATED", f"image {spec.image.urn} (version {version}) is deprecated"
+                                                    + (f" since {when}" if when else ""), remedy, SOURCE_IMAGES))
+    else:
+        pf.findings.append(_err("IMAGE_DEPRECATION_SCHEDULED", f"image {spec.image.urn} (version {version}) is scheduled "
+                                                               "for deprecation" + (f" on {when}" if when else ""),
+                                remedy, SOURCE_IMAGES, "warning"))
+
+
+def _check_security_type(pf: Preflight, spec: Spec, detail: Any) -> None:
+    """The image's SecurityType feature (e.g. TrustedLaunchSupported) against the requested security type."""
+    if spec.security_type != "TrustedLaunch":
+        return
+    for feature in _prop(detail, "features") or []:
+        name, value = _text(_get(feature, "name", "name")), _text(_get(feature, "value", "value"))
+        if name.lower() == "securitytype" and "trustedlaunch" not in value.lower():
+            pf.findings.append(_err("IMAGE_SECURITY_TYPE", f"image {spec.image.urn} supports security type {value}, not "
+                                                           "TrustedLaunch", "use --security-type Standard, or an image "
+                                    "whose SecurityType feature includes TrustedLaunch", SOURCE_IMAGES))
+
+
+def _check_plan(pf: Preflight, spec: Spec, detail: Any) -> None:
+    """The image's purchase plan as the image API reports it; the live plan is the one deployed."""
+    live = PurchasePlan.from_api(_prop(detail, "plan"))
+    pf.plan = live
+    if live == spec.image.plan:
+        return
+    pf.overrides["plan"] = live
+    if not spec.image.known:  # a URN azgpu's catalog does not hold: nothing to differ from
+        pf.findings.append(_err("IMAGE_PLAN", f"image {spec.image.urn} carries purchase plan {live.name} (product "
+                                              f"{live.product}, publisher {live.publisher}); azgpu deploys it",
+                                "", SOURCE_IMAGES, "note"))
+        return
+    said = (f"plan {spec.image.plan.name} (product {spec.image.plan.product}, publisher {spec.image.plan.publisher})"
+            if spec.image.plan else "no purchase plan")
+    found = f"plan {live.name} (product {live.product}, publisher {live.publisher})" if live else "no purchase plan"
+    pf.findings.append(_err("IMAGE_PLAN_DIFFERS", f"image {spec.image.urn}: azgpu's image catalog says {said}, Azure "
+                                                  f"reports {found}; azgpu deploys Azure's", "", SOURCE_IMAGES, "warning"))
+
+
+def check_terms(pf: Preflight, spec: Spec, terms: Any, *, accept_terms: bool = False) -> None:
+    """A purchase plan's marketplace terms must be accepted once per subscription before any deployment."""
+    plan = pf.plan
+    if plan is None or bool(getattr(terms, "accepted", False)):
+        return
+    if accept_terms:
+        pf.accept_terms = plan
+        pf.findings.append(_err("MARKETPLACE_TERMS_ACCEPTING", f"the marketplace terms of image {spec.image.urn} (plan "
+                                                               f"{plan.name}) are accepted for this subscription before "
+                                                               "the deployment (--accept-terms)",
+                                f"read them first: az vm image terms show --urn {spec.image.urn}", SOURCE_TERMS, "note"))
+        return
+    pf.findings.append(_err(
+        "MARKETPLACE_TERMS_NOT_ACCEPTED",
+        f"the marketplace terms of image {spec.image.urn} (publisher {plan.publisher}, product {plan.product}, plan "
+        f"{plan.name}) are not accepted for this subscription: Azure refuses the deployment",
+        f"az vm image terms accept --urn {spec.image.urn} (once per subscription), or add --accept-terms",
+        SOURCE_TERMS))
 
 
 def latest_version(versions: list[Any]) -> str:
@@ -197,7 +303,7 @@ def latest_version(versions: list[Any]) -> str:
     return max(versions, key=key).name
 
 
-def run_preflight(session, spec: Spec, *, vcpus_needed: int) -> Preflight:
+def run_preflight(session, spec: Spec, *, vcpus_needed: int, accept_terms: bool = False) -> Preflight:
     """Every live check before any write; the caller raises on errors."""
     pf = Preflight()
     loc = spec.request.location
@@ -223,4 +329,8 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int) -> Preflight:
         else:
             detail = session.compute.virtual_machine_images.get(loc, img.publisher, img.offer, img.sku, version)
     check_image(pf, spec, versions, detail)
+    if pf.plan is not None:
+        from .marketplace import terms
+
+        check_terms(pf, spec, terms(session, pf.plan), accept_terms=accept_terms)
     return pf

@@ -81,6 +81,13 @@ class Session:
 
         return ResourceManagementClient(self.credential, self.subscription_id, **self._kwargs())
 
+    @cached_property
+    def marketplace(self):
+        # Marketplace terms of image purchase plans (az vm image terms); see deploy/marketplace.py.
+        from azure.mgmt.marketplaceordering import MarketplaceOrderingAgreements
+
+        return MarketplaceOrderingAgreements(self.credential, self.subscription_id, **self._kwargs())
+
     def check_credential(self) -> None:
         """Fail early and clearly when no credential works, before any other call."""
         from azure.core.exceptions import ClientAuthenticationError

@@ -9,7 +9,10 @@
 
 It answers the real Azure SDK clients (resource groups, NSGs, virtual networks and subnets, scale
 sets with their instances, NICs, public IPs and extensions, resource SKUs, usages, marketplace
-images) through `responses`: real serializers, real retry policy, real LRO pollers. It checks
+images and the terms of their purchase plans) through `responses`: real serializers, real retry
+policy, real LRO pollers. Its SKU and image catalogs are Azure-shaped data of its own
+(azgpu/testing/data: recordings of the real APIs, entries written from Microsoft's docs, each with
+its provenance), never azgpu's profiles. It checks
 what ARM checks (missing groups and references, resources in use, SKU availability, vCPU quota)
 and answers with ARM's error codes. `inject` adds throttling, server errors, dropped connections
 and failed operations (AllocationFailed ...). A request it does not implement raises

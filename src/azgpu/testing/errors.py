@@ -21,15 +21,20 @@ class NotImplementedInFake(NotImplementedError):
 class ArmError(Exception):
     """An answer in ARM's error shape: {"error": {"code", "message"}} with an HTTP status."""
 
-    def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
+    def __init__(self, status: int, code: str, message: str, headers: dict | None = None,
+                 details: list[dict] | None = None):
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers or {}
+        self.details = details or []
 
     def body(self) -> dict:
-        return {"error": {"code": self.code, "message": self.message}}
+        error = {"code": self.code, "message": self.message}
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
 
 
 def resource_group_not_found(rg: str) -> ArmError:

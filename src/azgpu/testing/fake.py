@@ -24,7 +24,7 @@ import requests
 import responses
 from azure.core.pipeline.transport import RequestsTransport
 
-from . import images, quota, routes
+from . import images, marketplace, quota, routes
 from .backend import Backend
 from .errors import ArmError, NotImplementedInFake
 from .faults import Fault, Faults
@@ -227,11 +227,33 @@ class FakeAzure:
             self.save()
 
     def add_image(self, location: str, publisher: str, offer: str, sku: str, version: str, *,
-                  hyper_v_generation: str = "V2", architecture: str = "x64") -> None:
+                  hyper_v_generation: str = "V2", architecture: str = "x64", plan: dict | None = None,
+                  features: list[dict] | None = None, deprecation: dict | None = None) -> None:
+        """Offer a marketplace image version in a location (beside the fake's own catalog).
+
+        plan: {"publisher", "product", "name"} makes it a marketplace image with a purchase plan
+        (its terms start unaccepted; see accept_terms). features: [{"name", "value"}], e.g.
+        SecurityType. deprecation: imageDeprecationStatus, e.g. {"imageState": "Deprecated",
+        "scheduledDeprecationTime": "2025-01-01T00:00:00+00:00"}.
+        """
+        props = images.properties(hyper_v_generation, architecture, plan=plan, features=features, deprecation=deprecation)
         with self._lock:
-            self._store.images.append(images.added_image(location, publisher, offer, sku, version,
-                                                         hyper_v_generation, architecture))
+            self._store.images.append(images.added_image(location, publisher, offer, sku, version, props))
             self.save()
+
+    def accept_terms(self, publisher: str, offer: str, plan: str, *, accepted: bool = True) -> None:
+        """Accept (or, with accepted=False, revoke) a purchase plan's marketplace terms for the
+        subscription, as `az vm image terms accept --publisher P --offer O --plan PLAN` does.
+
+        offer is the plan's product (the image's offer); plan is the plan's name.
+        """
+        with self._lock:
+            marketplace.set_accepted(self._store, publisher, offer, plan, accepted, self.now())
+            self.save()
+
+    def terms_accepted(self, publisher: str, offer: str, plan: str) -> bool:
+        with self._lock:
+            return marketplace.accepted(self._store, publisher, offer, plan)
 
     def usage(self, location: str, family_or_name: str) -> int:
         """currentValue of one usage entry, matched like the Usage API's names (case and spaces ignored)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .errors import ArmError
-from .skus import SkuCatalog, capability, normalize_location
+from .skus import SkuCatalog, capability, is_gpu, normalize_location
 from .store import Store
 
 REGIONAL = "cores"
@@ -67,8 +67,7 @@ def usages(store: Store, skus: SkuCatalog, location: str) -> list[dict]:
     for value, (label, limit) in FIXED.items():
         entry(value, label, limit)
     for sku in skus.in_location(location):
-        gpus = int(capability(sku, "GPUs", "0"))
-        entry(sku["family"], family_label(sku["family"]), GPU_FAMILY_LIMIT if gpus else GENERAL_FAMILY_LIMIT)
+        entry(sku["family"], family_label(sku["family"]), GPU_FAMILY_LIMIT if is_gpu(sku) else GENERAL_FAMILY_LIMIT)
     for name, values in store.quota.get(location, {}).items():
         entry(values.get("value", name), values.get("label", family_label(name)), 0)
         e = entries[norm(name)]

@@ -1,166 +1,104 @@
-"""Resource SKUs (Microsoft.Compute/skus) seeded from azgpu's own profiles, as ARM returns them."""
+"""Resource SKUs (Microsoft.Compute/skus) as ARM returns them, from the fake's own data.
+
+The entries come from `data/resource_skus.json`: recordings of the real Resource SKUs API where
+one exists, entries written in the API's shape from Microsoft's size pages where none does (each
+marked so in the file's provenance), and a simulated subscription saying where each size is
+offered, in which zones and with which restrictions. Nothing here reads azgpu's profiles: a fake
+built from the product's own beliefs could only agree with them.
+"""
 
 from __future__ import annotations
 
 import copy
-import tomllib
-from dataclasses import dataclass
+import json
 from functools import cache
+from importlib import resources
 
 DEFAULT_LOCATIONS = (
-    "eastus", "eastus2", "westus2", "westus3", "southcentralus",
+    "eastus", "eastus2", "westus2", "westus3", "westcentralus", "southcentralus",
     "northeurope", "westeurope", "swedencentral", "japaneast", "australiaeast",
 )
-ZONES = ["1", "2", "3"]
-
-
-@dataclass(frozen=True)
-class SizeSpec:
-    """What a SKU entry needs from a size; profiles provide most, GENERAL_SIZES the rest."""
-
-    name: str
-    family: str
-    vcpus: int
-    memory_gib: float
-    gpus: int = 0
-    max_data_disks: int = 8
-    max_nics: int = 2
-    generations: tuple[str, ...] = ("V1", "V2")
-    arch: str = "x64"
-    rdma: bool = False
-    accelerated_networking: bool = True
-    premium_io: bool = True
-    ephemeral_os_disk: bool = False
-    spot: bool = True
-    trusted_launch_disabled: bool = False
-    temp_disk_gib: float = 0
-    retired: str = ""
-
-
-# Small general-purpose sizes, for jump boxes and for users' own scripts.
-GENERAL_SIZES = (
-    SizeSpec("Standard_D2s_v5", "standardDSv5Family", 2, 8, max_data_disks=4, max_nics=2),
-    SizeSpec("Standard_D4s_v5", "standardDSv5Family", 4, 16, max_data_disks=8, max_nics=2),
-)
+DATA_FILE = "resource_skus.json"
 
 
 def normalize_location(location: str) -> str:
     return location.replace(" ", "").lower()
 
 
-def _spec_from_size(size) -> SizeSpec:
-    return SizeSpec(
-        name=size.name,
-        family=size.cap("quota_family"),
-        vcpus=int(size.vcpus),
-        memory_gib=float(size.memory_gib),
-        gpus=int(size.gpus),
-        max_data_disks=int(size.max_data_disks),
-        max_nics=int(size.max_nics),
-        generations=tuple(size.generations),
-        arch=size.arch,
-        rdma=size.infiniband,
-        accelerated_networking=size.cap("accelerated_networking") is True,
-        premium_io=size.cap("premium_storage") is True,
-        ephemeral_os_disk=size.cap("ephemeral_os_disk") is True,
-        # Most GPU sizes are spot-capable; only a documented "no" says otherwise.
-        spot=size.cap("spot") is not False,
-        trusted_launch_disabled=size.cap("trusted_launch") is False,
-        temp_disk_gib=float(size.temp_disk_gib),
-        retired=size.retired,
-    )
-
-
-def _profiles() -> list:
-    """Every profile that loads. A broken profile (or a failing rule check) must not take the fake
-    down with it: then each file is parsed on its own and the ones that parse are used."""
-    from azgpu import profiles
-
-    try:
-        return profiles.list_profiles()
-    except Exception:  # noqa: BLE001 - fall back to parsing each file on its own, without rule checks
-        pass
-    loaded = []
-    for profile_id in profiles.profile_ids():
-        path = profiles.profiles_dir() / f"{profile_id}.toml"
-        try:
-            with path.open("rb") as fh:
-                loaded.append(profiles.parse_profile(tomllib.load(fh), str(path)))
-        except Exception:  # noqa: BLE001
-            continue
-    return loaded
+@cache
+def catalog_data() -> dict:
+    """The parsed data file (provenance, offers, skus); callers copy what they change."""
+    return json.loads(resources.files(__package__).joinpath("data", DATA_FILE).read_text(encoding="utf-8"))
 
 
 @cache
-def seed_specs() -> tuple[SizeSpec, ...]:
-    specs: dict[str, SizeSpec] = {}
-    for profile in _profiles():
-        for size in profile.sizes:
-            try:
-                specs.setdefault(size.name.lower(), _spec_from_size(size))
-            except Exception:  # noqa: BLE001 - a half-written size is skipped, not fatal
-                continue
-    for spec in GENERAL_SIZES:
-        specs.setdefault(spec.name.lower(), spec)
-    return tuple(specs.values())
+def _entries() -> dict[str, dict]:
+    return {sku["name"].lower(): sku for sku in catalog_data()["skus"]}
 
 
-def _flag(value: bool) -> str:
-    return "True" if value else "False"
+def provenance(size: str) -> dict | None:
+    """Where the entry of `size` comes from: {"kind": "recorded" | "written", "source", "notes"}."""
+    return next((v for k, v in catalog_data()["provenance"].items() if k.lower() == size.lower()), None)
 
 
-def location_restriction(location: str, reason: str = "NotAvailableForSubscription") -> dict:
-    return {
-        "type": "Location",
-        "values": [location],
-        "restrictionInfo": {"locations": [location]},
-        "reasonCode": reason,
-    }
+def full_restriction(restriction: dict, location: str) -> dict:
+    """A short restriction ({"type": "Zone", "zones": ["1"]}) in the shape Azure lists it.
+
+    The shape follows a recorded restriction (Standard_A0 in westcentralus, karpenter-provider-azure
+    pkg/fake/zz_generated.sku.westcentralus.go): type, values [location], restrictionInfo with
+    locations and zones (empty for a Location restriction), reasonCode.
+    """
+    out = copy.deepcopy(restriction)
+    out.setdefault("type", "Location")
+    out.setdefault("reasonCode", "NotAvailableForSubscription")
+    out.setdefault("values", [location])
+    info = out.setdefault("restrictionInfo", {"locations": [location]})
+    info["zones"] = [str(z) for z in out.pop("zones", info.get("zones", []))]
+    return out
 
 
-def sku_json(spec: SizeSpec, location: str) -> dict:
-    caps = [
-        ("MaxResourceVolumeMB", str(int(spec.temp_disk_gib * 1024))),
-        ("vCPUs", str(spec.vcpus)),
-        ("HyperVGenerations", ",".join(spec.generations)),
-        ("MemoryGB", f"{spec.memory_gib:g}"),
-        ("MaxDataDiskCount", str(spec.max_data_disks)),
-        ("CpuArchitectureType", spec.arch),
-        ("LowPriorityCapable", _flag(spec.spot)),
-        ("PremiumIO", _flag(spec.premium_io)),
-        ("VMDeploymentTypes", "IaaS"),
-        ("vCPUsAvailable", str(spec.vcpus)),
-        ("GPUs", str(spec.gpus)) if spec.gpus else None,
-        ("EphemeralOSDiskSupported", _flag(spec.ephemeral_os_disk)),
-        ("AcceleratedNetworkingEnabled", _flag(spec.accelerated_networking)),
-        ("RdmaEnabled", _flag(spec.rdma)),
-        ("MaxNetworkInterfaces", str(spec.max_nics)),
-        ("TrustedLaunchDisabled", "True") if spec.trusted_launch_disabled else None,
-    ]
-    return {
-        "resourceType": "virtualMachines",
-        "name": spec.name,
-        "tier": "Standard",
-        "size": spec.name.removeprefix("Standard_"),
-        "family": spec.family,
-        "locations": [location],
-        "locationInfo": [{"location": location, "zones": list(ZONES), "zoneDetails": []}],
-        "capabilities": [{"name": n, "value": v} for n, v in filter(None, caps)],
-        "restrictions": [location_restriction(location)] if spec.retired else [],
-    }
+def _offer(size: str, location: str) -> dict | None:
+    """{"zones", "restrictions"} for a size in a location of the simulated subscription, None when not offered."""
+    offers = next((v for k, v in catalog_data()["offers"].items() if k.lower() == size.lower()), None)
+    if offers is None:
+        return None
+    by_location = offers.get("locations") or {}
+    if location in by_location:
+        return by_location[location]
+    return offers.get("default")
+
+
+def sku_in(size: str, location: str) -> dict | None:
+    """The catalog entry of `size` as the API lists it for `location`, or None when not offered there."""
+    entry = _entries().get(size.lower())
+    offer = _offer(size, location) if entry else None
+    if offer is None:
+        return None
+    sku = copy.deepcopy(entry)
+    sku["locations"] = [location]
+    info = {"location": location, "zones": [str(z) for z in offer.get("zones", [])]}
+    recorded = next((i for i in entry.get("locationInfo", ()) if i.get("location") == location), None)
+    if recorded is not None and "zoneDetails" in recorded:
+        info["zoneDetails"] = copy.deepcopy(recorded["zoneDetails"])
+    sku["locationInfo"] = [info]
+    sku["restrictions"] = [full_restriction(r, location) for r in offer.get("restrictions", [])]
+    return sku
 
 
 def _capability_value(value) -> str:
-    return _flag(value) if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    return str(value)
 
 
 def apply_overrides(sku: dict, location: str, overrides: dict) -> dict:
-    """set_sku's keywords: restrictions, zones, family, capabilities={...}, or any capability by name."""
+    """set_sku's keywords: restrictions, zones, family, capabilities={...}, or any capability by name
+    (a value of None removes the capability, as Azure leaves some out)."""
     for name, value in overrides.items():
         if name == "restrictions":
-            sku["restrictions"] = [_full_restriction(r, location) for r in value]
+            sku["restrictions"] = [full_restriction(r, location) for r in value]
         elif name == "zones":
-            sku["locationInfo"] = [{"location": location, "zones": [str(z) for z in value], "zoneDetails": []}]
+            sku["locationInfo"] = [{"location": location, "zones": [str(z) for z in value]}]
         elif name in ("family", "tier", "size"):
             sku[name] = value
         elif name == "capabilities":
@@ -173,18 +111,6 @@ def apply_overrides(sku: dict, location: str, overrides: dict) -> dict:
     return sku
 
 
-def _full_restriction(restriction: dict, location: str) -> dict:
-    """Complete a short restriction ({"type": "Zone", "zones": ["1"]}) to ARM's full shape."""
-    out = copy.deepcopy(restriction)
-    out.setdefault("type", "Location")
-    out.setdefault("reasonCode", "NotAvailableForSubscription")
-    out.setdefault("values", [location])
-    info = out.setdefault("restrictionInfo", {"locations": [location]})
-    if "zones" in out:
-        info["zones"] = [str(z) for z in out.pop("zones")]
-    return out
-
-
 def capability(sku: dict, name: str, default: str | None = None) -> str | None:
     for cap in sku.get("capabilities", ()):
         if cap["name"].lower() == name.lower():
@@ -192,8 +118,32 @@ def capability(sku: dict, name: str, default: str | None = None) -> str | None:
     return default
 
 
+def is_gpu(sku: dict) -> bool:
+    """A GPU size: the GPUs capability when Azure reports it, else the N in the size name.
+
+    Azure leaves GPUs out for some GPU sizes (GB200/GB300, facts sheet section 4); every N-series
+    size is a GPU size ("N" is the GPU family letter in Azure's size naming, D-naming).
+    """
+    gpus = capability(sku, "GPUs")
+    if gpus is not None:
+        return int(gpus) > 0
+    return sku.get("name", "").lower().startswith("standard_n")
+
+
+def _new_sku(size: str, location: str) -> dict:
+    """A size set_sku names that the catalog lacks: the smallest entry the API could list."""
+    return {
+        "resourceType": "virtualMachines", "name": size, "tier": "Standard", "size": size.removeprefix("Standard_"),
+        "family": f"standard{size.removeprefix('Standard_')}Family", "locations": [location],
+        "locationInfo": [{"location": location, "zones": []}],
+        "capabilities": [{"name": "vCPUs", "value": "2"}, {"name": "MemoryGB", "value": "8"},
+                         {"name": "HyperVGenerations", "value": "V1,V2"}, {"name": "CpuArchitectureType", "value": "x64"}],
+        "restrictions": [],
+    }
+
+
 class SkuCatalog:
-    """The SKUs of each location: the seed, with the store's overrides replayed on top."""
+    """The SKUs of each location: the data file's, with the store's overrides replayed on top."""
 
     def __init__(self, store, locations: tuple[str, ...], seed: bool):
         self.store = store  # overrides live in the store, so set_sku persists with the state file
@@ -207,7 +157,8 @@ class SkuCatalog:
     def _base(self, location: str) -> dict[str, dict]:
         if not self.seed or location not in self.locations:
             return {}
-        return {spec.name.lower(): sku_json(spec, location) for spec in seed_specs()}
+        found = (sku_in(sku["name"], location) for sku in catalog_data()["skus"])
+        return {sku["name"].lower(): sku for sku in found if sku is not None}
 
     def in_location(self, location: str) -> list[dict]:
         location = normalize_location(location)
@@ -221,11 +172,16 @@ class SkuCatalog:
             apply_overrides(skus[name], location, entry["overrides"])
         return list(skus.values())
 
-    def _new_sku(self, size: str, location: str) -> dict:
-        spec = next((s for s in seed_specs() if s.name.lower() == size.lower()), None)
-        if spec is None:
-            spec = SizeSpec(size, f"standard{size.removeprefix('Standard_')}Family", vcpus=2, memory_gib=8)
-        return sku_json(spec, location)
+    @staticmethod
+    def _new_sku(size: str, location: str) -> dict:
+        """A size set_sku offers where the simulated subscription does not: the catalog's entry when it
+        has one (unrestricted, no zones, until the overrides say more), else a minimal one."""
+        entry = _entries().get(size.lower())
+        if entry is None:
+            return _new_sku(size, location)
+        sku = copy.deepcopy(entry)
+        sku.update(locations=[location], locationInfo=[{"location": location, "zones": []}], restrictions=[])
+        return sku
 
     def all_locations(self) -> list[str]:
         extra = [e["location"] for e in self.overrides if e["location"] not in self.locations]

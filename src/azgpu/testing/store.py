@@ -1,8 +1,8 @@
 """The fake's state: ARM resources keyed by id, pending operations, and what tests changed.
 
 Everything here is plain JSON so a --simulate run can carry it from one CLI process to the next.
-Seeded catalogs (SKUs, images, default quota) are not stored: they are rebuilt from azgpu's
-profiles in each process, and only the changes a test or user made are kept.
+Seeded catalogs (SKUs, images, default quota) are not stored: they are rebuilt from the fake's
+own data files in each process, and only the changes a test or user made are kept.
 """
 
 from __future__ import annotations
@@ -90,6 +90,8 @@ class Store:
         self.sku_overrides: list[dict] = []  # [{"location", "size", "overrides"}], applied in order
         self.quota: dict[str, dict[str, dict]] = {}  # location -> quota name -> {"limit", "usage"}
         self.images: list[dict] = []  # images added by add_image, on top of the seeded catalog
+        # Marketplace terms by "publisher/offer/plan" (lower case): {"accepted", "retrieveDatetime"}.
+        self.agreements: dict[str, dict] = {}
         # Lower-cased id -> {"created", "changed"} (ISO 8601): what a listing's $expand shows.
         self.times: dict[str, dict[str, str]] = {}
         self.counter = 0
@@ -132,6 +134,7 @@ class Store:
             "sku_overrides": self.sku_overrides,
             "quota": self.quota,
             "images": self.images,
+            "agreements": self.agreements,
             "times": self.times,
             "counter": self.counter,
         }
@@ -145,6 +148,7 @@ class Store:
         self.sku_overrides = data["sku_overrides"]
         self.quota = data["quota"]
         self.images = data["images"]
+        self.agreements = data.get("agreements", {})  # absent from states saved before terms existed
         self.times = data.get("times", {})
         self.counter = data["counter"]
 

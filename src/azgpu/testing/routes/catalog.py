@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 
 from .. import images, quota
@@ -60,16 +61,11 @@ def get_image_version(backend, req, sub, location, publisher, offer, sku, versio
     image = images.find(backend.store.images, location, publisher, offer, sku, version)
     if image is None:
         raise is_not_found()
+    # VirtualMachineImage as the API answers it (VirtualMachineImage_Get_MaximumSet_Gen.json, 2026-04-01):
+    # the purchase plan, features and deprecation status sit inside properties.
     return Response(200, {
         "name": image["version"],
         "location": location,
         "id": _image_id(sub, location, image),
-        "properties": {
-            "hyperVGeneration": image["hyperVGeneration"],
-            "architecture": image["architecture"],
-            "osImage": {"operatingSystem": "Linux"},
-            "dataDiskImages": [],
-            "automaticOSUpgradeProperties": {"automaticOSUpgradeSupported": False},
-            "imageDeprecationStatus": {"imageState": "Active"},
-        },
+        "properties": copy.deepcopy(image["properties"]),
     })

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from .. import images, instances, quota
+from .. import images, instances, marketplace, quota
 from ..errors import ArmError, child_not_found, invalid_reference
 from ..skus import capability, normalize_location
 from ..store import parse_id, same_id, stable_uuid
@@ -91,9 +91,10 @@ def _check_image(backend, vmss: dict, sku: dict) -> None:
                        "are correct. For more details about storage profile information, please refer to "
                        "https://aka.ms/storageprofile")
     size = vmss["sku"]["name"]
-    generations = (capability(sku, "HyperVGenerations") or "V1").split(",")
-    if not set(image["generations"]) & set(generations):
-        number = image["hyperVGeneration"][1:]
+    props = image["properties"]
+    generations = [g.strip() for g in (capability(sku, "HyperVGenerations") or "V1").split(",")]
+    if props["hyperVGeneration"] not in generations:
+        number = props["hyperVGeneration"][1:]
         raise ArmError(400, "BadRequest",
                        f"The selected VM size '{size}' cannot boot Hypervisor Generation '{number}'. If this was a "
                        "Create operation please check that the Hypervisor Generation of the Image matches the "
@@ -101,11 +102,42 @@ def _check_image(backend, vmss: dict, sku: dict) -> None:
                        f"select a Hypervisor Generation '{number}' VM Size. For more information, see "
                        "https://aka.ms/azuregen2vm")
     arch = capability(sku, "CpuArchitectureType") or "x64"
-    if image["architecture"].lower() != arch.lower():
+    if props["architecture"].lower() != arch.lower():
         # Azure's exact wording for this case is not documented; the code is what callers should use.
         raise ArmError(400, "BadRequest",
                        f"The selected VM size '{size}' has CPU architecture '{arch}' and cannot boot image '{urn}' "
-                       f"of architecture '{image['architecture']}'.")
+                       f"of architecture '{props['architecture']}'.")
+    _check_plan(backend, vmss, images.plan_of(image))
+
+
+def _check_plan(backend, vmss: dict, plan: dict | None) -> None:
+    """A marketplace image with a purchase plan needs the scale set's top-level plan and accepted terms.
+
+    Messages as Azure writes them (GitHub issues quoting the API, e.g. Azure/azure-cli#4233,
+    hashicorp/terraform-provider-azurerm#4678; Learn: cli-ps-findimage "Check the purchase plan
+    information"). Through the Compute API the missing-terms case also appears as
+    ResourcePurchaseValidationFailed; ARM's purchase check reports MarketplacePurchaseEligibilityFailed
+    with the same text in its details, which is the code answered here.
+    """
+    if not plan:
+        return
+    if not vmss.get("plan"):
+        raise ArmError(400, "VMMarketplaceInvalidInput",
+                       "Creating a virtual machine from Marketplace image or a custom image sourced from a Marketplace "
+                       f"image requires Plan information in the request. VM: '{vmss['id']}'.")
+    if marketplace.accepted(backend.store, plan["publisher"], plan["product"], plan["name"]):
+        return
+    detail = ("User failed validation to purchase resources. Error message: 'You have not accepted the legal terms on "
+              f"this subscription: '{backend.subscription_id}' for this plan. Before the subscription can be used, you "
+              "need to accept the legal terms of the image. To read and accept legal terms, use the Azure CLI commands "
+              "described at https://go.microsoft.com/fwlink/?linkid=2110637 or the PowerShell commands available at "
+              "https://go.microsoft.com/fwlink/?linkid=862451. Alternatively, deploying via the Azure portal provides a UI "
+              "experience for reading and accepting the legal terms. Offer details: "
+              f"publisher='{plan['publisher']}' offer = '{plan['product']}', sku = '{plan['name']}'.'")
+    # "eligibilty" (sic) is how Azure spells it in this message.
+    raise ArmError(400, "MarketplacePurchaseEligibilityFailed",
+                   "Marketplace purchase eligibilty check returned errors. See inner errors for details.",
+                   details=[{"code": "BadRequest", "message": detail}])
 
 
 def _validate(backend, vmss: dict, previous: dict | None) -> None:
