@@ -183,3 +183,30 @@ def test_a_cluster_within_one_aligned_domain_gets_no_rack_note(az):
 
 def test_a_domain_smaller_than_a_rack_is_left_alone(az):
     assert az.spec(profile="nd-gb300-v6", nodes=18, max_ib_domain=9).scale_sets == (9, 9)
+
+
+# ----------------------------------------------------------------------------- what the profiles explain
+
+
+def test_every_deployable_profile_explains_placement_groups_with_sources():
+    from azgpu.profiles import list_profiles
+
+    for profile in list_profiles():
+        if profile.id == "nd":  # retired: nothing to place
+            continue
+        assert profile.placement and "constrains capacity" in profile.placement["ppg"], profile.id
+        assert "D-ppg" in profile.placement["source"], profile.id
+
+
+def test_the_rack_scale_profiles_say_what_azure_exposes_about_nvlink_domains():
+    from azgpu.profiles import load_profile
+
+    for profile_id in ("nd-gb200-v6", "nd-gb300-v6"):
+        racks = load_profile(profile_id).placement["racks"]
+        assert "interconnectSubgroupId" in racks and "multiples of 18" in racks
+
+
+def test_profiles_show_prints_the_placement_notes(run):
+    rc, out, err = run("profiles", "show", "nd-gb300-v6", "--query", "placement.source")
+    assert rc == 0, err
+    assert "co-location" in out and "ComputeRP.json" in out
