@@ -165,6 +165,10 @@ def test_infiniband_domains_cut_at_whole_racks(az, profile, nodes, sets):
     assert az.spec(profile=profile, nodes=nodes).scale_sets == sets
 
 
+def test_a_raised_domain_of_300_becomes_288_on_rack_scale_sizes(az):
+    assert az.spec(profile="nd-gb200-v6", nodes=576, max_ib_domain=300).scale_sets == (288, 288)
+
+
 def test_the_rack_alignment_is_a_note_by_default(az):
     f = az.only(az.findings(profile="nd-gb300-v6", nodes=180), "IB_DOMAIN_RACK_ALIGNED")
     assert f.severity == "note" and "90 VMs, whole racks" in f.message

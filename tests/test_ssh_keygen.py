@@ -106,3 +106,12 @@ def test_cli_generate_ssh_keys(run, tmp_path):
     public = (Path.home() / ".ssh" / "id_rsa.pub").read_text().strip()
     assert public in (tmp_path / "main.parameters.json").read_text()
     assert os.stat(Path.home() / ".ssh" / "id_rsa").st_mode & 0o077 == 0
+
+
+def test_a_cluster_file_can_ask_for_keys_at_its_own_path(tmp_path):
+    from azgpu.request import build_request, read_cluster_file
+
+    target = tmp_path / "cluster.pub"
+    (tmp_path / "cluster.toml").write_text(f'profile = "nd-a100-v4"\nssh-key = "{target}"\ngenerate-ssh-keys = true\n')
+    request = build_request(read_cluster_file(str(tmp_path / "cluster.toml")))
+    assert request.ssh_key == target.read_text().strip() and (tmp_path / "cluster").is_file()

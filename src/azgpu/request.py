@@ -161,7 +161,7 @@ def _identities(value: Any, findings: list[Finding]) -> tuple[str, ...]:
 
 def _generate_ssh_keys(raw: dict[str, Any], findings: list[Finding]) -> None:
     """--generate-ssh-keys: make the key pair --ssh-key (or ~/.ssh/id_rsa.pub) names when it is missing."""
-    given = raw.get("ssh_key")
+    given = raw.get("ssh_key", raw.get("ssh-key"))  # cluster files spell keys like the flags
     if given is None:
         existing = default_ssh_key()
         if existing is not None:

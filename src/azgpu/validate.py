@@ -197,7 +197,7 @@ def _check_identities(req: Request) -> tuple[list[Finding], dict | None]:
             out.append(_err("INVALID_IDENTITY", f"--identity '{rid}' is not a user-assigned identity resource ID",
                             "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.ManagedIdentity/"
                             "userAssignedIdentities/NAME ('az identity show -g RG -n NAME --query id')", "identities",
-                            "D-vmss-identity"))
+                            "S-compute-2026-04-01"))
     if out or not (req.assign_identity or req.identities):
         return out, None
     kinds = [k for k, on in (("SystemAssigned", req.assign_identity), ("UserAssigned", bool(req.identities))) if on]
