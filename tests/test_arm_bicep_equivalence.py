@@ -259,6 +259,8 @@ class BicepModel:
                 fn = node["function"]
                 if fn["type"] == "json":
                     return ("num", json.loads(self.value(fn["parameters"]["arg_1"])))
+                if fn["type"] == "base64":  # osProfile.customData from its secure parameter
+                    return ("call", "base64", self.value(fn["parameters"]["input_string"]))
                 raise AssertionError(f"unsupported Bicep function {fn['type']}")
             return {self.key(k): self.value(v) for k, v in node.items()}
         raise AssertionError(f"unexpected Bicep value {node!r}")
@@ -397,6 +399,10 @@ def test_same_outputs(models, profile):
     assert arm["outputs"] == bicep["outputs"]
 
 
+IDENTITY = "/subscriptions/s/resourceGroups/id-rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/reader"
+GALLERY_VERSION = "/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/hpc/images/gb/versions/1.2.0"
+PPG_ID = "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/storage-ppg"
+
 VARIANTS = {
     "literal strings that look like expressions or need escapes": dict(
         profile="nd-a100-v4", tags={"note": "[not an expression]", "quote": "it's ${not} a\\path", "unicode": "café"}),
@@ -404,6 +410,14 @@ VARIANTS = {
     "cloud-init and extension together": dict(profile="ndv2", image="ubuntu-2204-gen2", nodes=120, max_ib_domain=60),
     "plain image on nd-a100-v4": dict(profile="nd-a100-v4", image="ubuntu-2204-gen2", ephemeral_os_disk=True),
     "marketplace image with a purchase plan": dict(profile="nd-a100-v4", image="almalinux-hpc-8-10"),
+    "every custom option": dict(
+        profile="nd-h100-v5", nodes=150, image="ubuntu-2204-gen2", custom_data="#cloud-config\nruncmd:\n  - [echo, 'it''s']\n",
+        assign_identity=True, identity=[IDENTITY], ppg="train-ppg", spot=True, eviction_policy="Deallocate",
+        boot_diagnostics=False, zone="1"),
+    "gallery image, existing placement group": dict(
+        profile="nd-gb300-v6", nodes=36, image=GALLERY_VERSION, identity=[IDENTITY], ppg=PPG_ID),
+    "community gallery image": dict(profile="nd-a100-v4", image="/CommunityGalleries/pub-123/Images/hpc"),
+    "managed image": dict(profile="nd-a100-v4", image="/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/images/hpc"),
 }
 
 

@@ -75,6 +75,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
             {"rule": r.name, **{k: v for k, v in r.args.items()}, "source": cite(r.source)} for r in profile.rules
         ],
         "scale_set": _cited(profile.scale_set),
+        "placement": _cited(profile.placement or {}),
         "discrepancies": [
             {"seed": d.seed, "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
             for d in profile.discrepancies

@@ -101,7 +101,26 @@ class ResourceGroupLocation:
         return r.parameter("location")
 
 
-EXPR_TYPES = (Param, ResourceId, SubnetId, Format, ResourceGroupLocation)
+@dataclass(frozen=True)
+class Base64:
+    """A parameter's text, base64-encoded where it is used (osProfile.customData): the parameter file
+    keeps the readable text, as Learn's custom-data example does with ARM's base64()."""
+
+    arg: Param
+
+    def arm(self) -> str:
+        return f"base64({self.arg.arm()})"
+
+    def bicep(self) -> str:
+        return f"base64({self.arg.bicep()})"
+
+    def resolve(self, r: Resolver) -> str:
+        import base64
+
+        return base64.b64encode(str(self.arg.resolve(r)).encode("utf-8")).decode("ascii")
+
+
+EXPR_TYPES = (Param, ResourceId, SubnetId, Format, ResourceGroupLocation, Base64)
 
 
 def walk(value: Any, fn) -> Any:

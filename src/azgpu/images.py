@@ -11,6 +11,29 @@ from .sources import known_source
 from .resources import data_dir, read_toml
 
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Images that are not marketplace URNs, in the forms imageReference takes them (ImageReference, compute
+# api 2026-04-01): `id` for a gallery image definition (latest version) or version and for a managed
+# image; `communityGalleryImageId` and `sharedGalleryImageId` for community and direct-shared galleries.
+_SEGMENT = r"[^/\s]+"
+_ARM = rf"^/subscriptions/(?P<subscription>{_SEGMENT})/resourceGroups/(?P<resource_group>{_SEGMENT})/providers/Microsoft\.Compute/"
+IMAGE_ID_FORMS: dict[str, re.Pattern] = {
+    "gallery": re.compile(_ARM + rf"galleries/(?P<gallery>{_SEGMENT})/images/(?P<definition>{_SEGMENT})"
+                          rf"(?:/versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
+    "managed": re.compile(_ARM + rf"images/(?P<definition>{_SEGMENT})/?$", re.IGNORECASE),
+    "community": re.compile(rf"^/CommunityGalleries/(?P<gallery>{_SEGMENT})/Images/(?P<definition>{_SEGMENT})"
+                            rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
+    "shared": re.compile(rf"^/SharedGalleries/(?P<gallery>{_SEGMENT})/Images/(?P<definition>{_SEGMENT})"
+                         rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
+}
+IMAGE_ID_EXAMPLES = {
+    "gallery": "/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/galleries/GALLERY/images/DEFINITION"
+               "[/versions/1.0.0]",
+    "managed": "/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/images/NAME",
+    "community": "/CommunityGalleries/PUBLIC_NAME/Images/DEFINITION[/Versions/1.0.0]",
+    "shared": "/SharedGalleries/UNIQUE_NAME/Images/DEFINITION[/Versions/1.0.0]",
+}
+IMAGE_KIND_LABELS = {"gallery": "Azure Compute Gallery image", "managed": "managed image",
+                     "community": "community gallery image", "shared": "direct-shared gallery image"}
 IMAGE_KEYS = {
     "name", "urn", "os", "os_family", "os_version", "generations", "architecture", "hpc", "ofed", "gpu_stack",
     "nvidia_driver", "cuda", "series", "legacy", "verified", "source", "notes", "plan",
@@ -62,6 +85,12 @@ class Image:
     notes: str = ""
     plan: PurchasePlan | None = None  # marketplace purchase plan, for images that carry one
     known: bool = True  # False for a URN the catalog does not hold
+    # Set for gallery, community, direct-shared and managed images, whose properties are read live.
+    image_id: ImageId | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.image_id.kind if self.image_id else "marketplace"
 
     @property
     def publisher(self) -> str:
@@ -85,7 +114,66 @@ class Image:
 
     def reference(self) -> dict:
         """ARM imageReference."""
+        if self.image_id is not None:
+            return self.image_id.reference()
         return {"publisher": self.publisher, "offer": self.offer, "sku": self.sku, "version": self.version}
+
+
+@dataclass(frozen=True)
+class ImageId:
+    """A gallery, community, direct-shared or managed image ID, split into its parts.
+
+    version None means the latest version ("latest" is accepted and means the same); a managed
+    image has no gallery and keeps its name in `definition`.
+    """
+
+    kind: str  # gallery | managed | community | shared
+    text: str  # as the user wrote it
+    definition: str
+    subscription: str = ""
+    resource_group: str = ""
+    gallery: str = ""
+    version: str | None = None
+
+    @property
+    def label(self) -> str:
+        return IMAGE_KIND_LABELS[self.kind]
+
+    @property
+    def definition_id(self) -> str:
+        """The image definition (or managed image) without a version."""
+        if self.kind == "gallery":
+            return (f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/"
+                    f"Microsoft.Compute/galleries/{self.gallery}/images/{self.definition}")
+        if self.kind == "managed":
+            return self.text.rstrip("/")
+        prefix = "CommunityGalleries" if self.kind == "community" else "SharedGalleries"
+        return f"/{prefix}/{self.gallery}/Images/{self.definition}"
+
+    def reference(self) -> dict:
+        if self.kind in ("gallery", "managed"):
+            # A definition's ID deploys its latest version (Learn: Store and share images in an Azure
+            # Compute Gallery); "versions/latest" is written that way.
+            version = f"/versions/{self.version}" if self.kind == "gallery" and self.version else ""
+            return {"id": self.definition_id + version}
+        version = f"/Versions/{self.version or 'latest'}"
+        key = "communityGalleryImageId" if self.kind == "community" else "sharedGalleryImageId"
+        return {key: self.definition_id + version}
+
+
+def parse_image_id(text: str) -> ImageId | None:
+    """The ImageId of a gallery/community/shared/managed image ID, or None for anything else."""
+    for kind, pattern in IMAGE_ID_FORMS.items():
+        match = pattern.match(text.strip())
+        if match:
+            parts = match.groupdict()
+            version = parts.get("version")
+            if version and version.lower() == "latest":
+                version = None
+            return ImageId(kind=kind, text=text.strip(), definition=parts["definition"],
+                           subscription=parts.get("subscription") or "", resource_group=parts.get("resource_group") or "",
+                           gallery=parts.get("gallery") or "", version=version)
+    return None
 
 
 def _key(urn: str) -> str:
@@ -137,6 +225,13 @@ def resolve(ref: str) -> Image:
     ref = ref.strip()
     if ref.lower() in catalog():
         return catalog()[ref.lower()]
+    if ref.startswith("/"):
+        image_id = parse_image_id(ref)
+        if image_id is None:
+            forms = "; ".join(IMAGE_ID_EXAMPLES.values())
+            raise InputError(f"image '{ref}' is not an image ID azgpu knows", code="INVALID_IMAGE_ID",
+                             remedy=f"pass one of these forms: {forms}")
+        return Image(name=ref, urn=ref, known=False, verified=False, image_id=image_id)
     if URN_RE.match(ref):
         found = _by_urn().get(_key(ref))
         if found:
@@ -149,9 +244,10 @@ def resolve(ref: str) -> Image:
     near = difflib.get_close_matches(ref.lower(), list(catalog()), n=1, cutoff=0.5)
     hint = f"did you mean '{near[0]}'? " if near else ""
     raise InputError(
-        f"image '{ref}' is neither a catalog name nor a URN (publisher:offer:sku:version)",
+        f"image '{ref}' is neither a catalog name, a URN (publisher:offer:sku:version) nor an image ID",
         code="INVALID_IMAGE",
-        remedy=f"{hint}use a catalog name ('provision images list') or a full URN such as microsoft-dsvm:ubuntu-hpc:2204:latest",
+        remedy=f"{hint}use a catalog name ('provision images list'), a full URN such as microsoft-dsvm:ubuntu-hpc:2204:latest, "
+               f"or a gallery image ID such as {IMAGE_ID_EXAMPLES['gallery']}",
     )
 
 

@@ -32,6 +32,7 @@ RULES = {
     "vnet": NameRule("virtual network", 2, 64, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "subnet": NameRule("subnet", 1, 80, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "vmss": NameRule("virtual machine scale set", 1, 64, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
+    "ppg": NameRule("proximity placement group", 1, 80, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "computer_name_prefix_linux": NameRule("Linux computer name prefix", 1, 58, re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$"),
                                            "letters, digits and hyphens (no '_' or '.'), not only digits"),
     "computer_name_prefix_windows": NameRule("Windows computer name prefix", 1, 9, re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$"),

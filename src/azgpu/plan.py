@@ -11,7 +11,7 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from .expr import Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
+from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
 from .images import ofed_display
 from .validate import Spec
 
@@ -37,7 +37,7 @@ class Resource:
     api_version: str
     name: str
     body: dict[str, Any]  # location, tags, sku, zones, properties: exactly the REST PUT body
-    stage: str  # nsg | vnet | scale-set: the deployer's progress label
+    stage: str  # nsg | vnet | ppg | scale-set: the deployer's progress label
 
     @property
     def depends_on(self) -> list[str]:
@@ -94,6 +94,7 @@ class Plan:
             "quota_family": spec.size.cap("quota_family"),
             "image": spec.image.urn,
             "image_plan": spec.image.plan.arm() if spec.image.plan else None,
+            "image_kind": spec.image.kind,
             "location": spec.request.location,
             "resource_group": spec.request.resource_group,
             "infiniband": spec.size.infiniband,
@@ -202,7 +203,8 @@ def _storage_profile(spec: Spec) -> dict:
     return profile
 
 
-def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource, subnet: Any) -> Resource:
+def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource, subnet: Any,
+               ppg: Any = None) -> Resource:
     req = spec.request
     name = spec.names.vmss(index)
     os_profile: dict[str, Any] = {
@@ -216,7 +218,10 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
             }]},
         },
     }
-    if spec.install_ofed:
+    if spec.custom_data is not None:
+        # With --custom-data the whole cloud-init is a secure parameter: never written into the template.
+        os_profile["customData"] = Base64(Param("customData"))
+    elif spec.install_ofed:
         os_profile["customData"] = base64.b64encode(cloud_init_ofed(spec.install_ofed).encode()).decode()
     ip_config: dict[str, Any] = {"primary": True, "subnet": {"id": subnet}}
     if req.public_ip:
@@ -240,8 +245,11 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
         "networkProfile": {"networkInterfaceConfigurations": [nic]},
         "securityProfile": security,
     }
+    # Managed storage: "If storageUri is not specified while enabling boot diagnostics, managed storage will
+    # be used" (BootDiagnostics, compute api 2026-04-01), so no storage account is created.
+    vm_profile["diagnosticsProfile"] = {"bootDiagnostics": {"enabled": spec.boot_diagnostics}}
     if req.spot:
-        vm_profile |= {"priority": "Spot", "evictionPolicy": "Delete",
+        vm_profile |= {"priority": "Spot", "evictionPolicy": spec.eviction_policy or "Delete",
                        "billingProfile": {"maxPrice": req.max_price if req.max_price is not None else -1}}
     if spec.extensions:
         vm_profile["extensionProfile"] = {"extensions": [
@@ -260,6 +268,8 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
     if spec.image.plan:
         # A marketplace image with a purchase plan is refused without the plan (VMMarketplaceInvalidInput).
         body["plan"] = spec.image.plan.arm()
+    if spec.identity:
+        body["identity"] = spec.identity
     body["properties"] = {
         # InfiniBand works only inside one Uniform scale set with a single placement group.
         "orchestrationMode": "Uniform",
@@ -269,7 +279,21 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
         "upgradePolicy": {"mode": "Manual"},
         "virtualMachineProfile": vm_profile,
     }
+    if ppg is not None:
+        body["properties"]["proximityPlacementGroup"] = {"id": ppg}
     return Resource(f"vmss{index:03d}", "Microsoft.Compute/virtualMachineScaleSets", COMPUTE_API, name, body, "scale-set")
+
+
+def _ppg(spec: Spec, tags: dict) -> Resource:
+    """A proximity placement group for --ppg NAME. Its intent names the size, so Azure picks a datacenter
+    that has it (intent needs api 2021-11-01+); no zone: a zone may only come with an intent and cannot
+    change afterwards, and the scale sets' zone already decides it (Learn: Proximity placement groups)."""
+    body = {
+        "location": Param("location"),
+        "tags": tags,
+        "properties": {"proximityPlacementGroupType": "Standard", "intent": {"vmSizes": [spec.size.name]}},
+    }
+    return Resource("ppg", "Microsoft.Compute/proximityPlacementGroups", COMPUTE_API, spec.ppg_name, body, "ppg")
 
 
 def build_plan(spec: Spec) -> Plan:
@@ -277,6 +301,11 @@ def build_plan(spec: Spec) -> Plan:
     req = spec.request
     nsg = _nsg(spec, tags)
     resources = [nsg]
+    ppg: Any = spec.ppg_id
+    if spec.ppg_name:
+        placement = _ppg(spec, tags)
+        resources.append(placement)
+        ppg = ResourceId(placement.key, placement.type, placement.name)
     if spec.subnet_id:
         subnet: Any = spec.subnet_id
     else:
@@ -284,7 +313,7 @@ def build_plan(spec: Spec) -> Plan:
         resources.append(vnet)
         subnet = SubnetId(vnet.key, vnet.name, spec.names.subnet)
     for i, capacity in enumerate(spec.scale_sets):
-        resources.append(_scale_set(spec, i, capacity, tags, nsg, subnet))
+        resources.append(_scale_set(spec, i, capacity, tags, nsg, subnet, ppg))
 
     parameters = [
         Parameter("location", "string", "Azure region of every resource", default=ResourceGroupLocation(),
@@ -294,6 +323,11 @@ def build_plan(spec: Spec) -> Plan:
         Parameter("sshPublicKey", "string", "OpenSSH public key for the administrator (password login is disabled)",
                   value=req.ssh_key),
     ]
+    if spec.custom_data is not None:
+        merged = " merged after azgpu's own (MIME multipart)" if spec.install_ofed else ""
+        parameters.append(Parameter(
+            "customData", "string", f"cloud-init of every node: --custom-data{merged}; secure, it may hold secrets",
+            value=spec.custom_data, secure=True))
     outputs = [
         Output("scaleSets", "array", [r.name for r in resources if r.stage == "scale-set"]),
         Output("networkSecurityGroupId", "string", ResourceId(nsg.key, nsg.type, nsg.name)),
@@ -304,4 +338,14 @@ def build_plan(spec: Spec) -> Plan:
         notes.append(f"cloud-init installs {ofed_display(spec.install_ofed)} (image has no OFED)")
     for ext in spec.extensions:
         notes.append(f"extension {ext.type} {ext.type_handler_version} installs the GPU driver (non-HPC image)")
+    if spec.custom_data is not None:
+        notes.append("cloud-init: --custom-data" + (" merged after azgpu's OFED install (MIME multipart)"
+                                                    if spec.install_ofed else "") + ", in the secure parameter customData")
+    if spec.identity:
+        notes.append(f"managed identity on the scale sets: {spec.identity['type']}")
+    if spec.ppg_name or spec.ppg_id:
+        notes.append(f"proximity placement group {spec.ppg_name or spec.ppg_id}"
+                     + (" (created)" if spec.ppg_name else " (existing)"))
+    if not spec.boot_diagnostics:
+        notes.append("boot diagnostics off (--no-boot-diagnostics): no serial log or console for a node that does not boot")
     return Plan(spec, parameters, resources, outputs, tags, notes)

@@ -52,7 +52,7 @@ SIZE_NUMBERS = (
 SIZE_KEYS = {"name", "aliases", "source", "gpu_model", "gpu_fraction", "nvme", "notes", *SIZE_NUMBERS, *CAPABILITIES}
 PROFILE_KEYS = {
     "schema", "id", "series", "description", "seeds", "default_size", "defaults", "sizes", "images",
-    "ofed", "nccl", "extensions", "rules", "discrepancies", "scale_set", "notes",
+    "ofed", "nccl", "extensions", "rules", "discrepancies", "scale_set", "notes", "placement",
 }
 
 
@@ -152,6 +152,8 @@ class Profile:
     scale_set: dict[str, Any]
     path: str
     notes: str = ""
+    # When a proximity placement group helps and when it only constrains capacity; racks (GB200/GB300).
+    placement: dict[str, Any] | None = None
 
     def size(self, name: str) -> Size:
         """A size by ARM name or alias, case-insensitively; suggests the nearest otherwise."""
@@ -314,6 +316,10 @@ def parse_profile(data: dict, path: str) -> Profile:
         nccl["source"] = _sources(nccl.get("source"), f"{where} [nccl].source")
     scale_set = dict(data.get("scale_set", {}))
     _check_keys(scale_set, {"max_per_ib_domain", "max_per_ib_domain_raised", "max_per_scale_set", "source"}, f"{where} [scale_set]")
+    placement = dict(data.get("placement", {}))
+    if placement:
+        _check_keys(placement, {"ppg", "racks", "source"}, f"{where} [placement]")
+        placement["source"] = _sources(placement.get("source"), f"{where} [placement].source")
 
     profile = Profile(
         id=_require(data, "id", str, where),
@@ -333,6 +339,7 @@ def parse_profile(data: dict, path: str) -> Profile:
         scale_set=scale_set,
         path=str(path),
         notes=data.get("notes", ""),
+        placement=placement or None,
     )
     if profile.id != Path(path).stem:
         raise ProfileError(f"{where}: 'id' is {profile.id!r} but the file is named {Path(path).stem!r}")

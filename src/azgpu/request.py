@@ -41,6 +41,15 @@ class Request:
     security_type: str | None = None
     max_ib_domain: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # --custom-data: the cloud-config or script itself (read from the file), merged with azgpu's own
+    # cloud-init. It may hold secrets, so it is kept out of repr and as_dict.
+    custom_data: str | None = field(default=None, repr=False)
+    assign_identity: bool = False  # a system-assigned identity on every scale set
+    identities: tuple[str, ...] = ()  # user-assigned identity resource IDs
+    ppg: str | None = None  # proximity placement group: a name to create, or an existing one's ID
+    boot_diagnostics: bool = True  # with managed storage
+    eviction_policy: str | None = None  # Delete | Deallocate, spot only
+    generate_ssh_keys: bool = False  # create ~/.ssh/id_rsa(.pub) when no key exists, as az does
     # Findings from turning text into values (a non-numeric --nodes, an unreadable key file ...).
     input_findings: tuple[Finding, ...] = field(default=(), compare=False, repr=False)
 
@@ -48,12 +57,13 @@ class Request:
         return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("input_findings", "ssh_key")}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("input_findings", "ssh_key", "custom_data")}
 
 
 KEYS = {f.name for f in fields(Request)} - {"input_findings"}
 INTS = {"nodes", "os_disk_size_gb", "data_disks", "data_disk_size_gb", "max_ib_domain"}
-BOOLS = {"ephemeral_os_disk", "spot", "public_ip"}
+BOOLS = {"ephemeral_os_disk", "spot", "public_ip", "assign_identity", "boot_diagnostics", "generate_ssh_keys"}
 FLOATS = {"max_price"}
 
 
@@ -139,6 +149,39 @@ def read_ssh_key(value: str, findings: list[Finding]) -> str | None:
     return content
 
 
+def _identities(value: Any, findings: list[Finding]) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else None
+    if items is None or not all(isinstance(i, str) for i in items):
+        findings.append(Finding("INVALID_IDENTITY", f"--identity must be resource IDs, not {value!r}",
+                                "pass --identity /subscriptions/SUB/resourceGroups/RG/providers/"
+                                "Microsoft.ManagedIdentity/userAssignedIdentities/NAME (repeatable)", field="identities"))
+        return ()
+    return tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+
+
+def _generate_ssh_keys(raw: dict[str, Any], findings: list[Finding]) -> None:
+    """--generate-ssh-keys: make the key pair --ssh-key (or ~/.ssh/id_rsa.pub) names when it is missing."""
+    given = raw.get("ssh_key", raw.get("ssh-key"))  # cluster files spell keys like the flags
+    if given is None:
+        existing = default_ssh_key()
+        if existing is not None:
+            raw["ssh_key"] = existing  # a key exists already: use it, as az does
+            return
+        target = Path.home() / ".ssh" / "id_rsa.pub"
+        raw["ssh_key"] = str(target)
+    else:
+        text = str(given).strip()
+        if text.startswith(("ssh-", "ecdsa-", "sk-")) or Path(text).expanduser().exists():
+            return
+        target = Path(text).expanduser()
+    from .sshkeys import SshKeyError, generate  # only when asked: imports cryptography
+
+    try:
+        generate(target)
+    except SshKeyError as exc:
+        findings.append(Finding(exc.code, exc.message, exc.remedy, field="ssh_key"))
+
+
 def default_ssh_key() -> str | None:
     for name in ("id_ed25519.pub", "id_rsa.pub", "id_ecdsa.pub"):
         path = Path.home() / ".ssh" / name
@@ -151,12 +194,17 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
     """A Request from a mapping (cluster file, CLI) and/or keyword values; never raises for bad values."""
     raw = {**(mapping or {}), **values}
     findings: list[Finding] = []
+    generate = raw.get("generate_ssh_keys", raw.get("generate-ssh-keys"))
+    if generate is not None and _to_bool("generate_ssh_keys", generate, []):
+        _generate_ssh_keys(raw, findings)
     clean: dict[str, Any] = {}
     where = f" in {origin}" if origin else ""
     for key, value in raw.items():
         name = key.replace("-", "_")
         if name == "tag":
             name = "tags"
+        if name == "identity":
+            name = "identities"
         if name not in KEYS:
             import difflib  # only for suggestions on an error: not on every start
             near = difflib.get_close_matches(name, sorted(KEYS), n=1, cutoff=0.6)
@@ -177,6 +225,12 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
             value = _tags(value, findings)
         elif name == "ssh_key":
             value = read_ssh_key(str(value), findings)
+        elif name == "identities":
+            value = _identities(value, findings)
+        elif name == "custom_data" and isinstance(value, str):
+            from .cloud_init import read_custom_data
+
+            value = read_custom_data(value, findings)
         elif not isinstance(value, str):
             findings.append(Finding(f"INVALID_{name.upper()}", f"{_flag(name)} must be text, not {value!r}{where}",
                                     f"quote the value{where}", field=name))

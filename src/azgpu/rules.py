@@ -110,7 +110,7 @@ def cpu_architecture(ctx: Context) -> Iterator[Finding]:
 
 def image_known(ctx: Context) -> Iterator[Finding]:
     img = ctx.image
-    if img is None:
+    if img is None or img.image_id is not None:  # gallery and managed images: custom_image below
         return
     if not img.known:
         yield _f("IMAGE_UNKNOWN",
@@ -242,6 +242,17 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
         if req.max_ib_domain is not None:
             yield _f("IB_NOT_AVAILABLE", f"{size.name} has no InfiniBand; --max-ib-domain is ignored",
                      "drop --max-ib-domain", size.facts["infiniband"].source, "warning", "max_ib_domain")
+    rack = _rack_multiple(prof)
+    if size.infiniband and rack is not None and domain > rack[0] and domain % rack[0]:
+        # GB200/GB300: a scale set (the InfiniBand domain) cut inside an NVL72 rack leaves racks partial.
+        aligned = domain - domain % rack[0]
+        if req.max_ib_domain is not None or nodes > aligned:
+            yield _f("IB_DOMAIN_RACK_ALIGNED",
+                     f"InfiniBand domains of {domain} VMs would cut NVL72 racks ({rack[0]} VMs each): the plan splits "
+                     f"the cluster into scale sets of at most {aligned} VMs, whole racks",
+                     f"pass --max-ib-domain as a multiple of {rack[0]} to choose another size",
+                     rack[1], "warning" if req.max_ib_domain is not None else "note", "max_ib_domain")
+        domain = aligned
     ctx.ib_domain = domain
     if nodes <= 0:
         return
@@ -254,6 +265,14 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
                  "schedule tightly coupled jobs within one scale set (the outputs group nodes per domain), "
                  "or raise --max-ib-domain up to 300 after Azure support raised the limit",
                  ("D-setupib", "D-vmss-pg"), "warning", "nodes")
+
+
+def _rack_multiple(profile: Profile) -> tuple[int, tuple[str, ...]] | None:
+    """The rack size (VMs) of a profile with the rack_multiple rule, with the rule's sources."""
+    for rule in profile.rules:
+        if rule.name == "rack_multiple":
+            return int(rule.args["multiple"]), rule.source
+    return None
 
 
 def ofed(ctx: Context) -> Iterator[Finding]:
@@ -379,9 +398,86 @@ def _manual_driver(ctx: Context, args: dict) -> Iterator[Finding]:
              ctx.rule_source, "warning", "image")
 
 
+def custom_image(ctx: Context) -> Iterator[Finding]:
+    """Gallery, community, direct-shared and managed images: what holds offline, and what waits for preflight."""
+    img, req = ctx.image, ctx.request
+    if img is None or img.image_id is None:
+        return
+    ref = img.image_id
+    severity = "note" if ctx.command == "create" else "warning"
+    yield _f("IMAGE_CHECKED_AT_PREFLIGHT",
+             f"{ref.label} '{ref.text}': its Hyper-V generation, architecture, OS type and state"
+             + (", security type and replication to the location" if ref.kind != "managed" else " and location")
+             + " are read from Azure before anything is created; azgpu assumes it carries the GPU driver and OFED, "
+             "as images built from the Azure HPC images do",
+             "run 'provision create --dry-run' to check it against the subscription", "D-sig", severity, "image")
+    if ref.kind != "managed":
+        return
+    if ctx.size.arch == "Arm64":
+        yield _f("IMAGE_ARCHITECTURE",
+                 f"{ctx.size.name} has Arm64 CPUs, and managed images cannot be Arm64 (ARM64 images exist only in an "
+                 "Azure Compute Gallery)", "publish the image to a gallery as an Arm64 image definition and pass its ID",
+                 "D-managed-image", fld="image")
+    if req.security_type == "TrustedLaunch":
+        yield _f("IMAGE_SECURITY_TYPE", "Trusted Launch VMs cannot be created from a managed image (only from an "
+                 "Azure Compute Gallery image)", "use --security-type Standard, or a gallery image with SecurityType "
+                 "TrustedLaunchSupported", ("D-managed-image", "D-tl-portal"), fld="security_type")
+    if (req.nodes or 0) > MANAGED_IMAGE_CONCURRENCY:
+        yield _f("MANAGED_IMAGE_CONCURRENCY",
+                 f"{req.nodes} nodes from one managed image: a managed image supports {MANAGED_IMAGE_CONCURRENCY} "
+                 "simultaneous deployments, more may time out in provisioning",
+                 "use an Azure Compute Gallery image version (one replica per 50 VMs) for large clusters",
+                 "D-managed-image", "warning", "image")
+
+
+MANAGED_IMAGE_CONCURRENCY = 20
+PLACEMENT_GROUP_VMS = 100  # the default and usual size of a scale set's placement group (D-vmss-pg)
+EVICTION_POLICIES = {"delete": "Delete", "deallocate": "Deallocate"}
+
+
+def spot_eviction(ctx: Context) -> Iterator[Finding]:
+    """--eviction-policy, and what spot capacity means for an InfiniBand cluster."""
+    req, size = ctx.request, ctx.size
+    if req.eviction_policy is not None:
+        policy = EVICTION_POLICIES.get(req.eviction_policy.strip().lower())
+        if policy is None:
+            yield _f("INVALID_EVICTION_POLICY", f"--eviction-policy must be Delete or Deallocate, not '{req.eviction_policy}'",
+                     "pass --eviction-policy Delete (azgpu's default) or Deallocate", "D-vmss-spot", fld="eviction_policy")
+        elif not req.spot:
+            yield _f("EVICTION_POLICY_WITHOUT_SPOT", "--eviction-policy applies only to spot capacity",
+                     "add --spot, or drop --eviction-policy", "D-vmss-spot", fld="eviction_policy")
+        else:
+            ctx.decisions["eviction_policy"] = policy
+    if not req.spot:
+        return
+    # Delete, not Azure's default Deallocate: an evicted GPU node left deallocated keeps its disks billed and
+    # its cores counted, and Azure does not promise to start it again (D-vmss-spot).
+    policy = ctx.decisions.setdefault("eviction_policy", "Delete")
+    if policy == "Deallocate":
+        yield _f("SPOT_DEALLOCATE",
+                 "evicted nodes stay deallocated: their disks are still billed, they count against the scale set's "
+                 "quota, and Azure does not guarantee they can be started again",
+                 "use --eviction-policy Delete and scale the set out again after an eviction", "D-vmss-spot",
+                 "warning", "eviction_policy")
+    nodes = req.nodes or 0
+    if size.infiniband and nodes > 1:
+        yield _f("SPOT_INFINIBAND",
+                 f"spot capacity for {nodes} InfiniBand nodes: Azure can evict any node at any time (30 seconds' "
+                 "notice through Scheduled Events), and one evicted node breaks a multi-node job across the domain",
+                 "checkpoint often and restart jobs on eviction, or drop --spot for tightly coupled jobs",
+                 ("D-vmss-spot", "D-setupib"), "warning", "spot")
+    groups = len(ctx.scale_sets) if size.infiniband else -(-nodes // PLACEMENT_GROUP_VMS)
+    if groups > 1:
+        yield _f("SPOT_MULTIPLE_PLACEMENT_GROUPS",
+                 f"a spot cluster of {nodes} nodes spans {groups} placement groups: spot VMs have no SLA and capacity "
+                 "is found per placement group, so parts of the cluster can be missing or evicted while others run",
+                 "size spot clusters to one placement group (--nodes 100 or fewer per cluster), or drop --spot",
+                 ("D-vmss-spot", "D-vmss-pg"), "warning", "spot")
+
+
 UNIVERSAL: tuple[Callable[[Context], Iterator[Finding]], ...] = (
     retired, hyperv_generation, cpu_architecture, image_known, linux_only, trusted_launch, accelerated_networking,
-    os_disk_size, data_disks, spot, ephemeral_os_disk, infiniband, ofed, gpu_extensions,
+    os_disk_size, data_disks, spot, ephemeral_os_disk, infiniband, ofed, gpu_extensions, custom_image, spot_eviction,
 )
 
 

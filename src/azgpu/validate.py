@@ -6,10 +6,10 @@ import base64
 import binascii
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
-from . import naming, rules
+from . import cloud_init, naming, rules
 from .errors import AzgpuError, Finding, ValidationFailed
 from .images import Image, resolve
 from .profiles import Extension, Profile, Size, find_size, load_profile
@@ -30,6 +30,10 @@ SSH_KEY_RE = re.compile(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|
 SUBNET_ID_RE = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
                           r"virtualNetworks/[^/]+/subnets/[^/]+$", re.IGNORECASE)
 INTERNET = {"*", "internet", "any", "0.0.0.0/0"}
+IDENTITY_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.ManagedIdentity/"
+                            r"userAssignedIdentities/[^/\s]+$", re.IGNORECASE)
+PPG_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.Compute/"
+                       r"proximityPlacementGroups/[^/\s]+$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,13 @@ class Spec:
     install_ofed: str | None
     extensions: tuple[Extension, ...]
     findings: tuple[Finding, ...]
+    # azgpu's cloud-init and --custom-data merged (MIME multipart); None without --custom-data.
+    custom_data: str | None = field(default=None, repr=False)
+    identity: dict | None = None  # the scale sets' ARM identity block
+    ppg_id: str | None = None  # an existing proximity placement group the scale sets join
+    ppg_name: str | None = None  # a proximity placement group the plan creates
+    eviction_policy: str | None = None  # spot only
+    boot_diagnostics: bool = True
 
     @property
     def warnings(self) -> list[Finding]:
@@ -178,6 +189,41 @@ def _check_tags(tags: dict[str, str]) -> list[Finding]:
     return out
 
 
+def _check_identities(req: Request) -> tuple[list[Finding], dict | None]:
+    """--assign-identity and --identity: the ARM identity block of the scale sets (VirtualMachineScaleSetIdentity)."""
+    out = []
+    for rid in req.identities:
+        if not IDENTITY_ID_RE.match(rid):
+            out.append(_err("INVALID_IDENTITY", f"--identity '{rid}' is not a user-assigned identity resource ID",
+                            "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.ManagedIdentity/"
+                            "userAssignedIdentities/NAME ('az identity show -g RG -n NAME --query id')", "identities",
+                            "S-compute-2026-04-01"))
+    if out or not (req.assign_identity or req.identities):
+        return out, None
+    kinds = [k for k, on in (("SystemAssigned", req.assign_identity), ("UserAssigned", bool(req.identities))) if on]
+    block: dict = {"type": ", ".join(kinds)}
+    if req.identities:
+        # "The dictionary values can be empty objects ({}) in requests" (VirtualMachineScaleSetIdentity).
+        block["userAssignedIdentities"] = {rid: {} for rid in req.identities}
+    return out, block
+
+
+def _check_ppg(req: Request) -> tuple[list[Finding], str | None, str | None]:
+    """--ppg NAME creates a proximity placement group in the resource group; --ppg ID joins an existing one."""
+    if not req.ppg:
+        return [], None, None
+    text = req.ppg.strip()
+    if text.startswith("/"):
+        if not PPG_ID_RE.match(text):
+            return [_err("INVALID_PPG", f"--ppg '{text}' is not a proximity placement group resource ID",
+                         "pass a name to create one, or /subscriptions/SUB/resourceGroups/RG/providers/"
+                         "Microsoft.Compute/proximityPlacementGroups/NAME", "ppg", "D-ppg")], None, None
+        return [], text, None
+    if problem := naming.check("ppg", text):
+        return [_err("INVALID_PPG", problem, "e.g. --ppg train01-ppg", "ppg", naming.NAMING_SOURCE)], None, None
+    return [], None, text
+
+
 def validate(request: Request, *, command: str = "validate") -> Spec:
     """All findings at once; raises ValidationFailed when any is an error."""
     req = request
@@ -236,6 +282,10 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
     net, vnet, ssh_source = _check_network(req, nodes if nodes and 0 < nodes <= MAX_NODES else 0)
     findings += net
     findings += _check_tags(req.tags)
+    identity_findings, identity = _check_identities(req)
+    findings += identity_findings
+    ppg_findings, ppg_id, ppg_name = _check_ppg(req)
+    findings += ppg_findings
 
     image: Image | None = None
     try:
@@ -255,12 +305,20 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
                 if problem := naming.check(kind, derived):
                     findings.append(_err("INVALID_DERIVED_NAME", problem, "choose a shorter -n/--name", "name",
                                          naming.NAMING_SOURCE))
-        resources = (1 if req.subnet_id else 2) + len(ctx.scale_sets)  # NSG (+ VNet) + scale sets
+        resources = (1 if req.subnet_id else 2) + len(ctx.scale_sets) + (1 if ppg_name else 0)  # NSG (+ VNet) + scale sets
         if resources > ARM_MAX_RESOURCES:
             findings.append(_err("TEMPLATE_TOO_LARGE",
                                  f"{len(ctx.scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
                                  "use fewer --nodes or a larger --max-ib-domain, or split into several clusters", "nodes",
                                  "D-arm-limits"))
+
+    custom_data = None
+    if ctx is not None and req.custom_data is not None:
+        from .plan import cloud_init_ofed  # plan imports this module: a module-level import would loop
+
+        ofed = ctx.decisions.get("install_ofed")
+        custom_data, custom_findings = cloud_init.check(cloud_init_ofed(ofed) if ofed else None, req.custom_data)
+        findings += custom_findings
 
     if any(f.is_error for f in findings) or ctx is None or image is None:
         raise ValidationFailed(findings)
@@ -281,4 +339,10 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
         install_ofed=ctx.decisions.get("install_ofed"),
         extensions=tuple(ctx.decisions.get("extensions", ())),
         findings=tuple(findings),
+        custom_data=custom_data,
+        identity=identity,
+        ppg_id=ppg_id,
+        ppg_name=ppg_name,
+        eviction_policy=ctx.decisions.get("eviction_policy"),
+        boot_diagnostics=req.boot_diagnostics,
     )

@@ -74,6 +74,11 @@ class ArmEvaluator:
     def fn_format(self, template: str, *args: Any) -> str:
         return re.sub(r"\{(\d+)\}", lambda m: str(args[int(m.group(1))]), template)
 
+    def fn_base64(self, text: str) -> str:
+        import base64
+
+        return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
 
 def test_evaluator_knows_the_three_forms_and_the_escape():
     ev = ArmEvaluator("S", "G", {"user": "ann"})

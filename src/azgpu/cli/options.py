@@ -83,6 +83,18 @@ REQUEST_OPTIONS = [
     click.option("--security-type", default=None, help="Standard (default for GPU sizes) or TrustedLaunch."),
     click.option("--max-ib-domain", default=None, help="VMs per InfiniBand scale set [100; up to 300 if raised]."),
     click.option("--tag", "tags", multiple=True, help="Tag key=value (repeatable)."),
+    click.option("--custom-data", default=None, metavar="FILE",
+                 help="cloud-init for every node (a #cloud-config or a script), merged with azgpu's own."),
+    click.option("--assign-identity", is_flag=True, default=None, help="Give the nodes a system-assigned managed identity."),
+    click.option("--identity", "identities", multiple=True, metavar="ID",
+                 help="User-assigned managed identity resource ID for the nodes (repeatable)."),
+    click.option("--ppg", default=None, metavar="NAME|ID",
+                 help="Proximity placement group: a name to create, or an existing group's resource ID."),
+    click.option("--boot-diagnostics/--no-boot-diagnostics", default=None,
+                 help="Boot diagnostics with managed storage (serial log and console) [on]."),
+    click.option("--eviction-policy", default=None, help="Spot eviction: Delete (default) or Deallocate."),
+    click.option("--generate-ssh-keys", is_flag=True, default=None,
+                 help="Create ~/.ssh/id_rsa and id_rsa.pub when no SSH key exists (never overwrites), as az does."),
 ]
 
 
@@ -99,7 +111,7 @@ def make_request(values: dict[str, Any]):
     base = read_cluster_file(cluster_file) if cluster_file else {}
     if "tag" in base:
         base["tags"] = base.pop("tag")
-    flags = {k: v for k, v in values.items() if v is not None and not (k == "tags" and not v)}
+    flags = {k: v for k, v in values.items() if v is not None and not (k in ("tags", "identities") and not v)}
     if "tags" in flags and "tags" in base:
         file_tags = base.pop("tags")
         flags["tags"] = [f"{k}={v}" for k, v in (file_tags.items() if isinstance(file_tags, dict) else [])] + list(flags["tags"])

@@ -226,6 +226,10 @@ class Deployer:
                                        "or use another -n/--name")
 
     def _converged(self, r: Resource, current: Any) -> bool:
+        if not resource_types.of(r.type).long_running:
+            # Created synchronously, so existing means done (a proximity placement group has no provisioningState);
+            # PUTting it again would try to change its intent while VMs use it.
+            return True
         state = (getattr(current, "provisioning_state", "") or "").lower()
         if state != "succeeded":
             return False

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import Finding
 from ..images import PurchasePlan
 from ..validate import Spec
+from . import preflight_custom
 
 SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"
 SOURCE_USAGE = "Azure usage API (az vm list-usage)"
@@ -313,6 +314,11 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, accept_terms: bool 
     usages = list(session.compute.usage.list(loc))
     needed = vcpus_needed if vcpus == spec.size.vcpus else vcpus_needed // spec.size.vcpus * vcpus
     check_quota(pf, spec, usages, needed)
+    preflight_custom.check_identities(pf, session, spec)
+    preflight_custom.check_ppg(pf, session, spec)
+    if spec.image.image_id is not None:  # gallery, community, shared or managed image: read from its own API
+        preflight_custom.check_custom_image(pf, session, spec)
+        return pf
     img = spec.image
     try:
         versions = list(session.compute.virtual_machine_images.list(loc, img.publisher, img.offer, img.sku))

@@ -70,7 +70,12 @@ NSG = ResourceType("Microsoft.Network/networkSecurityGroups", "network security 
                    "network_security_groups", teardown=1)
 VNET = ResourceType("Microsoft.Network/virtualNetworks", "virtual network", "network", "virtual_networks", teardown=1)
 
-TYPES: dict[str, ResourceType] = {t.type.lower(): t for t in (VMSS, NSG, VNET)}
+# Synchronous: create_or_update and delete answer at once (ProximityPlacementGroups, compute api 2026-04-01).
+PPG = ResourceType("Microsoft.Compute/proximityPlacementGroups", "proximity placement group", "compute",
+                   "proximity_placement_groups", teardown=1, create_method="create_or_update", delete_method="delete",
+                   list_method="list_by_resource_group", long_running=False)
+
+TYPES: dict[str, ResourceType] = {t.type.lower(): t for t in (VMSS, NSG, VNET, PPG)}
 
 
 def of(type_: str) -> ResourceType:

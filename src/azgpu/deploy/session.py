@@ -69,6 +69,18 @@ class Session:
 
         return ComputeManagementClient(self.credential, self.subscription_id, **self._kwargs())
 
+    def compute_for(self, subscription_id: str | None):
+        """The compute client of another subscription (a gallery, image or placement group shared from
+        there), or this session's own; kept per subscription."""
+        if not subscription_id or subscription_id.lower() == self.subscription_id.lower():
+            return self.compute
+        clients = self.__dict__.setdefault("_compute_by_subscription", {})
+        if subscription_id.lower() not in clients:
+            from azure.mgmt.compute import ComputeManagementClient
+
+            clients[subscription_id.lower()] = ComputeManagementClient(self.credential, subscription_id, **self._kwargs())
+        return clients[subscription_id.lower()]
+
     @cached_property
     def network(self):
         from azure.mgmt.network import NetworkManagementClient

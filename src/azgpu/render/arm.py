@@ -62,8 +62,9 @@ def render_arm(plan: Plan) -> dict[str, Any]:
 
 
 def render_arm_parameters(plan: Plan) -> dict[str, Any]:
-    """main.parameters.json: the values this request gave; a secure value is never written."""
-    values = {p.name: {"value": p.value} for p in plan.parameters if p.value is not None and not p.secure}
+    """main.parameters.json: the values this request gave. A secure value (customData) is written here, the
+    file the user keeps, and never into the template, its outputs or azgpu's own output."""
+    values = {p.name: {"value": p.value} for p in plan.parameters if p.value is not None}
     return {"$schema": PARAMS_SCHEMA, "contentVersion": "1.0.0.0", "parameters": values}
 
 

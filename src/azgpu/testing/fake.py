@@ -24,13 +24,14 @@ import requests
 import responses
 from azure.core.pipeline.transport import RequestsTransport
 
-from . import images, marketplace, quota, routes
+from . import galleries, images, marketplace, quota, routes
 from .backend import Backend
 from .errors import ArmError, NotImplementedInFake
 from .faults import Fault, Faults
 from .messages import Request, Response
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
-from .store import Store, parse_id
+from .lro import iso as lro_iso
+from .store import Store, parse_id, stable_uuid
 
 DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"
 HOST = "management.azure.com"
@@ -254,6 +255,101 @@ class FakeAzure:
     def terms_accepted(self, publisher: str, offer: str, plan: str) -> bool:
         with self._lock:
             return marketplace.accepted(self._store, publisher, offer, plan)
+
+    # -- custom images, identities (what a cluster references but azgpu does not create) ----------
+    def _seed(self, resource_id: str, body: dict, *, provisioned: bool = True) -> dict:
+        """Store a resource as existing (provisioning Succeeded where the type reports a provisioning state),
+        making its resource group if missing."""
+        rid = parse_id(resource_id)
+        group_id = self._backend.rg_id(rid.resource_group)
+        if self._store.get(group_id) is None:
+            self._store.put({"id": group_id, "name": rid.resource_group, "type": "Microsoft.Resources/resourceGroups",
+                             "location": normalize_location(body.get("location") or "eastus"), "tags": {},
+                             "properties": {"provisioningState": "Succeeded"}})
+        resource = self._backend.new_resource(resource_id, body)
+        if provisioned:
+            resource["properties"].setdefault("provisioningState", "Succeeded")
+        self._backend.put_child(resource)
+        self.save()
+        return copy.deepcopy(resource)
+
+    def add_gallery_image(self, resource_group: str, gallery: str, image: str, *, location: str = "eastus",
+                          hyper_v_generation: str = "V2", architecture: str = "x64", os_type: str = "Linux",
+                          os_state: str = "Generalized", security_type: str | None = None, publisher: str = "contoso",
+                          offer: str | None = None, sku: str | None = None, community_name: str | None = None,
+                          shared_name: str | None = None, body: dict | None = None) -> str:
+        """An Azure Compute Gallery image definition (the gallery is made when missing); returns its ID.
+
+        community_name publishes the gallery to the community under that public name; shared_name shares
+        it directly (Groups) under that unique name. body replaces the generated REST body, e.g. with a
+        REST-spec example's."""
+        with self._lock:
+            gallery_id = f"{self._backend.rg_id(resource_group)}/providers/{galleries.GALLERY_TYPE}/{gallery}"
+            sharing: dict = {"permissions": "Private"}
+            if community_name:
+                sharing = {"permissions": "Community", "communityGalleryInfo": {"publicNames": [community_name]}}
+            elif shared_name:
+                sharing = {"permissions": "Groups"}
+            if self._store.get(gallery_id) is None or community_name or shared_name:
+                unique = shared_name or f"{self.subscription_id}-{gallery.upper()}"
+                self._seed(gallery_id, {"location": location, "properties": {
+                    "identifier": {"uniqueName": unique}, "sharingProfile": sharing}})
+            image_body = body if body is not None else galleries.definition_body(
+                location=location, os_type=os_type, os_state=os_state, hyper_v_generation=hyper_v_generation,
+                architecture=architecture, security_type=security_type, publisher=publisher, offer=offer or gallery,
+                sku=sku or image)
+            return self._seed(f"{gallery_id}/images/{image}", image_body)["id"]
+
+    def add_gallery_image_version(self, image_id: str, version: str, *, regions: tuple[str, ...] | list[str] = ("eastus",),
+                                  replication_state: str | dict[str, str] = "Completed", exclude_from_latest: bool = False,
+                                  replica_count: int = 1, shallow: bool = False, body: dict | None = None) -> str:
+        """A version of a gallery image definition, replicated to `regions` (replication_state: one state for
+        all, or per region, e.g. {"westus": "Replicating"}); returns its ID."""
+        with self._lock:
+            image = self._store.get(image_id)
+            if image is None:
+                raise KeyError(f"no gallery image {image_id!r}: add it with add_gallery_image first")
+            states = replication_state if isinstance(replication_state, dict) else {r: replication_state for r in regions}
+            version_body = body if body is not None else galleries.version_body(
+                location=image.get("location", regions[0] if regions else "eastus"), regions=list(regions),
+                replication={galleries.region_key(k): v for k, v in states.items()}, exclude_from_latest=exclude_from_latest,
+                replica_count=replica_count, shallow=shallow, published=lro_iso(self.now()))
+            return self._seed(f"{image['id']}/versions/{version}", version_body)["id"]
+
+    def add_managed_image(self, resource_group: str, name: str, *, location: str = "eastus",
+                          hyper_v_generation: str = "V2", os_type: str = "Linux", os_state: str = "Generalized",
+                          body: dict | None = None) -> str:
+        """A managed image (Microsoft.Compute/images); returns its ID."""
+        with self._lock:
+            image_body = body if body is not None else {"location": location, "properties": {
+                "storageProfile": {"osDisk": {"osType": os_type, "osState": os_state, "storageAccountType": "Premium_LRS"},
+                                   "dataDisks": []},
+                "hyperVGeneration": hyper_v_generation}}
+            return self._seed(f"{self._backend.rg_id(resource_group)}/providers/{galleries.MANAGED_IMAGE_TYPE}/{name}",
+                              image_body)["id"]
+
+    def add_proximity_placement_group(self, resource_group: str, name: str, *, location: str = "eastus",
+                                      zones: list[str] | None = None, vm_sizes: list[str] | None = None,
+                                      body: dict | None = None) -> str:
+        """An existing proximity placement group (not azgpu's: no tags), with an intent when vm_sizes is given."""
+        with self._lock:
+            ppg_body = body if body is not None else {"location": location, "properties": {
+                "proximityPlacementGroupType": "Standard", **({"intent": {"vmSizes": list(vm_sizes)}} if vm_sizes else {})}}
+            if zones and body is None:
+                ppg_body["zones"] = list(zones)
+            # ProximityPlacementGroup has no provisioningState (compute api 2026-04-01).
+            return self._seed(f"{self._backend.rg_id(resource_group)}/providers/Microsoft.Compute/proximityPlacementGroups/"
+                              f"{name}", ppg_body, provisioned=False)["id"]
+
+    def add_user_assigned_identity(self, resource_group: str, name: str, *, location: str = "eastus",
+                                   body: dict | None = None) -> str:
+        """A user-assigned managed identity; returns its ID."""
+        with self._lock:
+            resource_id = f"{self._backend.rg_id(resource_group)}/providers/{galleries.IDENTITY_TYPE}/{name}"
+            identity_body = body if body is not None else {"location": location, "tags": {}, "properties": {
+                "tenantId": stable_uuid("tenant", self.subscription_id), "principalId": stable_uuid("principal", resource_id),
+                "clientId": stable_uuid("client", resource_id), "isolationScope": "None"}}
+            return self._seed(resource_id, identity_body, provisioned=False)["id"]
 
     def usage(self, location: str, family_or_name: str) -> int:
         """currentValue of one usage entry, matched like the Usage API's names (case and spaces ignored)."""

@@ -147,6 +147,11 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
       securityProfile: {
         securityType: 'Standard'
       }
+      diagnosticsProfile: {
+        bootDiagnostics: {
+          enabled: true
+        }
+      }
     }
   }
 }
@@ -248,6 +253,11 @@ resource vmss001 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
       }
       securityProfile: {
         securityType: 'Standard'
+      }
+      diagnosticsProfile: {
+        bootDiagnostics: {
+          enabled: true
+        }
       }
     }
   }

@@ -122,6 +122,11 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
       securityProfile: {
         securityType: 'Standard'
       }
+      diagnosticsProfile: {
+        bootDiagnostics: {
+          enabled: true
+        }
+      }
     }
   }
 }
@@ -200,6 +205,11 @@ resource vmss001 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
       }
       securityProfile: {
         securityType: 'Standard'
+      }
+      diagnosticsProfile: {
+        bootDiagnostics: {
+          enabled: true
+        }
       }
     }
   }

@@ -140,6 +140,11 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
           vTpmEnabled: true
         }
       }
+      diagnosticsProfile: {
+        bootDiagnostics: {
+          enabled: true
+        }
+      }
     }
   }
 }

@@ -122,6 +122,11 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
       securityProfile: {
         securityType: 'Standard'
       }
+      diagnosticsProfile: {
+        bootDiagnostics: {
+          enabled: true
+        }
+      }
       priority: 'Spot'
       evictionPolicy: 'Delete'
       billingProfile: {

@@ -127,6 +127,11 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
       securityProfile: {
         securityType: 'Standard'
       }
+      diagnosticsProfile: {
+        bootDiagnostics: {
+          enabled: true
+        }
+      }
     }
   }
 }

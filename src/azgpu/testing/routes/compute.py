@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from .. import images, instances, marketplace, quota
+from .. import galleries, images, instances, marketplace, quota, references
 from ..errors import ArmError, child_not_found, invalid_reference
 from ..skus import capability, normalize_location
 from ..store import parse_id, same_id, stable_uuid
@@ -81,7 +81,8 @@ def _check_references(backend, vmss: dict) -> None:
 def _check_image(backend, vmss: dict, sku: dict) -> None:
     ref = (_profile(vmss).get("storageProfile") or {}).get("imageReference") or {}
     if not ref.get("publisher"):
-        return  # custom and gallery images (id=...) are the caller's business
+        galleries.check_reference(backend, vmss, sku, capability)  # gallery, community, shared, managed images
+        return
     urn = ":".join(ref.get(k, "") for k in ("publisher", "offer", "sku")) + ":" + ref.get("version", "latest")
     image = images.find(backend.store.images, vmss["location"], ref["publisher"], ref.get("offer", ""),
                         ref.get("sku", ""), ref.get("version", "latest"))
@@ -147,6 +148,8 @@ def _validate(backend, vmss: dict, previous: dict | None) -> None:
     if previous is not None:
         _check_immutable(previous, vmss)
     _check_references(backend, vmss)
+    references.check_ppg(backend, vmss)
+    references.check_identities(backend, vmss)
     _check_image(backend, vmss, sku)
     quota.check(backend.store, backend.skus, vmss, previous)
     instances.check_room(backend, vmss, previous)

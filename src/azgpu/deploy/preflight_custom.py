@@ -1,0 +1,327 @@
+"""Preflight of what a cluster references but does not create: gallery, community, direct-shared and
+managed images, user-assigned identities and an existing proximity placement group. Reads only.
+
+The same rules as for catalog images apply to what Azure reports of a custom image: Generation 2
+only on Gen 2 sizes, Arm64 on Grace sizes, Linux, and a security type that fits the request. The SDK
+models are read back in their REST shape (as_dict), the shape of the REST spec's examples.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import Finding
+from ..images import ImageId
+from ..sources import cite
+from ..validate import Spec
+
+SOURCE_GALLERY = "Azure Compute Gallery API (az sig image-definition show, az sig image-version show)"
+SOURCE_IMAGES = "Azure images API (az image show)"
+SOURCE_MSI = "Managed identities API (az identity show)"
+SOURCE_PPG = "Proximity placement groups API (az ppg show)"
+MSI_API = "2024-11-30"  # Microsoft.ManagedIdentity userAssignedIdentities GET (UserAssignedIdentities_Get)
+VMS_PER_REPLICA = 50  # "For every 50 VMs that you create concurrently, we recommend that you keep one replica" (D-acg)
+# SecurityType values of a gallery image definition and the VMs each can create (Learn: Store and share images).
+TRUSTED_LAUNCH_CAPABLE = {"trustedlaunchsupported", "trustedlaunch", "trustedlaunchandconfidentialvmsupported"}
+ONLY_SECURE_VMS = {"trustedlaunch": "Trusted Launch", "confidentialvm": "Confidential"}
+
+
+def _err(code: str, message: str, remedy: str, source: str, severity: str = "error") -> Finding:
+    return Finding(code, message, remedy, source, severity)
+
+
+def _rest(model: Any) -> dict:
+    return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+
+
+def _status(exc: Exception) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def region_key(name: str) -> str:
+    """targetRegions and replication status use display names ('West US'); requests use 'westus'."""
+    return (name or "").replace(" ", "").lower()
+
+
+def version_key(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else -1 for p in (name or "").split("."))
+
+
+def _feature(props: dict, name: str) -> str | None:
+    for feature in props.get("features") or []:
+        if (feature.get("name") or "").lower() == name.lower():
+            return feature.get("value")
+    return None
+
+
+def check_definition(pf, spec: Spec, label: str, props: dict, source: str) -> None:
+    """A gallery image definition (or what a community/shared gallery shows of one) against the size and request."""
+    size = spec.size
+    os_type = props.get("osType") or ""
+    if os_type and os_type.lower() != "linux":
+        pf.findings.append(_err("WINDOWS_IMAGE_UNSUPPORTED", f"{label} is a {os_type} image, but azgpu creates Linux "
+                                                             "nodes only (SSH keys, linuxConfiguration)",
+                                f"use a Linux image, e.g. --image {spec.profile.default_image}", source))
+    if (props.get("osState") or "").lower() == "specialized":
+        pf.findings.append(_err("IMAGE_SPECIALIZED",
+                                f"{label} is a specialized image: VMs created from it have no osProfile, so azgpu's "
+                                "admin user, SSH key and cloud-init cannot be applied",
+                                "capture a generalized image (waagent -deprovision+user, then a Generalized definition)",
+                                cite(("D-sig",))))
+    # "Hyper-V generation ... Default is generation 1" (Learn: Store and share images).
+    generation = props.get("hyperVGeneration") or "V1"
+    bootable = pf.capabilities.get("HyperVGenerations", ",".join(size.generations))
+    if generation not in {g.strip() for g in bootable.split(",")}:
+        pf.findings.append(_err("IMAGE_GENERATION",
+                                f"{label} is Hyper-V generation {generation[1:]}; {size.name} boots only {bootable} "
+                                "images (Azure fails with 'cannot boot Hypervisor Generation 1')",
+                                "publish the image to a Generation 2 (V2) image definition and pass that one", source))
+    arch = props.get("architecture") or "x64"
+    size_arch = pf.capabilities.get("CpuArchitectureType", size.arch)
+    if arch.lower() != size_arch.lower():
+        pf.findings.append(_err("IMAGE_ARCHITECTURE", f"{label} is {arch}; {size.name} has {size_arch} CPUs",
+                                f"publish an {size_arch} image definition and pass it", source))
+    security = (_feature(props, "SecurityType") or "").strip()
+    wanted = spec.security_type
+    if wanted == "TrustedLaunch" and security.lower() not in TRUSTED_LAUNCH_CAPABLE:
+        pf.findings.append(_err("IMAGE_SECURITY_TYPE",
+                                f"{label} has SecurityType {security or 'none'}: Trusted Launch VMs need an image definition "
+                                "with SecurityType TrustedLaunchSupported or TrustedLaunch",
+                                "use --security-type Standard, or publish the image to a TrustedLaunchSupported definition",
+                                cite(("D-tl-portal", "D-sig"))))
+    elif wanted == "Standard" and security.lower() in ONLY_SECURE_VMS:
+        kind = ONLY_SECURE_VMS[security.lower()]
+        remedy = ("publish the image to a definition with SecurityType TrustedLaunchSupported (Gen 2 or Trusted Launch "
+                  "VMs)")
+        if kind == "Trusted Launch" and spec.size.cap("trusted_launch") is not False:
+            remedy = "pass --security-type TrustedLaunch, or " + remedy
+        pf.findings.append(_err("IMAGE_SECURITY_TYPE",
+                                f"{label} has SecurityType {security}: only {kind} VMs can be created from it, and azgpu "
+                                f"creates {size.name} with security type Standard", remedy, cite(("D-sig",))))
+    _end_of_life(pf, label, props.get("endOfLifeDate"))
+
+
+def _end_of_life(pf, label: str, date: Any) -> None:
+    if not date:
+        return
+    when = date if isinstance(date, datetime) else datetime.fromisoformat(str(date).replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    if when < datetime.now(timezone.utc):
+        # "End-of-life dates are informational; users will still be able to create VMs" (D-sig).
+        pf.findings.append(_err("IMAGE_END_OF_LIFE", f"{label} reached its end-of-life date {when.date()}",
+                                "use a newer image version", cite(("D-sig",)), "warning"))
+
+
+def _latest(versions: list[dict], location: str) -> dict | None:
+    """'latest': the highest Major.Minor.Patch not excluded from latest, in general or for this region."""
+    eligible = []
+    for v in versions:
+        props = v.get("properties") or {}
+        profile = props.get("publishingProfile") or {}
+        regional = next((t for t in profile.get("targetRegions") or []
+                         if region_key(t.get("name")) == region_key(location)), {})
+        if profile.get("excludeFromLatest") or props.get("excludeFromLatest") or regional.get("excludeFromLatest"):
+            continue
+        eligible.append(v)
+    return max(eligible, key=lambda v: version_key(v.get("name")), default=None)
+
+
+def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
+    """A private gallery version must be replicated, completely, to the location before anything is deployed."""
+    loc = spec.request.location
+    props = version.get("properties") or {}
+    profile = props.get("publishingProfile") or {}
+    targets = {region_key(t.get("name")): t for t in profile.get("targetRegions") or []}
+    name = version.get("name")
+    if region_key(loc) not in targets:
+        regions = ", ".join(t.get("name", "") for t in targets.values()) or "none"
+        pf.findings.append(_err(
+            "IMAGE_NOT_REPLICATED", f"{label} version {name} is not replicated to {loc} (its regions: {regions})",
+            f"add {loc} to the version's target regions ('az sig image-version update ... --add "
+            f"publishingProfile.targetRegions name={loc}') and wait for replication, or deploy to one of its regions",
+            cite(("D-acg",))))
+        return
+    summary = (props.get("replicationStatus") or {}).get("summary") or []
+    status = next((s for s in summary if region_key(s.get("region")) == region_key(loc)), None)
+    if status is not None and (status.get("state") or "") != "Completed":
+        pf.findings.append(_err(
+            "IMAGE_REPLICATION_INCOMPLETE",
+            f"{label} version {name} is still {status.get('state')} to {loc} ({status.get('progress', '?')} %): VMs can "
+            "be deployed from it only once replication to the region is complete",
+            "wait, then re-run ('az sig image-version show ... --expand ReplicationStatus' shows the progress)",
+            cite(("D-acg",))))
+    replicas = targets[region_key(loc)].get("regionalReplicaCount") or profile.get("replicaCount") or 1
+    recommended = max(math.ceil(spec.nodes / VMS_PER_REPLICA), len(spec.scale_sets))
+    if replicas < recommended:
+        pf.findings.append(_err(
+            "GALLERY_REPLICAS_LOW",
+            f"{label} version {name} has {replicas} replica(s) in {loc}; Azure recommends one per 50 VMs and one per scale set "
+            f"created at once, {recommended} for {spec.nodes} nodes in {len(spec.scale_sets)} scale set(s)",
+            f"raise the regional replica count to {recommended} ('az sig image-version update ... --target-regions "
+            f"{loc}={recommended}'), or expect slower or throttled provisioning", cite(("D-acg",)), "warning"))
+    if (profile.get("replicationMode") or "").lower() == "shallow":
+        pf.findings.append(_err("IMAGE_SHALLOW_REPLICATION",
+                                f"{label} version {name} uses shallow replication, which cannot deploy a large number of VMs",
+                                "publish the version with full replication for clusters", cite(("D-sig",)), "warning"))
+    _end_of_life(pf, label, profile.get("endOfLifeDate"))
+
+
+def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
+    compute = session.compute_for(ref.subscription)
+    label = f"gallery image {ref.gallery}/{ref.definition}"
+    try:
+        definition = _rest(compute.gallery_images.get(ref.resource_group, ref.gallery, ref.definition))
+    except Exception as exc:
+        if _status(exc) != 404:
+            raise
+        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist ({ref.definition_id})",
+                                "check the ID ('az sig image-definition list -g RG -r GALLERY -o table') and that you can "
+                                "read it", SOURCE_GALLERY))
+        return
+    check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
+    name = ref.version
+    if name is None:
+        versions = [_rest(v) for v in compute.gallery_image_versions.list_by_gallery_image(
+            ref.resource_group, ref.gallery, ref.definition)]
+        latest = _latest(versions, spec.request.location)
+        if latest is None:
+            pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} has no version that 'latest' can use",
+                                    "publish a version, or pass one explicitly (.../versions/1.0.0)", SOURCE_GALLERY))
+            return
+        name = latest["name"]
+    try:
+        version = _rest(compute.gallery_image_versions.get(ref.resource_group, ref.gallery, ref.definition, name,
+                                                           expand="ReplicationStatus"))
+    except Exception as exc:
+        if _status(exc) != 404:
+            raise
+        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} has no version {name}",
+                                "pass an existing version ('az sig image-version list ... -o table') or the definition's "
+                                "ID for the latest", SOURCE_GALLERY))
+        return
+    check_replication(pf, spec, label, version)
+
+
+def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
+    """Community and direct-shared galleries: read per location, so a version shows only where it is replicated."""
+    community = ref.kind == "community"
+    images = session.compute.community_gallery_images if community else session.compute.shared_gallery_images
+    versions = session.compute.community_gallery_image_versions if community else \
+        session.compute.shared_gallery_image_versions
+    loc = spec.request.location
+    label = f"{ref.label} {ref.gallery}/{ref.definition}"
+    try:
+        definition = _rest(images.get(loc, ref.gallery, ref.definition))
+    except Exception as exc:
+        if _status(exc) != 404:
+            raise
+        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist or is not shared with this subscription",
+                                "check the ID ('az sig image-definition list-community' / 'list-shared')", SOURCE_GALLERY))
+        return
+    check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
+    if ref.version is None:
+        listed = [_rest(v) for v in versions.list(loc, ref.gallery, ref.definition)]
+        version = _latest(listed, loc)
+    else:
+        try:
+            version = _rest(versions.get(loc, ref.gallery, ref.definition, ref.version))
+        except Exception as exc:
+            if _status(exc) != 404:
+                raise
+            version = None
+    if version is None:
+        which = f"version {ref.version}" if ref.version else "no version"
+        pf.findings.append(_err("IMAGE_NOT_REPLICATED",
+                                f"{label}: {which} is available in {loc} (not published, or not replicated there)",
+                                "ask the gallery's owner to replicate it to this location, or deploy to a location it "
+                                "is replicated to", cite(("D-acg",))))
+        return
+    props = version.get("properties") or {}
+    _end_of_life(pf, label, props.get("endOfLifeDate"))
+    state = props.get("imageState")
+    if state and state != "Active":
+        pf.findings.append(_err("IMAGE_VERSION_STATE", f"{label} version {version.get('name')} is {state}",
+                                "use an active version", SOURCE_GALLERY, "warning"))
+
+
+def _managed(pf, session, spec: Spec, ref: ImageId) -> None:
+    compute = session.compute_for(ref.subscription)
+    label = f"managed image {ref.definition}"
+    try:
+        image = _rest(compute.images.get(ref.resource_group, ref.definition))
+    except Exception as exc:
+        if _status(exc) != 404:
+            raise
+        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist ({ref.text})",
+                                "check the ID ('az image list -o table')", SOURCE_IMAGES))
+        return
+    loc = spec.request.location
+    if region_key(image.get("location")) != region_key(loc):
+        pf.findings.append(_err("IMAGE_NOT_REPLICATED", f"{label} is in {image.get('location')}, not in {loc}: a managed "
+                                                        "image deploys only in its own region",
+                                "deploy to the image's region, or publish it to an Azure Compute Gallery replicated to "
+                                f"{loc}", cite(("D-managed-image",))))
+    props = image.get("properties") or {}
+    os_disk = (props.get("storageProfile") or {}).get("osDisk") or {}
+    check_definition(pf, spec, label, {"osType": os_disk.get("osType"), "osState": os_disk.get("osState"),
+                                       "hyperVGeneration": props.get("hyperVGeneration"),
+                                       "features": [{"name": "SecurityType", "value": "Standard"}]}, SOURCE_IMAGES)
+
+
+CHECKS = {"gallery": _gallery, "community": _shared, "shared": _shared, "managed": _managed}
+
+
+def check_custom_image(pf, session, spec: Spec) -> None:
+    CHECKS[spec.image.image_id.kind](pf, session, spec, spec.image.image_id)
+
+
+def check_identities(pf, session, spec: Spec) -> None:
+    """Every --identity exists: a missing one fails the scale set's PUT (FailedIdentityOperation)."""
+    for rid in (spec.identity or {}).get("userAssignedIdentities") or {}:
+        try:
+            session.resources.resources.get_by_id(rid, api_version=MSI_API)
+        except Exception as exc:
+            if _status(exc) != 404:
+                raise
+            pf.findings.append(_err("IDENTITY_NOT_FOUND", f"user-assigned identity {rid} does not exist",
+                                    "create it ('az identity create -g RG -n NAME') or fix the ID given to --identity",
+                                    SOURCE_MSI))
+
+
+def check_ppg(pf, session, spec: Spec) -> None:
+    """An existing proximity placement group (--ppg ID): there, in the location, in a zone the request fits."""
+    if not spec.ppg_id:
+        return
+    from azure.mgmt.core.tools import parse_resource_id
+
+    parts = parse_resource_id(spec.ppg_id)
+    try:
+        ppg = _rest(session.compute_for(parts["subscription"]).proximity_placement_groups.get(
+            parts["resource_group"], parts["name"]))
+    except Exception as exc:
+        if _status(exc) != 404:
+            raise
+        pf.findings.append(_err("PPG_NOT_FOUND", f"proximity placement group {spec.ppg_id} does not exist",
+                                "pass an existing group's ID, or a name to have azgpu create one: --ppg NAME", SOURCE_PPG))
+        return
+    req = spec.request
+    if region_key(ppg.get("location")) != region_key(req.location):
+        pf.findings.append(_err("PPG_WRONG_LOCATION", f"proximity placement group {parts['name']} is in "
+                                                      f"{ppg.get('location')}, the cluster in {req.location}",
+                                "use a group in the cluster's location, or --ppg NAME to create one", SOURCE_PPG))
+    zones = [str(z) for z in ppg.get("zones") or []]
+    if zones and req.zone not in zones:
+        pf.findings.append(_err("PPG_ZONE_MISMATCH",
+                                f"proximity placement group {parts['name']} is pinned to zone {', '.join(zones)}; the "
+                                f"cluster asks for {'zone ' + req.zone if req.zone else 'no zone'}",
+                                f"pass --zone {zones[0]}, or use another group", cite(("D-ppg",))))
+    sizes = ((ppg.get("properties") or {}).get("intent") or {}).get("vmSizes") or []
+    if sizes and spec.size.name.lower() not in (s.lower() for s in sizes):
+        pf.findings.append(_err("PPG_INTENT_SIZE",
+                                f"proximity placement group {parts['name']} was created with intent for {', '.join(sizes)}, "
+                                f"not {spec.size.name}: its datacenter may not have the size",
+                                f"add {spec.size.name} to the group's intent (with its VMs deallocated), or use another group",
+                                cite(("D-ppg",)), "warning"))
