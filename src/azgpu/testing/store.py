@@ -82,6 +82,9 @@ def stable_uuid(*parts: object) -> str:
 
 class Store:
     def __init__(self) -> None:
+        # Default quota limits of this fake (FakeAzure(quota_limits=...)): how the subscription was
+        # set up, not state, so neither clear() nor the state file touches them.
+        self.limits: dict[str, int] = {}
         self.clear()
 
     def clear(self) -> None:
@@ -90,6 +93,8 @@ class Store:
         self.sku_overrides: list[dict] = []  # [{"location", "size", "overrides"}], applied in order
         self.quota: dict[str, dict[str, dict]] = {}  # location -> quota name -> {"limit", "usage"}
         self.images: list[dict] = []  # images added by add_image, on top of the seeded catalog
+        # location -> size (lower case) -> zone ("" for regional) -> VMs Azure can still allocate.
+        self.capacity: dict[str, dict[str, dict[str, int]]] = {}
         # Lower-cased id -> {"created", "changed"} (ISO 8601): what a listing's $expand shows.
         self.times: dict[str, dict[str, str]] = {}
         self.counter = 0
@@ -132,6 +137,7 @@ class Store:
             "sku_overrides": self.sku_overrides,
             "quota": self.quota,
             "images": self.images,
+            "capacity": self.capacity,
             "times": self.times,
             "counter": self.counter,
         }
@@ -145,6 +151,7 @@ class Store:
         self.sku_overrides = data["sku_overrides"]
         self.quota = data["quota"]
         self.images = data["images"]
+        self.capacity = data.get("capacity", {})
         self.times = data.get("times", {})
         self.counter = data["counter"]
 
