@@ -6,6 +6,7 @@
     plan = azgpu.build_plan(spec)
     template = azgpu.render_arm(plan)         # dict
     bicep = azgpu.render_bicep(plan)          # text
+    cost = azgpu.estimate_cost(plan)          # Azure Retail Prices API: per hour and per month
 
 Nothing here imports the Azure SDK; only azgpu.deploy does, when it deploys.
 """
@@ -25,9 +26,17 @@ from .validate import Spec, validate
 
 __version__ = "0.1.0"
 
+
+def estimate_cost(plan: Plan, *, currency: str = "USD"):
+    """A plan's price per hour and per month from the Azure Retail Prices API (a pricing.Estimate:
+    .as_dict()); "unknown" with the reason when offline. Loads no Azure SDK."""
+    from .pricing import plan_estimate
+
+    return plan_estimate(plan, currency=currency)
+
 __all__ = [
     "AzgpuError", "AzureError", "Finding", "Image", "InputError", "NotFoundError", "Plan", "Profile", "ProfileError",
     "Request", "Size", "Spec", "ValidationFailed", "build_request", "find_size", "image_catalog", "list_profiles",
     "load_profile", "build_plan", "read_cluster_file", "render_arm", "render_arm_parameters", "render_bicep",
-    "render_bicepparam", "validate",
+    "render_bicepparam", "validate", "estimate_cost",
 ]
