@@ -34,6 +34,7 @@ SUMMARY = {"Create": "to create", "Delete": "to delete", "Modify": "to modify", 
 # custom data (Learn, "User data for Azure Virtual Machine": unlike custom data, user data "can be
 # queried via GET VM/VMSS API"), passwords, and extensions' protected settings.
 WRITE_ONLY = frozenset({"customData", "adminPassword", "protectedSettings"})
+NAMES_SHOWN = 20  # instance names in the summary line; the '-' lines above list every one
 
 
 @dataclass
@@ -267,9 +268,10 @@ def report(w: WhatIf, *, color: bool = False) -> str:
     lines += ["", f"Resource changes: {summary or 'none'}."]
     deleted = w.deleted_instances
     if deleted:
-        names = ", ".join(i.name for _, i in deleted)
-        lines.append(_paint(f"Instances to delete: {len(deleted)} GPU node(s): {names}. 'provision create' deletes "
-                            "them only with --allow-scale-in or a yes at its prompt.", "-", color))
+        names = ", ".join(i.name for _, i in deleted[:NAMES_SHOWN])
+        more = f" and {len(deleted) - NAMES_SHOWN} more" if len(deleted) > NAMES_SHOWN else ""
+        lines.append(_paint(f"Instances to delete: {len(deleted)} GPU node(s): {names}{more}. 'provision create' "
+                            "deletes them only with --allow-scale-in or a yes at its prompt.", "-", color))
     for c in w.refused:
         lines.append(_paint(f"Refused: {c.name}: {c.reason}", "!", color))
     if w.cost is not None:

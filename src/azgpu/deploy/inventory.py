@@ -12,6 +12,7 @@ scale set on top of the one listing.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import NotFoundError
@@ -58,7 +59,9 @@ def _infiniband(profile_id: str, size: str) -> bool | None:
 
 
 def _iso(value: Any) -> str | None:
-    return value.isoformat() if hasattr(value, "isoformat") else (str(value) if value else None)
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(value) if value else None
 
 
 def list_clusters(session, resource_group: str | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ DeleteInstances, not left to the scale-in policy).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from ..changes import InstanceChange, ResourceChange, WhatIf
@@ -50,13 +51,18 @@ def pick_instances(vms: list[Any], count: int) -> list[Any]:
     return sorted(vms, key=key)[:max(0, count)]
 
 
+def _when(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(value or "")
+
+
 def _instance(vm: Any) -> InstanceChange:
     os_profile = getattr(vm, "os_profile", None)
-    created = getattr(vm, "time_created", None)
     return InstanceChange("Delete", str(vm.instance_id), vm.name or "",
                           computer_name=(getattr(os_profile, "computer_name", "") or "") if os_profile else "",
                           provisioning_state=getattr(vm, "provisioning_state", "") or "",
-                          created=created.isoformat() if hasattr(created, "isoformat") else str(created or ""))
+                          created=_when(getattr(vm, "time_created", None)))
 
 
 def _vms(session, resource_group: str, name: str) -> list[Any]:
