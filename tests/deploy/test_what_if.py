@@ -149,3 +149,13 @@ def test_simulated_what_if_prices_from_the_simulated_retail_prices_api(sim):
     cost = json.loads(out)["cost"]
     assert (cost["status"], cost["per_node_hourly"], cost["hourly"]) == ("known", 27.197, 54.394)
     assert cost["monthly"] == round(54.394 * 730, 2) and cost["source"].endswith("(simulated)")
+
+
+def test_a_preflight_error_is_reported_and_the_changes_still_shown(existing, cli):
+    existing.set_quota("eastus", "standardNDASv4_A100Family", limit=4 * 96)
+    rc, out, err = cli(*create_args("nd-a100-v4", "--tag", "team=a", nodes=6), "--what-if", "-o", "json")
+    assert rc == 0, err
+    assert "ERROR: [QUOTA_INSUFFICIENT]" in err and "request an increase to 576" in err
+    result = json.loads(out)
+    assert result["changes"][-1]["instances"] == [{"change_type": "Create", "count": 2}]
+    assert [f["code"] for f in result["preflight"]["findings"] if f["severity"] == "error"] == ["QUOTA_INSUFFICIENT"]
