@@ -86,7 +86,7 @@ def test_quota_list_counts_what_the_simulated_cluster_holds(sim, knob):
 
 def test_an_unknown_quota_name_is_bad_input(knob):
     rc, out, err = knob("quota", "set", "-l", "eastus", "--name", "Standard Nothing Family", "--limit", "1")
-    assert_cli_error(rc, err, 2, "UNKNOWN_QUOTA", "provision simulate quota list -l eastus --all")
+    assert_cli_error(rc, err, 2, "UNKNOWN_QUOTA", "provision simulate quota list -l eastus")
 
 
 def test_quota_set_without_a_value_is_bad_input(knob):

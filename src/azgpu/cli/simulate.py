@@ -52,16 +52,12 @@ def register(cli: click.Group) -> None:
 
     @quota.command("list")
     @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
-    @click.option("--all", "show_all", is_flag=True, help="Also the families with nothing used and no GPUs.")
     @STATE_OPTION
     @common
-    def quota_list(obj, location, show_all, state):
+    def quota_list(obj, location, state):
         """The simulated usages of a location: name, usage, limit."""
-        rows = [{"name": u["name"]["value"], "localized_name": u["name"]["localizedValue"],
-                 "usage": u["currentValue"], "limit": u["limit"]} for u in _azure(state).usages(_location(location))]
-        if not show_all:
-            rows = [r for r in rows if r["usage"] or "family" not in r["name"].lower() or r["limit"] > 100]
-        emit(rows, obj)
+        emit([{"name": u["name"]["value"], "localized_name": u["name"]["localizedValue"], "usage": u["currentValue"],
+               "limit": u["limit"]} for u in _azure(state).usages(_location(location))], obj)
 
     @quota.command("set")
     @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
@@ -81,7 +77,7 @@ def register(cli: click.Group) -> None:
         entry = _usage(azure, loc, name)
         if entry is None:
             raise InputError(f"no usage '{name}' in {loc}", code="UNKNOWN_QUOTA",
-                             remedy=f"pick a name from 'provision simulate quota list -l {loc} --all'")
+                             remedy=f"pick a name from 'provision simulate quota list -l {loc}'")
         azure.set_quota(loc, entry["name"]["value"], limit=limit, usage=usage)
         entry = _usage(azure, loc, entry["name"]["value"])
         emit({"location": loc, "name": entry["name"]["value"], "usage": entry["currentValue"], "limit": entry["limit"]},

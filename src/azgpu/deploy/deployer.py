@@ -256,11 +256,6 @@ class Deployer:
                           remedy=f"run 'provision destroy -n {self.cluster} -g {self.resource_group}' first, "
                                  "or use another -n/--name")
 
-    def _check_immutable(self, r: Resource, current: Any) -> None:
-        problem = self._immutable_problem(r, current)
-        if problem is not None:
-            raise problem
-
     def delta(self, r: Resource, current: Any) -> list[PropertyChange]:
         """What a PUT of the plan's body changes on the live resource (the what-if's property lines)."""
         out = compare(self.body(r), current.as_dict())
