@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, NSG, assert_cli_error, calls, request
+from deploy_support import LOCATION, NSG, assert_cli_error, request
 
 from azgpu.deploy.create import create
 from azgpu.deploy.inventory import list_clusters

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import RG, VM, VMSS, calls, create_args, request, writes
+from deploy_support import RG, VM, calls, create_args, request, writes
 
 import azgpu
 from azgpu.deploy.create import create
@@ -159,3 +159,15 @@ def test_a_preflight_error_is_reported_and_the_changes_still_shown(existing, cli
     result = json.loads(out)
     assert result["changes"][-1]["instances"] == [{"change_type": "Create", "count": 2}]
     assert [f["code"] for f in result["preflight"]["findings"] if f["severity"] == "error"] == ["QUOTA_INSUFFICIENT"]
+
+
+def test_table_output_is_the_report_too(existing, cli):
+    rc, out, err = cli(*create_args("nd-a100-v4", "--tag", "team=a", nodes=4), "--what-if", "-o", "table")
+    assert rc == 0, err
+    assert out.startswith("Resource and property changes are indicated with this symbol:\n  = Nochange\n")
+
+
+def test_create_with_a_currency_the_api_does_not_offer_exits_2_before_azure(azure, cli):
+    rc, out, err = cli(*create_args(), "--what-if", "--currency", "ABC")
+    assert rc == 2 and "ERROR: [INVALID_CURRENCY]" in err and "remedy: use one of USD" in err
+    assert azure.requests == []

@@ -56,11 +56,12 @@ def register(cli: click.Group) -> None:
         if what_if_:
             _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency)
             return
-        confirm = None
-        if not allow_scale_in and not dry_run and sys.stdin.isatty():
-            def confirm(report: str) -> bool:
-                click.echo(report, err=True)
-                return click.confirm("Delete these instances and go on?", default=False, err=True)
+        def ask(report: str) -> bool:
+            click.echo(report, err=True)
+            return click.confirm("Delete these instances and go on?", default=False, err=True)
+
+        # Only a terminal can say yes; without one, create refuses (SCALE_IN_REFUSED) unless --allow-scale-in.
+        confirm = ask if not allow_scale_in and not dry_run and sys.stdin.isatty() else None
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
