@@ -48,6 +48,9 @@ def _isolated(request, tmp_path_factory, monkeypatch):
     """No test sees the developer's ~/.ssh keys, AZGPU_DEBUG or writes into the checkout."""
     # azgpu's per-user cache (parsed profiles, compiled templates) never lands in the real home.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+    # `plan` and `create --dry-run` ask the Azure Retail Prices API: never from a test (subprocesses
+    # inherit this too). Tests of pricing answer it through `responses` after clearing this.
+    monkeypatch.setenv("AZGPU_PRICES", "off")
     if "testing" in request.node.path.relative_to(REPO / "tests").parts[:-1]:
         return  # tests/testing/ (the fake Azure) has its own conftest and owner
     home = tmp_path_factory.mktemp("home")

@@ -19,6 +19,8 @@ COMMANDS = {
     "profiles list": ["profiles", "list"],
     "profiles show": ["profiles", "show", "ndv2", "-o", "table"],
     "images list": ["images", "list", "-o", "yaml"],
+    "simulate --help": ["simulate", "--help"],
+    "list --help": ["list", "--help"],
 }
 
 PROBE = """

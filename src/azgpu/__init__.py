@@ -6,6 +6,8 @@
     plan = azgpu.build_plan(spec)
     template = azgpu.render_arm(plan)         # dict
     bicep = azgpu.render_bicep(plan)          # text
+    cost = azgpu.estimate_cost(plan)          # Azure Retail Prices API: per hour and per month
+    changes = azgpu.what_if(session, req)     # against the live subscription (loads the Azure SDK)
 
 Nothing here imports the Azure SDK; only azgpu.deploy does, when it deploys.
 """
@@ -25,9 +27,26 @@ from .validate import Spec, validate
 
 __version__ = "0.1.0"
 
+
+def what_if(session, request: Request, *, currency: str = "USD", prices: bool = True):
+    """What `provision create` would change in the subscription, resource by resource and instance
+    by instance, with the cost (an azgpu.changes.WhatIf: .as_dict(), azgpu.changes.report()).
+    Writes nothing; loads the Azure SDK."""
+    from .deploy.whatif import what_if as _what_if
+
+    return _what_if(session, request, currency=currency, prices=prices)
+
+
+def estimate_cost(plan: Plan, *, currency: str = "USD"):
+    """A plan's price per hour and per month from the Azure Retail Prices API (a pricing.Estimate:
+    .as_dict()); "unknown" with the reason when offline. Loads no Azure SDK."""
+    from .pricing import plan_estimate
+
+    return plan_estimate(plan, currency=currency)
+
 __all__ = [
     "AzgpuError", "AzureError", "Finding", "Image", "InputError", "NotFoundError", "Plan", "Profile", "ProfileError",
     "Request", "Size", "Spec", "ValidationFailed", "build_request", "find_size", "image_catalog", "list_profiles",
     "load_profile", "build_plan", "read_cluster_file", "render_arm", "render_arm_parameters", "render_bicep",
-    "render_bicepparam", "validate",
+    "render_bicepparam", "validate", "what_if", "estimate_cost",
 ]

@@ -28,26 +28,68 @@ def register(cli: click.Group) -> None:
     @click.option("--accept-terms", is_flag=True,
                   help="Accept the marketplace terms of the image's purchase plan for the subscription if needed "
                        "(as 'az vm image terms accept').")
+    @click.option("--what-if", "what_if_", is_flag=True,
+                  help="Show what create would change, resource by resource and instance by instance, and the cost "
+                       "(as 'az deployment group what-if'); write nothing. -o json for automation.")
+    @click.option("--allow-scale-in", is_flag=True,
+                  help="Allow deleting instances (fewer --nodes, a scale set no longer planned); without it create "
+                       "refuses, or asks at a terminal.")
+    @click.option("--currency", default="USD", show_default=True,
+                  help="Currency of the cost shown by --what-if and --dry-run (e.g. EUR).")
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
-                   fallback_locations, accept_terms, **values):
-        """Validate, preflight against Azure, and deploy the cluster (re-runs converge)."""
+                   fallback_locations, accept_terms, what_if_, allow_scale_in, currency, **values):
+        """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
+
+        A re-run that would delete instances (fewer --nodes) lists them and goes on only with
+        --allow-scale-in or a yes at the prompt; without a terminal it refuses (exit 2).
+        """
         from ..deploy.create import create
         from ..deploy.progress import progress_for
+        from ..pricing import check_currency
         from ..validate import validate
 
+        if what_if_ and dry_run:
+            raise InputError("--what-if and --dry-run both preview the deployment", code="CONFLICTING_OPTIONS",
+                             remedy="pass one: --what-if for the changes, --dry-run for the plan and preflight")
+        check_currency(currency)
         request = make_request(values)
         spec = validate(request, command="create")  # offline findings first: nothing touches Azure on bad input
         print_findings(spec.findings, verbose=obj["verbose"])
+        if what_if_:
+            _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency)
+            return
+        def ask(report: str) -> bool:
+            click.echo(report, err=True)
+            return click.confirm("Delete these instances and go on?", default=False, err=True)
+
+        # Only a terminal can say yes; without one, create refuses (SCALE_IN_REFUSED) unless --allow-scale-in.
+        confirm = ask if not allow_scale_in and not dry_run and sys.stdin.isatty() else None
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
                 result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
                                 zones=list(zones), fallback_locations=list(fallback_locations),
-                                on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms)
+                                on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms,
+                                allow_scale_in=allow_scale_in, confirm=confirm, currency=currency)
         for f in result.get("preflight", {}).get("findings", []):
             print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
         emit(result, obj)
+
+    def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency):
+        from ..changes import report
+        from ..deploy.whatif import what_if
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            result = what_if(session, spec.request, currency=currency)
+        for f in (result.preflight or {}).get("findings", []):
+            print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
+        source = click.get_current_context().get_parameter_source("output")
+        if obj["output"] == "table" or (source == click.core.ParameterSource.DEFAULT and not obj["query"]):
+            # The az-style report, as 'az deployment group what-if' prints it; -o json|yaml|tsv for scripts.
+            click.echo(report(result, color=sys.stdout.isatty()), nl=False)
+        else:
+            emit(result.as_dict(), obj)
 
     @cli.command("status")
     @click.option("-n", "--name", default=None, help="Cluster name.")

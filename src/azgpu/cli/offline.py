@@ -66,14 +66,19 @@ def register(cli: click.Group) -> None:
 
     @cli.command("plan")
     @request_options
+    @click.option("--currency", default="USD", show_default=True,
+                  help="Currency of the price (the Azure Retail Prices API's currencies, e.g. EUR).")
     @common
-    def plan_cmd(obj, **values):
-        """Show the resources a request would create, in dependency order."""
+    def plan_cmd(obj, currency, **values):
+        """Show the resources a request would create, in dependency order, and what they cost."""
         from ..plan import build_plan
+        from ..pricing import check_currency, plan_estimate
 
+        check_currency(currency)  # a bad currency fails before anything else runs
         spec = validated(values, "plan")
         print_findings(spec.findings, verbose=obj["verbose"])
-        emit(build_plan(spec).summary(), obj)
+        plan = build_plan(spec)
+        emit({**plan.summary(), "cost": plan_estimate(plan, currency=currency).as_dict()}, obj)
 
     @cli.command("render")
     @request_options

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ..changes import report as what_if_text
 from ..errors import ValidationFailed
 from ..plan import Plan, build_plan
 from ..request import Request
@@ -15,6 +16,7 @@ from .deployer import Deployer, Event, is_ours, list_group, to_azure_error
 from .lifecycle import destroy, find_cluster
 from .resource_types import VMSS
 from .preflight import Preflight, run_preflight
+from .whatif import analyse, cost_of, refusal, report_of
 
 
 def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
@@ -25,10 +27,12 @@ def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
 
 
-def prepare(session, spec: Spec, listed: list[Any] | None, *, accept_terms: bool = False) -> tuple[Plan, Preflight]:
+def prepare(session, spec: Spec, listed: list[Any] | None, *, strict: bool = True,
+            accept_terms: bool = False) -> tuple[Plan, Preflight]:
     """Preflight and the plan to deploy; the live values Azure reports override documented ones.
 
-    listed: the resource group's resources (list_group), None when the group does not exist.
+    listed: the resource group's resources (list_group), None when the group does not exist;
+    strict=False (what-if): the preflight's errors are returned with it instead of raised.
     accept_terms: unaccepted marketplace terms of the image's plan are left for create to accept
     instead of stopping the preflight.
     """
@@ -37,7 +41,7 @@ def prepare(session, spec: Spec, listed: list[Any] | None, *, accept_terms: bool
         pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed), accept_terms=accept_terms)
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise to_azure_error(exc, "preflight") from None
-    if pf.errors:
+    if pf.errors and strict:
         raise ValidationFailed(pf.findings)  # the offline findings were reported by validate()
     if "accelerated_networking" in pf.overrides:
         spec = dataclasses.replace(spec, accelerated_networking=pf.overrides["accelerated_networking"])
@@ -57,31 +61,54 @@ def candidates(request: Request, zones: list[str], locations: list[str]) -> list
 
 def create(session, request: Request, *, dry_run: bool = False, wait: bool = True, timeout: float | None = None,
            zones: list[str] = (), fallback_locations: list[str] = (), on_event: Callable[[Event], None] = lambda e: None,
-           on_notice: Callable[[str], None] = lambda m: None, accept_terms: bool = False) -> dict[str, Any]:
+           on_notice: Callable[[str], None] = lambda m: None, accept_terms: bool = False,
+           allow_scale_in: bool = False, confirm: Callable[[str], bool] | None = None,
+           currency: str = "USD") -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
     accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
     (as `az vm image terms accept`) when they are not yet accepted; without it they stop the preflight.
+    A run that would delete instances (fewer nodes, a scale set no longer planned) stops with
+    SCALE_IN_REFUSED before any write unless allow_scale_in, or confirm(what-if report) says yes;
+    then exactly the instances the report names are deleted. dry_run: the what-if comes with the
+    result (and its cost, in `currency`), nothing is written.
     """
     resource_group = request.resource_group
     tried = candidates(request, list(zones), list(fallback_locations))
+    held = 0  # instances this cluster held before this run: a fallback must not delete them
     for attempt, (location, zone) in enumerate(tried):
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
         # One listing serves the quota arithmetic, the group check and finding what exists.
         listed = list_group(session, resource_group)
         plan, pf = prepare(session, spec, listed, accept_terms=accept_terms)
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
+        deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
+        analysis = analyse(session, deployer, listed, strict=True)
+        if attempt == 0:
+            held = analysis.nodes_before
         if dry_run:
+            cost = cost_of(session, plan, analysis, currency)
+            result["what_if"] = report_of(analysis, deployer, cost=cost).as_dict()
             return result
-        if pf.accept_terms is not None:
+        if analysis.deleted and not allow_scale_in:
+            if confirm is None or not confirm(what_if_text(report_of(analysis, deployer))):
+                raise refusal(analysis, plan.spec.names.cluster, resource_group, declined=confirm is not None)
+        if pf.accept_terms is not None:  # the first write, after every check passed
             _accept_terms(session, pf.accept_terms)
             result["terms_accepted"] = pf.accept_terms.arm()
-        deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
+        deployer.removals = analysis.removals
         created_group = deployer.ensure_resource_group(location, exists=listed is not None)
         try:
-            events = deployer.deploy(wait=wait, listed=listed, fresh_group=created_group)
+            events = deployer.deploy(wait=wait, listed=listed, fresh_group=created_group, current=analysis.current,
+                                     doomed=analysis.doomed)
         except CapacityError as exc:
             if attempt == len(tried) - 1:
+                raise
+            if held and not allow_scale_in:
+                # Moving to another zone or location re-creates the scale sets: the nodes the cluster
+                # already had would go with them.
+                on_notice(f"not trying another zone or location: that deletes the {held} node(s) cluster "
+                          f"'{plan.spec.names.cluster}' already has; --allow-scale-in permits it")
                 raise
             nxt = tried[attempt + 1]
             on_notice(f"{exc.message}; trying {nxt[0]}" + (f" zone {nxt[1]}" if nxt[1] else ""))

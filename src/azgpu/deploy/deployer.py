@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..changes import PropertyChange, compare
 from ..errors import AzureError, InputError
 from ..expr import walk
 from ..plan import MANAGED_BY, Plan, Resource
@@ -114,6 +115,17 @@ def is_ours(tags: dict | None, cluster: str) -> bool:
 
 
 # Properties Azure cannot change on an existing scale set; a different value is refused up front.
+# The paths are where each one sits in the REST body, for the what-if's '!' lines.
+IMMUTABLE_PATHS = {
+    "size": ("sku.name",),
+    "image": tuple(f"properties.virtualMachineProfile.storageProfile.imageReference.{k}"
+                   for k in ("publisher", "offer", "sku")),
+    "orchestrationMode": ("properties.orchestrationMode",),
+    "singlePlacementGroup": ("properties.singlePlacementGroup",),
+    "zones": ("zones",),
+}
+
+
 def _immutable(body: dict) -> dict[str, Any]:
     props = body.get("properties", {})
     storage = props.get("virtualMachineProfile", {}).get("storageProfile", {})
@@ -137,6 +149,10 @@ class Deployer:
     max_workers: int | None = None  # None: one per resource of the widest wave, so a whole wave goes at once
     events: dict[str, Event] = field(default_factory=dict)
     stop: threading.Event = field(default_factory=threading.Event)
+    # What existing() found Azure cannot do (not ours, immutable change), by plan key, when not strict.
+    refused: dict[str, InputError] = field(default_factory=dict)
+    # Scale-in the caller allowed: scale set name -> instance ids to delete before its PUT.
+    removals: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.resolver = Resolver(self.session.subscription_id, self.resource_group, plan_parameters(self.plan))
@@ -185,11 +201,12 @@ class Deployer:
             raise to_azure_error(exc, f"resource group {self.resource_group}") from None
         return True
 
-    def existing(self, listed: list[Any] | None) -> dict[str, Any]:
+    def existing(self, listed: list[Any] | None, *, strict: bool = True) -> dict[str, Any]:
         """Existing plan resources by key; refuses foreign ones and changes Azure cannot apply in place.
 
         One listing of the resource group finds them (one read, not one per planned resource); only
-        the ones that exist are read in full, to compare them with the plan.
+        the ones that exist are read in full, to compare them with the plan. strict=False (what-if)
+        collects the refusals in self.refused instead of raising the first.
         """
         wanted = {(r.type.lower(), r.name.lower()): r for r in self.plan.resources}
         found: dict[str, Any] = {}
@@ -198,10 +215,14 @@ class Deployer:
             if r is None:
                 continue
             if not is_ours(item.tags, self.cluster):
-                raise InputError(
+                taken = InputError(
                     f"{r.type.rsplit('/', 1)[-1]} '{r.name}' already exists in {self.resource_group} and was not created "
                     f"by azgpu for cluster '{self.cluster}'", code="NAME_TAKEN",
                     remedy="choose another -n/--name or -g/--resource-group; azgpu never modifies resources it did not create")
+                if strict:
+                    raise taken
+                self.refused[r.key] = taken
+                continue
             try:
                 current = resource_types.of(r.type).get(self.session, self.resource_group, r.name,
                                                         api_version=r.api_version)
@@ -210,22 +231,42 @@ class Deployer:
                     continue
                 raise to_azure_error(exc, r.name) from None
             if r.stage == "scale-set":
-                self._check_immutable(r, current)
+                problem = self._immutable_problem(r, current)
+                if problem is not None:
+                    if strict:
+                        raise problem
+                    self.refused[r.key] = problem
             found[r.key] = current
         return found
 
-    def _check_immutable(self, r: Resource, current: Any) -> None:
+    def immutable_changes(self, r: Resource, current: Any) -> list[str]:
+        """The keys of IMMUTABLE_PATHS whose planned value differs from the live one."""
         # SDK models serialize back to the REST shape, the same shape as the plan's bodies.
         want, have = _immutable(self.body(r)), _immutable(current.as_dict())
-        diffs = [k for k in want if have[k] not in (None, "", []) and want[k] != have[k]]
-        if diffs:
-            details = ", ".join(f"{k} {have[k]!r} -> {want[k]!r}" for k in diffs)
-            raise InputError(f"scale set '{r.name}' exists with a different {details}; Azure cannot change that in place",
-                                code="CHANGE_NOT_ALLOWED",
-                                remedy=f"run 'provision destroy -n {self.cluster} -g {self.resource_group}' first, "
-                                       "or use another -n/--name")
+        return [k for k in want if have[k] not in (None, "", []) and want[k] != have[k]]
+
+    def _immutable_problem(self, r: Resource, current: Any) -> InputError | None:
+        diffs = self.immutable_changes(r, current)
+        if not diffs:
+            return None
+        want, have = _immutable(self.body(r)), _immutable(current.as_dict())
+        details = ", ".join(f"{k} {have[k]!r} -> {want[k]!r}" for k in diffs)
+        return InputError(f"scale set '{r.name}' exists with a different {details}; Azure cannot change that in place",
+                          code="CHANGE_NOT_ALLOWED",
+                          remedy=f"run 'provision destroy -n {self.cluster} -g {self.resource_group}' first, "
+                                 "or use another -n/--name")
+
+    def delta(self, r: Resource, current: Any) -> list[PropertyChange]:
+        """What a PUT of the plan's body changes on the live resource (the what-if's property lines)."""
+        out = compare(self.body(r), current.as_dict())
+        if r.stage == "scale-set":
+            refused = {p for k in self.immutable_changes(r, current) for p in IMMUTABLE_PATHS[k]}
+            for change in out:
+                change.refused = change.path in refused
+        return out
 
     def _converged(self, r: Resource, current: Any) -> bool:
+        """Succeeded, and a PUT of the plan's body would change nothing (capacity, tags, rules ...)."""
         if not resource_types.of(r.type).long_running:
             # Created synchronously, so existing means done (a proximity placement group has no provisioningState);
             # PUTting it again would try to change its intent while VMs use it.
@@ -233,9 +274,18 @@ class Deployer:
         state = (getattr(current, "provisioning_state", "") or "").lower()
         if state != "succeeded":
             return False
-        if r.stage == "scale-set":
-            return getattr(getattr(current, "sku", None), "capacity", None) == r.body["sku"]["capacity"]
-        return True
+        return not self.delta(r, current)
+
+    def _scale_in(self, r: Resource, current: Any) -> Any:
+        """Delete the instances the caller chose (and allowed) before the scale set's PUT, so exactly
+        those go, not the ones Azure's scale-in policy would pick; returns the scale set re-read."""
+        ids = self.removals.get(r.name)
+        if not ids or current is None:
+            return current
+        rt = resource_types.of(r.type)
+        self._emit(r.key, state="scaling in", started=time.monotonic())
+        self._wait(rt.begin_delete_instances(self.session, self.resource_group, r.name, ids), r)
+        return rt.get(self.session, self.resource_group, r.name, api_version=r.api_version)
 
     def begin_put(self, r: Resource, *, wait: bool = True):
         # Without waiting, no poller thread is left polling behind the caller's back.
@@ -247,6 +297,15 @@ class Deployer:
         return resource_types.of(r.type).begin_create(self.session, self.resource_group, r.name, self.body(r), **kw)
 
     def _put(self, r: Resource, current: Any | None, wait: bool) -> None:
+        try:
+            current = self._scale_in(r, current)
+        except AzureError as exc:
+            self._emit(r.key, state="failed", error=exc.message, finished=time.monotonic())
+            raise
+        except Exception as exc:
+            err = to_azure_error(exc, r.name)
+            self._emit(r.key, state="failed", error=err.message, finished=time.monotonic())
+            raise err from None
         if current is not None and self._converged(r, current):
             self._emit(r.key, state="exists", done=self.events[r.key].total)
             return
@@ -299,15 +358,21 @@ class Deployer:
             self._remaining()
             sleep(interval)
 
-    def deploy(self, *, wait: bool = True, listed: list[Any] | None = None, fresh_group: bool = False) -> dict[str, Event]:
+    def deploy(self, *, wait: bool = True, listed: list[Any] | None = None, fresh_group: bool = False,
+               current: dict[str, Any] | None = None, doomed: list[str] = ()) -> dict[str, Event]:
         """Create or converge every resource; the scale sets of a wave go in parallel.
 
         listed: the group's resources as list_group gave them (listed here when not given);
-        fresh_group: the group was just created, so there is nothing to find in it.
+        fresh_group: the group was just created, so there is nothing to find in it;
+        current: existing() already read them; doomed: this cluster's scale sets that are no longer
+        in the plan, deleted first (the caller allowed it, as it allowed self.removals).
         """
         if fresh_group:
             listed = []
-        current = self.existing(list_group(self.session, self.resource_group) if listed is None else listed)
+        if current is None:
+            current = self.existing(list_group(self.session, self.resource_group) if listed is None else listed)
+        if doomed:
+            self._delete_scale_sets(list(doomed))
         waves = self.plan.waves()
         # A fixed pool of 16 made a cluster of more than 16 scale sets (1,600 nodes) take a wave's time
         # once per 16 of them; each worker only waits on Azure.
@@ -331,6 +396,20 @@ class Deployer:
         finally:
             pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
         return self.events
+
+
+    def _delete_scale_sets(self, names: list[str]) -> None:
+        vmss = resource_types.VMSS
+        for name in names:
+            self.events[f"delete:{name}"] = Event(f"delete:{name}", name, "scale-set", "deleting", started=time.monotonic())
+            self.on_event(self.events[f"delete:{name}"])
+        try:
+            pollers = [(name, vmss.begin_delete(self.session, self.resource_group, name)) for name in names]
+            for name, poller in pollers:
+                poller.result()
+                self._emit(f"delete:{name}", state="deleted", finished=time.monotonic())
+        except Exception as exc:
+            raise to_azure_error(exc, "deleting scale sets no longer in the plan") from None
 
 
 def to_azure_error(exc: Exception, what: str) -> AzureError:

@@ -23,7 +23,7 @@ class NullProgress:
         return False
 
     def update(self, event: Event) -> None:
-        if self.log and event.state in ("succeeded", "failed", "exists", "accepted"):
+        if self.log and event.state in ("succeeded", "failed", "exists", "accepted", "scaling in", "deleted"):
             self.log(f"{event.name}: {event.state}" + (f" ({event.error})" if event.error else ""))
 
     def notice(self, message: str) -> None:
@@ -54,7 +54,8 @@ class LiveProgress:
         table = Table(title=f"{self.title}  ({time.monotonic() - self.started:.0f} s)", title_justify="left")
         for col in ("resource", "kind", "state", "instances", "elapsed"):
             table.add_column(col)
-        colors = {"succeeded": "green", "exists": "green", "failed": "red", "creating": "yellow", "accepted": "cyan"}
+        colors = {"succeeded": "green", "exists": "green", "failed": "red", "creating": "yellow", "accepted": "cyan",
+                  "scaling in": "magenta", "deleting": "magenta", "deleted": "magenta"}
         with self._lock:
             events = list(self.events.values())
         now = time.monotonic()

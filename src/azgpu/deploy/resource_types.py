@@ -41,6 +41,7 @@ class ResourceType:
     delete_method: str = "begin_delete"
     list_method: str = "list"
     long_running: bool = True  # create and delete answer with a poller
+    delete_instances_method: str | None = None  # scale sets: delete named instances (a poller)
 
     def _ops(self, session) -> Any:
         return getattr(getattr(session, self.client), self.operations)
@@ -60,12 +61,19 @@ class ResourceType:
         call = getattr(self._ops(session), self.delete_method)
         return call(resource_group, name) if self.long_running else Done(call(resource_group, name))
 
+    def begin_delete_instances(self, session, resource_group: str, name: str, instance_ids: list[str]) -> Any:
+        """Delete these instances (and lower the capacity by as many): VirtualMachineScaleSets_DeleteInstances."""
+        if self.delete_instances_method is None:
+            raise KeyError(f"{self.type} has no instances to delete")
+        call = getattr(self._ops(session), self.delete_instances_method)
+        return call(resource_group, name, {"instanceIds": list(instance_ids)})
+
     def list(self, session, resource_group: str) -> list[Any]:
         return list(getattr(self._ops(session), self.list_method)(resource_group))
 
 
 VMSS = ResourceType("Microsoft.Compute/virtualMachineScaleSets", "scale set", "compute", "virtual_machine_scale_sets",
-                    teardown=0)
+                    teardown=0, delete_instances_method="begin_delete_instances")
 NSG = ResourceType("Microsoft.Network/networkSecurityGroups", "network security group", "network",
                    "network_security_groups", teardown=1)
 VNET = ResourceType("Microsoft.Network/virtualNetworks", "virtual network", "network", "virtual_networks", teardown=1)

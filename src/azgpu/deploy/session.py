@@ -56,6 +56,8 @@ class Session:
     client_kwargs: dict[str, Any] = field(default_factory=dict)
     # How azgpu's own polling loops wait (wait, following an interrupted run); the fake swaps it.
     sleep: Callable[[float], None] = field(default=lambda seconds: time.sleep(seconds), repr=False)
+    # --simulate: prices come from the simulated Azure, not from a cache of real answers.
+    simulated: bool = False
 
     def _kwargs(self) -> dict[str, Any]:
         kw = {**RETRY, **self.client_kwargs}

@@ -11,6 +11,12 @@ from .session import Session
 
 STATE_ENV = "AZGPU_SIMULATE_STATE"
 DEFAULT_LATENCY = 3.0
+# The simulated subscription is one that was granted GPU quota: every example and README command
+# fits (the largest, examples/nd-a100-v4.toml, is 150 x 96 = 14,400 vCPUs; the README's plan of
+# 250 x ND96isr_H100_v5 is 24,000). A new subscription has 0 vCPUs in the GPU families and gets what
+# a quota request asks for (facts sheet, section 4; Learn, "Troubleshoot quota errors": the message
+# names the "(Minimum) New Limit Required"); 'provision simulate quota set' makes it smaller again.
+SIMULATED_QUOTA = {"gpuFamily": 25000, "cores": 50000, "lowPriorityCores": 25000}
 
 
 def state_file(explicit: str | None = None) -> Path:
@@ -21,19 +27,26 @@ def state_file(explicit: str | None = None) -> Path:
     return Path(user_state_dir("azgpu")) / "simulate.json"
 
 
+def simulated_azure(state: str | None = None, **kwargs):
+    """The simulated subscription kept in the state file (a FakeAzure, not started)."""
+    from ..testing import DEFAULT_SUBSCRIPTION, FakeAzure
+
+    path = state_file(state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FakeAzure(DEFAULT_SUBSCRIPTION, state_file=path, quota_limits=SIMULATED_QUOTA, **kwargs)
+
+
 @contextmanager
 def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = None):
     """A Session whose clients talk to the fake; every long-running operation takes `latency` seconds.
 
     With latency 0 the fake keeps virtual time (no real sleep at all), which is what tests use.
     """
-    from ..testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
+    from ..testing import DEFAULT_SUBSCRIPTION, FakeCredential
 
-    path = state_file(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
     real_time = latency > 0
-    fake = FakeAzure(DEFAULT_SUBSCRIPTION, lro_seconds=latency if real_time else None, lro_polls=1,
-                     clock=time.time if real_time else None, state_file=path)
+    fake = simulated_azure(state, lro_seconds=latency if real_time else None, lro_polls=1,
+                           clock=time.time if real_time else None)
     with fake:
         yield Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1 if real_time else 0,
-                      sleep=time.sleep if real_time else fake.sleep)
+                      sleep=time.sleep if real_time else fake.sleep, simulated=True)

@@ -137,18 +137,20 @@ class Backend:
         return resource
 
     # -- operations ------------------------------------------------------------------------------
-    def begin(self, req: Request, kind: str, resource: dict, location: str) -> dict:
+    def begin(self, req: Request, kind: str, resource: dict, location: str, error: dict | None = None) -> dict:
+        """Start an operation; it fails with an injected fault's error, or with `error` (capacity)."""
         fault = self.faults.firing(req.method, req.path, operation=True)
         self.dirty = True
         return self.ops.start(kind, resource["id"], location=location, api_version=req.api_version,
-                              error=fault.error() if fault else None)
+                              error=fault.error() if fault else error)
 
-    def accepted_put(self, req: Request, resource: dict, existed: bool, location: str, state: str | None = None) -> Response:
+    def accepted_put(self, req: Request, resource: dict, existed: bool, location: str, state: str | None = None,
+                     error: dict | None = None) -> Response:
         """Store a PUT's resource as Creating/Updating and answer 201/200 with the status URL."""
         self.ops.finish_pending(resource["id"])
         resource["properties"]["provisioningState"] = state or ("Updating" if existed else "Creating")
         self.put_child(resource)
-        op = self.begin(req, "put", resource, location)
+        op = self.begin(req, "put", resource, location, error)
         return Response(200 if existed else 201, resource, self.ops.headers(op))
 
     def accepted_delete(self, req: Request, resource: dict, location: str) -> Response:
@@ -166,6 +168,14 @@ class Backend:
             return
         if op["kind"] == "delete" and op["status"] == "Succeeded":
             self.remove(op["target"])
+            return
+        if op["kind"] == "deleteInstances":
+            if op["status"] == "Succeeded":
+                instances.delete_instances(self, target, op.get("instances", []))
+            else:
+                for vm in instances.vms(self, target):
+                    if vm["instanceId"] in op.get("instances", []):
+                        vm["properties"]["provisioningState"] = "Succeeded"
             return
         target.setdefault("properties", {})["provisioningState"] = op["status"]
         if op["status"] == "Succeeded" and target.get("type", "").lower() == VMSS_TYPE.lower():

@@ -24,7 +24,7 @@ import requests
 import responses
 from azure.core.pipeline.transport import RequestsTransport
 
-from . import galleries, images, marketplace, quota, routes
+from . import galleries, images, marketplace, quota, retail_prices, routes
 from .backend import Backend
 from .errors import ArmError, NotImplementedInFake
 from .faults import Fault, Faults
@@ -53,7 +53,9 @@ class FakeAzure:
     def __init__(self, subscription_id: str = DEFAULT_SUBSCRIPTION, *, lro_polls: int = 1,
                  lro_seconds: float | None = None, clock: Callable[[], float] | None = None,
                  state_file: str | os.PathLike | None = None, seed_skus: bool = True,
-                 locations: list[str] | tuple[str, ...] | None = None):
+                 locations: list[str] | tuple[str, ...] | None = None, quota_limits: dict[str, int] | None = None):
+        """quota_limits: default limits of this subscription's usages, by usage name ("cores",
+        "lowPriorityCores", ...) or "gpuFamily" / "family" for every GPU / other vCPU family."""
         self.subscription_id = subscription_id
         self.requests: list[LoggedRequest] = []
         self.sleeps: list[float] = []
@@ -64,6 +66,7 @@ class FakeAzure:
         self._mock: responses.RequestsMock | None = None
         self._sleep_patch = None
         self._store = Store()
+        self._store.limits = dict(quota_limits or {})
         extra = [normalize_location(loc) for loc in locations or ()]
         self._skus = SkuCatalog(self._store, tuple(dict.fromkeys([*DEFAULT_LOCATIONS, *extra])), seed_skus)
         self._faults = Faults()
@@ -133,9 +136,11 @@ class FakeAzure:
             def log(status: int | None) -> None:
                 self.requests.append(LoggedRequest(method, path, query, query.get("api-version"), body, status))
 
-            if (url.hostname or "").lower() != HOST:
+            host = (url.hostname or "").lower()
+            if host not in (HOST, retail_prices.HOST):
                 log(None)
-                raise NotImplementedInFake(method, prepared.url, "only https://management.azure.com is faked")
+                raise NotImplementedInFake(method, prepared.url,
+                                           "only https://management.azure.com and https://prices.azure.com are faked")
             fault = self._faults.firing(method, path, operation=False)
             if fault is not None:
                 log(None if fault.reset else fault.status)
@@ -143,7 +148,10 @@ class FakeAzure:
                     raise requests.exceptions.ConnectionError(f"azgpu.testing: injected connection reset on {method} {path}")
                 return _wire(Response(fault.status, {"error": fault.error()}, fault.headers()), method)
             try:
-                response = self._dispatch(Request(method, path, query, body))
+                if host == retail_prices.HOST:
+                    response = retail_prices.answer(method, path, query, prepared.url)
+                else:
+                    response = self._dispatch(Request(method, path, query, body))
             except NotImplementedInFake:
                 log(None)
                 raise
@@ -225,6 +233,20 @@ class FakeAzure:
         """Set a usage entry's limit and/or its usage outside the fake's own scale sets."""
         with self._lock:
             quota.set_quota(self._store, self._skus, location, family_or_name, limit, usage)
+            self.save()
+
+    def set_capacity(self, location: str, size: str, max_vms: int | None, *, zone: str | None = None) -> None:
+        """At most max_vms VMs of `size` in the location (or in one zone of it), across all scale sets;
+        a scale set that would go beyond fails with AllocationFailed (ZonalAllocationFailed in a
+        zone). max_vms=None lifts the limit."""
+        with self._lock:
+            limits = self._store.capacity.setdefault(normalize_location(location), {}).setdefault(size.lower(), {})
+            if max_vms is None:
+                limits.pop(str(zone or ""), None)
+                if not limits:
+                    del self._store.capacity[normalize_location(location)][size.lower()]
+            else:
+                limits[str(zone or "")] = int(max_vms)
             self.save()
 
     def add_image(self, location: str, publisher: str, offer: str, sku: str, version: str, *,
@@ -350,6 +372,21 @@ class FakeAzure:
                 "tenantId": stable_uuid("tenant", self.subscription_id), "principalId": stable_uuid("principal", resource_id),
                 "clientId": stable_uuid("client", resource_id), "isolationScope": "None"}}
             return self._seed(resource_id, identity_body, provisioned=False)["id"]
+
+    def usages(self, location: str) -> list[dict]:
+        """The location's usage entries as the Usage API lists them (name, currentValue, limit)."""
+        with self._lock:
+            return copy.deepcopy(quota.usages(self._store, self._skus, location))
+
+    def capacity_limits(self) -> dict[str, dict[str, dict[str, int]]]:
+        """set_capacity's limits: location -> size -> zone ("" for the whole location) -> max VMs."""
+        with self._lock:
+            return copy.deepcopy(self._store.capacity)
+
+    def sku_overrides(self) -> list[dict]:
+        """set_sku's changes, in the order they apply: [{"location", "size", "overrides"}]."""
+        with self._lock:
+            return copy.deepcopy(self._store.sku_overrides)
 
     def usage(self, location: str, family_or_name: str) -> int:
         """currentValue of one usage entry, matched like the Usage API's names (case and spaces ignored)."""

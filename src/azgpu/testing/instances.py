@@ -3,6 +3,7 @@
 Names follow Azure's Uniform scale sets: instance ids "0", "1", ..., VM names `{vmss}_{id}`,
 computer names `{prefix}` + the id in base 36 on six digits. Private IPs come from the subnet's
 prefix in order, skipping the first four addresses and the last one, which Azure reserves.
+A lower capacity removes instances in the order the scale set's scale-in policy documents.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .errors import ArmError
+from .lro import iso
 from .store import key, same_id, stable_uuid
 
 if TYPE_CHECKING:
@@ -169,6 +171,8 @@ def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str
         "instanceId": str(instance),
         "sku": {"name": vmss["sku"]["name"], "tier": vmss["sku"].get("tier", "Standard")},
         "properties": {
+            # Read-only, api-version 2021-11-01 and later; NewestVM/OldestVM scale-in go by it.
+            "timeCreated": iso(backend.now()),
             "latestModelApplied": True,
             "vmId": stable_uuid(vm_id),
             "provisioningState": "Succeeded",
@@ -189,13 +193,66 @@ def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str
     backend.store.put(vm)
 
 
+def fault_domain(vm: dict) -> int:
+    return int(vm["instanceId"]) % 3
+
+
+def _zone(vm: dict) -> str:
+    return (vm.get("zones") or [""])[0]
+
+
+def scale_in_order(vmss: dict, current: list[dict], count: int) -> list[dict]:
+    """The `count` instances a lower capacity removes, in the order the scale set's policy takes them.
+
+    Learn, "Use scale-in policies with Azure Virtual Machine Scale Sets": a zone-spanning set is first
+    balanced across zones (the zone with the most VMs gives one up); then Default balances fault
+    domains (best effort) and deletes the highest instance id, NewestVM the most recently created VM
+    and OldestVM the oldest.
+    """
+    rules = ((vmss.get("properties") or {}).get("scaleInPolicy") or {}).get("rules") or ["Default"]
+    rule = str(rules[0]).lower()
+    left, out = list(current), []
+
+    def most(items: list[dict], group) -> list[dict]:
+        sizes: dict = {}
+        for vm in items:
+            sizes.setdefault(group(vm), []).append(vm)
+        top = max(len(v) for v in sizes.values())
+        return [vm for v in sizes.values() if len(v) == top for vm in v]
+
+    for _ in range(min(count, len(left))):
+        candidates = most(left, _zone) if len(vmss.get("zones") or []) > 1 else left
+        if rule == "newestvm":
+            vm = max(candidates, key=lambda v: (v["properties"].get("timeCreated", ""), int(v["instanceId"])))
+        elif rule == "oldestvm":
+            vm = min(candidates, key=lambda v: (v["properties"].get("timeCreated", ""), int(v["instanceId"])))
+        else:
+            vm = max(most(candidates, fault_domain), key=lambda v: int(v["instanceId"]))
+        left.remove(vm)
+        out.append(vm)
+    return out
+
+
+def delete_instances(backend: Backend, vmss: dict, instance_ids: list[str]) -> int:
+    """Remove the named instances and lower sku.capacity by as many; returns how many went."""
+    wanted = {str(i) for i in instance_ids}
+    gone = [vm for vm in vms(backend, vmss) if vm["instanceId"] in wanted]
+    for vm in gone:
+        backend.remove(vm["id"])
+    vmss["sku"]["capacity"] = max(0, int(vmss["sku"].get("capacity", 0) or 0) - len(gone))
+    backend.dirty = True
+    return len(gone)
+
+
 def reconcile(backend: Backend, vmss: dict) -> None:
-    """Make the instances match sku.capacity: scale in from the highest id, scale out after it."""
+    """Make the instances match sku.capacity: scale in as the scale-in policy says, scale out after
+    the highest id."""
     capacity = int(vmss.get("sku", {}).get("capacity", 0) or 0)
     current = vms(backend, vmss)
-    for vm in current[capacity:]:
+    for vm in scale_in_order(vmss, current, len(current) - capacity):
         backend.remove(vm["id"])
     next_id = int(current[-1]["instanceId"]) + 1 if current else 0
+    current = vms(backend, vmss)
     next_ip = _allocator(backend)
     for number in range(next_id, next_id + capacity - len(current)):
         _make_vm(backend, vmss, number, next_ip)
@@ -205,7 +262,7 @@ def reconcile(backend: Backend, vmss: dict) -> None:
 def instance_view(vm: dict) -> dict:
     return {
         "platformUpdateDomain": int(vm["instanceId"]) % 5,
-        "platformFaultDomain": int(vm["instanceId"]) % 3,
+        "platformFaultDomain": fault_domain(vm),
         "computerName": vm["properties"]["osProfile"]["computerName"],
         "statuses": [
             {"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded"},

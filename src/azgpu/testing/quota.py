@@ -24,6 +24,9 @@ FIXED = {
     "availabilitySets": ("Availability Sets", 2500),
 }
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
+# Keys of FakeAzure(quota_limits=...): these two, or any usage name of FIXED ("cores", ...).
+GPU_FAMILY = "gpuFamily"  # every vCPU family whose sizes have GPUs
+GENERAL_FAMILY = "family"  # every other vCPU family
 
 
 def norm(name: str) -> str:
@@ -64,10 +67,13 @@ def usages(store: Store, skus: SkuCatalog, location: str) -> list[dict]:
         entries.setdefault(norm(value), {"unit": "Count", "currentValue": 0, "limit": limit,
                                          "name": {"value": value, "localizedValue": label}})
 
+    defaults = store.limits
     for value, (label, limit) in FIXED.items():
-        entry(value, label, limit)
+        entry(value, label, defaults.get(value, limit))
+    gpu_limit = defaults.get(GPU_FAMILY, GPU_FAMILY_LIMIT)
+    general_limit = defaults.get(GENERAL_FAMILY, GENERAL_FAMILY_LIMIT)
     for sku in skus.in_location(location):
-        entry(sku["family"], family_label(sku["family"]), GPU_FAMILY_LIMIT if is_gpu(sku) else GENERAL_FAMILY_LIMIT)
+        entry(sku["family"], family_label(sku["family"]), gpu_limit if is_gpu(sku) else general_limit)
     for name, values in store.quota.get(location, {}).items():
         entry(values.get("value", name), values.get("label", family_label(name)), 0)
         e = entries[norm(name)]

@@ -82,6 +82,9 @@ def stable_uuid(*parts: object) -> str:
 
 class Store:
     def __init__(self) -> None:
+        # Default quota limits of this fake (FakeAzure(quota_limits=...)): how the subscription was
+        # set up, not state, so neither clear() nor the state file touches them.
+        self.limits: dict[str, int] = {}
         self.clear()
 
     def clear(self) -> None:
@@ -92,6 +95,8 @@ class Store:
         self.images: list[dict] = []  # images added by add_image, on top of the seeded catalog
         # Marketplace terms by "publisher/offer/plan" (lower case): {"accepted", "retrieveDatetime"}.
         self.agreements: dict[str, dict] = {}
+        # location -> size (lower case) -> zone ("" for regional) -> VMs Azure can still allocate.
+        self.capacity: dict[str, dict[str, dict[str, int]]] = {}
         # Lower-cased id -> {"created", "changed"} (ISO 8601): what a listing's $expand shows.
         self.times: dict[str, dict[str, str]] = {}
         self.counter = 0
@@ -135,6 +140,7 @@ class Store:
             "quota": self.quota,
             "images": self.images,
             "agreements": self.agreements,
+            "capacity": self.capacity,
             "times": self.times,
             "counter": self.counter,
         }
@@ -149,6 +155,7 @@ class Store:
         self.quota = data["quota"]
         self.images = data["images"]
         self.agreements = data.get("agreements", {})  # absent from states saved before terms existed
+        self.capacity = data.get("capacity", {})
         self.times = data.get("times", {})
         self.counter = data["counter"]
 

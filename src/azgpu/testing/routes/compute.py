@@ -141,6 +141,43 @@ def _check_plan(backend, vmss: dict, plan: dict | None) -> None:
                    details=[{"code": "BadRequest", "message": detail}])
 
 
+def _allocation_error(backend, vmss: dict, previous: dict | None) -> dict | None:
+    """The error a scale set's operation ends with when the simulated capacity cannot hold it.
+
+    Azure accepts the PUT and the operation fails later with AllocationFailed, or
+    ZonalAllocationFailed for a zonal request (Learn, "Troubleshoot allocation failures"). Limits
+    count the capacity of every scale set of the size in the location (and zone).
+    """
+    location, size = vmss["location"], vmss["sku"]["name"].lower()
+    limits = backend.store.capacity.get(location, {}).get(size)
+    wanted = int(vmss["sku"].get("capacity", 0) or 0)
+    had = int(((previous or {}).get("sku") or {}).get("capacity", 0) or 0)
+    if not limits or wanted <= had:
+        return None
+    zones = [str(z) for z in vmss.get("zones") or []]
+    # Other scale sets hold their capacity whether or not their instances exist yet.
+    others = [v for v in backend.store.of_type(VMSS_TYPE)
+              if v.get("location") == location and v["sku"]["name"].lower() == size and v["id"].lower() != vmss["id"].lower()
+              and v.get("properties", {}).get("provisioningState") != "Failed"]
+    for zone in [*zones, ""]:
+        if zone not in limits:
+            continue
+        used = sum(int(v["sku"].get("capacity", 0) or 0) for v in others
+                   if not zone or zone in [str(z) for z in v.get("zones") or []])
+        if used + wanted > limits[zone]:
+            where = f"zone {zone} of {location}" if zone else location
+            if zone:
+                return {"code": "ZonalAllocationFailed",
+                        "message": f"Allocation failed. We do not have sufficient capacity for the requested VM size "
+                                   f"{vmss['sku']['name']} in this zone ({where}). Read more about improving likelihood "
+                                   "of allocation success at http://aka.ms/allocation-guidance"}
+            return {"code": "AllocationFailed",
+                    "message": f"Allocation failed. We do not have sufficient capacity for the requested VM size "
+                               f"{vmss['sku']['name']} in this region ({where}). Read more about improving likelihood "
+                               "of allocation success at http://aka.ms/allocation-guidance"}
+    return None
+
+
 def _validate(backend, vmss: dict, previous: dict | None) -> None:
     if not (vmss.get("sku") or {}).get("name"):
         raise ArmError(400, "InvalidParameter", "Required parameter 'sku.name' is missing (null).")
@@ -161,7 +198,8 @@ def _accept(backend, req, vmss: dict, previous: dict | None) -> Response:
         ext["id"] = f"{vmss['id']}/extensions/{ext['name']}"
         ext["type"] = EXTENSION_TYPE
         ext.setdefault("properties", {})["provisioningState"] = "Succeeded"
-    return backend.accepted_put(req, vmss, previous is not None, vmss["location"])
+    return backend.accepted_put(req, vmss, previous is not None, vmss["location"],
+                                error=_allocation_error(backend, vmss, previous))
 
 
 @route("PUT", VMSS)
@@ -208,6 +246,24 @@ def delete_vmss(backend, req, sub, rg, vmss):
     if resource is None:
         return Response(204)
     return backend.accepted_delete(req, resource, resource["location"])
+
+
+@route("POST", VMSS + r"/delete")
+def delete_instances(backend, req, sub, rg, vmss):
+    """VirtualMachineScaleSets_DeleteInstances: POST {"instanceIds": [...]}, 202 with a Location
+    monitor (REST spec 2024-11-01, VirtualMachineScaleSet_DeleteInstances_MaximumSet_Gen); when
+    it ends, the instances are gone and sku.capacity is lower by as many."""
+    scale_set = backend.require(_vmss_id(backend, rg, vmss))
+    ids = [str(i) for i in (req.body or {}).get("instanceIds") or []]
+    if not ids:
+        raise ArmError(400, "InvalidParameter", "Required parameter 'instanceIds' is missing (null).")
+    backend.ops.finish_pending(scale_set["id"])
+    for vm in instances.vms(backend, scale_set):
+        if vm["instanceId"] in ids:
+            vm["properties"]["provisioningState"] = "Deleting"
+    op = backend.begin(req, "deleteInstances", scale_set, scale_set["location"])
+    op["instances"] = ids
+    return Response(202, None, backend.ops.headers(op))
 
 
 @route("GET", COMPUTE + r"/virtualMachineScaleSets")

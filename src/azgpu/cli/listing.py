@@ -1,0 +1,22 @@
+"""`provision list`: every azgpu cluster in the subscription or one resource group."""
+
+from __future__ import annotations
+
+import click
+
+from . import options
+from .options import azure_options, common, emit
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("list")
+    @click.option("-g", "--resource-group", default=None, help="Only this resource group (default: the subscription).")
+    @azure_options
+    @common
+    def list_cmd(obj, resource_group, subscription, simulate, simulate_latency, simulate_state):
+        """Every azgpu cluster: name, group, location, profile, size, nodes running/total, InfiniBand domains,
+        created. One listing of the subscription (found by azgpu's tags) plus one instance listing per scale set."""
+        from ..deploy.inventory import list_clusters
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            emit(list_clusters(session, resource_group), obj)
