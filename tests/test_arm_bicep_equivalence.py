@@ -403,6 +403,11 @@ VARIANTS = {
     "whole-number max price": dict(profile="nd-h100-v5", spot=True, max_price=-1.0),
     "cloud-init and extension together": dict(profile="ndv2", image="ubuntu-2204-gen2", nodes=120, max_ib_domain=60),
     "plain image on nd-a100-v4": dict(profile="nd-a100-v4", image="ubuntu-2204-gen2", ephemeral_os_disk=True),
+    "zonal NAT gateway and per-node Standard public IPs": dict(profile="ng", zone="2", public_ip=True,
+                                                             ssh_source="203.0.113.7/32"),
+    "no outbound: private subnet, no NAT gateway": dict(profile="nd-h100-v5", outbound=False),
+    "existing subnet": dict(profile="nd-a100-v4", subnet_id="/subscriptions/0000/resourceGroups/net-rg/providers/"
+                                                            "Microsoft.Network/virtualNetworks/hub/subnets/gpu"),
 }
 
 

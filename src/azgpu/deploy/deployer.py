@@ -127,6 +127,16 @@ def _immutable(body: dict) -> dict[str, Any]:
     }
 
 
+def _subnet_egress(body: dict) -> dict[str, tuple[str, Any]]:
+    """Each subnet's way out in a VNet body: its NAT gateway (lower-cased id) and defaultOutboundAccess."""
+    out = {}
+    for subnet in (body.get("properties") or {}).get("subnets") or []:
+        props = subnet.get("properties") or {}
+        nat = ((props.get("natGateway") or {}).get("id") or "").lower()
+        out[(subnet.get("name") or "").lower()] = (nat, props.get("defaultOutboundAccess"))
+    return out
+
+
 @dataclass
 class Deployer:
     session: Any
@@ -231,6 +241,10 @@ class Deployer:
             return False
         if r.stage == "scale-set":
             return getattr(getattr(current, "sku", None), "capacity", None) == r.body["sku"]["capacity"]
+        if r.stage == "vnet":
+            # A VNet made before azgpu gave subnets a NAT gateway gets it (and stops default outbound) on a re-run.
+            want, have = _subnet_egress(self.body(r)), _subnet_egress(current.as_dict())
+            return all(have.get(name) == egress for name, egress in want.items())
         return True
 
     def begin_put(self, r: Resource, *, wait: bool = True):

@@ -69,8 +69,12 @@ VMSS = ResourceType("Microsoft.Compute/virtualMachineScaleSets", "scale set", "c
 NSG = ResourceType("Microsoft.Network/networkSecurityGroups", "network security group", "network",
                    "network_security_groups", teardown=1)
 VNET = ResourceType("Microsoft.Network/virtualNetworks", "virtual network", "network", "virtual_networks", teardown=1)
+# Azure refuses to delete a NAT gateway a subnet still uses, and a public IP a NAT gateway still holds.
+NAT_GATEWAY = ResourceType("Microsoft.Network/natGateways", "NAT gateway", "network", "nat_gateways", teardown=2)
+PUBLIC_IP = ResourceType("Microsoft.Network/publicIPAddresses", "public IP address", "network", "public_ip_addresses",
+                         teardown=3)
 
-TYPES: dict[str, ResourceType] = {t.type.lower(): t for t in (VMSS, NSG, VNET)}
+TYPES: dict[str, ResourceType] = {t.type.lower(): t for t in (VMSS, NSG, VNET, NAT_GATEWAY, PUBLIC_IP)}
 
 
 def of(type_: str) -> ResourceType:
