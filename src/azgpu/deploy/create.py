@@ -25,6 +25,13 @@ def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
 
 
+def _nodes_needed(plan: Plan, listed: list[Any] | None) -> int:
+    """Nodes this run adds (the addresses it takes in a --subnet-id): planned minus what this cluster holds."""
+    existing = {item.name: (item.sku.capacity if item.sku else 0) or 0 for item in listed or []
+                if (item.type or "").lower() == VMSS.type.lower() and is_ours(item.tags, plan.spec.names.cluster)}
+    return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) for r in plan.scale_sets)
+
+
 def prepare(session, spec: Spec, listed: list[Any] | None) -> tuple[Plan, Preflight]:
     """Preflight and the plan to deploy; the live values Azure reports override documented ones.
 
@@ -32,7 +39,8 @@ def prepare(session, spec: Spec, listed: list[Any] | None) -> tuple[Plan, Prefli
     """
     plan = build_plan(spec)
     try:
-        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed))
+        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed),
+                           nodes_needed=_nodes_needed(plan, listed))
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise to_azure_error(exc, "preflight") from None
     if pf.errors:
