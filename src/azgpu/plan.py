@@ -220,13 +220,18 @@ def _vnet(spec: Spec, tags: dict, nat: Resource | None) -> Resource:
     return Resource("vnet", "Microsoft.Network/virtualNetworks", NETWORK_API, spec.names.vnet, body, "vnet")
 
 
+def documented_placement(size) -> str:
+    """Where an ephemeral OS disk goes by the documented local storage: the resource (temp) disk, or NVMe on
+    sizes without one (GB200/GB300). Preflight replaces it with what the size reports live."""
+    return "ResourceDisk" if size.temp_disk_gib else "NvmeDisk"
+
+
 def _storage_profile(spec: Spec) -> dict:
     req, size = spec.request, spec.size
     premium = size.cap("premium_storage")
     os_disk: dict[str, Any] = {"createOption": "FromImage"}
     if req.ephemeral_os_disk:
-        # Sizes without a resource disk (GB200/GB300: local NVMe only) place it on NVMe.
-        placement = "ResourceDisk" if size.temp_disk_gib else "NvmeDisk"
+        placement = spec.ephemeral_placement or documented_placement(size)
         os_disk |= {"caching": "ReadOnly", "diffDiskSettings": {"option": "Local", "placement": placement},
                     "managedDisk": {"storageAccountType": "Standard_LRS"}}
     else:

@@ -54,6 +54,9 @@ class Spec:
     findings: tuple[Finding, ...]
     # A NAT gateway with a Standard public IP gives the new VNet's nodes their way out (--no-outbound: none).
     nat_gateway: bool = False
+    # Where an ephemeral OS disk goes; None: as the documentation implies (plan.documented_placement).
+    # Preflight replaces it with what the live SupportedEphemeralOSDiskPlacements capability allows.
+    ephemeral_placement: str | None = None
 
     @property
     def warnings(self) -> list[Finding]:

@@ -48,6 +48,9 @@ def prepare(session, spec: Spec, listed: list[Any] | None) -> tuple[Plan, Prefli
     if "accelerated_networking" in pf.overrides:
         spec = dataclasses.replace(spec, accelerated_networking=pf.overrides["accelerated_networking"])
         plan = build_plan(spec)
+    if "ephemeral_placement" in pf.overrides:
+        spec = dataclasses.replace(spec, ephemeral_placement=pf.overrides["ephemeral_placement"])
+        plan = build_plan(spec)
     return plan, pf
 
 

@@ -9,6 +9,7 @@ import ipaddress
 
 from ..errors import Finding
 from ..images import ofed_display
+from ..plan import documented_placement
 from ..sources import cite
 from ..validate import Spec
 
@@ -16,6 +17,10 @@ SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"
 SOURCE_USAGE = "Azure usage API (az vm list-usage)"
 SOURCE_IMAGES = "Azure marketplace images API (az vm image list --all)"
 SOURCE_NETWORK = "Azure virtual networks API (az network vnet show)"
+# Azure recommends temp (resource) disk or NVMe placement; cache disk placement belongs to older series
+# (D-ephemeral). Of the two, the resource disk leaves a GPU node's NVMe disks whole for data: an ephemeral OS
+# disk on NVMe takes whole NVMe disks.
+EPHEMERAL_PLACEMENTS = ("ResourceDisk", "NvmeDisk", "CacheDisk")
 RESERVED_PER_SUBNET = 5  # the first four addresses and the last one of every subnet (D-vnet-faq)
 
 
@@ -145,12 +150,34 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
     if req.ephemeral_os_disk and eph is False:
         pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED", f"{size.name} reports no ephemeral OS disk support here",
                                 "drop --ephemeral-os-disk", SOURCE_SKUS))
+    _check_ephemeral_placement(pf, spec, caps, drift, eph)
     spot = _bool(caps.get("LowPriorityCapable"))
     if req.spot and spot is False:
         pf.findings.append(_err("SPOT_NOT_CAPABLE", f"{size.name} is not spot-capable here", "drop --spot", SOURCE_SKUS))
     if spec.security_type == "TrustedLaunch" and _bool(caps.get("TrustedLaunchDisabled")):
         pf.findings.append(_err("TRUSTED_LAUNCH_UNSUPPORTED", f"{size.name} reports TrustedLaunchDisabled here",
                                 "use --security-type Standard", SOURCE_SKUS))
+
+
+def _check_ephemeral_placement(pf: Preflight, spec: Spec, caps: dict[str, str], drift, supported: bool | None) -> None:
+    """Where the ephemeral OS disk goes, from the live SupportedEphemeralOSDiskPlacements capability."""
+    live = caps.get("SupportedEphemeralOSDiskPlacements")
+    if live is None:
+        return
+    offered = {p.strip().lower(): p.strip() for p in live.split(",") if p.strip()}
+    documented = documented_placement(spec.size)
+    if offered and spec.size.cap("ephemeral_os_disk") and documented.lower() not in offered:
+        drift("SupportedEphemeralOSDiskPlacements", f"{documented} (implied by the documented local disks)", live)
+    if not spec.request.ephemeral_os_disk or supported is False:
+        return
+    choice = next((p for p in EPHEMERAL_PLACEMENTS if p.lower() in offered), None)
+    if choice is None:
+        pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED",
+                                f"{spec.size.name} reports no ephemeral OS disk placement here "
+                                f"(SupportedEphemeralOSDiskPlacements: {live or 'none'})",
+                                "drop --ephemeral-os-disk", SOURCE_SKUS))
+    elif choice != (spec.ephemeral_placement or documented):
+        pf.overrides["ephemeral_placement"] = choice
 
 
 def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int) -> None:
