@@ -15,6 +15,7 @@ from azgpu.deploy.create import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.errors import AzureError, InputError, ValidationFailed
 from azgpu.profiles import load_profile
+from azgpu.testing import FakeAzure
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CLUSTER_FILES = sorted(p.name for p in EXAMPLES.glob("*.toml"))
@@ -51,20 +52,22 @@ def make_room(azure, req: azgpu.Request) -> None:
 
 
 @pytest.mark.parametrize("name", CLUSTER_FILES)
-def test_every_example_gets_outbound_through_a_nat_gateway_and_destroy_removes_it(azure, session, name):
+def test_every_example_gets_outbound_through_a_nat_gateway_and_destroy_removes_it(sim, state_file, name):
+    """`provision create -f EXAMPLE --simulate`, then `provision destroy`: the simulated cloud in between."""
     req = example_request(name)
     profile = load_profile(req.profile)
+    args = ("-f", EXAMPLES / name, "--ssh-key", SSH_KEY_FILE)
     if profile.size(req.size or profile.default_size).retired:
         # ND v1 is retired: create refuses it before anything is written (its example says so).
-        with pytest.raises(ValidationFailed) as info:
-            create(session, req)
-        assert "SERIES_RETIRED" in {f.code for f in info.value.errors}
-        assert writes(azure) == []
+        rc, out, err = sim("create", *args)
+        assert_cli_error(rc, err, 2, "SERIES_RETIRED", "")
+        assert FakeAzure(state_file=state_file).resources() == []
         return
-    make_room(azure, req)
-    result = create(session, req)
-    rg, cluster = req.resource_group, req.name
-    assert result["outbound"]["method"] == "nat-gateway"
+    make_room(FakeAzure(state_file=state_file), req)
+    rc, out, err = sim("create", *args)
+    assert rc == 0, err
+    assert json.loads(out)["outbound"]["method"] == "nat-gateway"
+    azure, rg, cluster = FakeAzure(state_file=state_file), req.resource_group, req.name
     (nat,) = azure.resources(type=NAT, resource_group=rg)
     (ip,) = top_level(azure, PIP, rg)
     (vnet,) = azure.resources(type=VNET, resource_group=rg)
@@ -74,11 +77,13 @@ def test_every_example_gets_outbound_through_a_nat_gateway_and_destroy_removes_i
     assert nat["properties"]["publicIpAddresses"] == [{"id": ip["id"]}]
     assert ip["properties"]["ipAddress"] and ip["sku"] == {"name": "Standard", "tier": "Regional"}
     nics = azure.resources(type=NIC, resource_group=rg)
-    assert nics and all(c["properties"]["subnet"]["id"] == subnet["id"]
-                        for n in nics for c in n["properties"]["ipConfigurations"])
+    assert len(nics) == req.nodes and all(c["properties"]["subnet"]["id"] == subnet["id"]
+                                          for n in nics for c in n["properties"]["ipConfigurations"])
     assert all(ours(r, cluster) for r in (nat, ip))
 
-    destroy(session, cluster, rg)
+    rc, out, err = sim("destroy", "-n", cluster, "-g", rg, "--yes")
+    assert rc == 0, err
+    azure = FakeAzure(state_file=state_file)
     assert azure.resources(type=NAT) == azure.resources(type=PIP) == azure.resources(type=VNET) == []
 
 

@@ -94,8 +94,9 @@ def _shown_subnet(backend, subnet: dict) -> dict:
 
 def shown(backend, resource: dict) -> dict:
     """A copy of a network resource with the read-only back-references ARM computes: a VNet's subnets list
-    their NICs' ip configurations, a NAT gateway its subnets, a public IP the NAT gateway holding it
-    (NatGateway*/VirtualNetworkGet/SubnetGet examples, api 2026-03-01)."""
+    their NICs' ip configurations, a NAT gateway its subnets (REST examples VirtualNetworks_Get and
+    NatGateways_CreateOrUpdate, api 2026-03-01), a public IP the NAT gateway holding it (its natGateway
+    property in the same API)."""
     out = copy.deepcopy(resource)
     kind = out.get("type", "").lower()
     if kind == VNET_TYPE.lower():
