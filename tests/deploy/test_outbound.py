@@ -255,3 +255,14 @@ def test_cli_error_for_a_bad_outbound_value_in_a_cluster_file(cli, tmp_path, azu
     rc, out, err = cli("create", "-f", path, "-n", NAME, "-g", RG, "-l", LOCATION, "--ssh-key", SSH_KEY_FILE)
     assert_cli_error(rc, err, 2, "INVALID_OUTBOUND", "true or false")
     assert azure.requests == []
+
+
+def test_a_zone_fallback_keeps_the_nat_gateway_in_the_zone_azure_made_it(azure, session):
+    # Zones cannot change after a NAT gateway is made, and a zonal one serves VMs of any zone in its
+    # subnets (Learn, NAT gateway and availability zones): the next zone's scale set uses it as it is.
+    azure.inject(method="PUT", path="virtualMachineScaleSets", operation_error="ZonalAllocationFailed")
+    create(session, request(zone="1"), zones=["1", "2"])
+    (nat,), (vmss,) = azure.resources(type=NAT), azure.resources(type=VMSS)
+    assert (nat["zones"], vmss["zones"]) == (["1"], ["2"])
+    assert [r.path for r in calls(azure, "PUT", path="natGateways")] == [nat["id"]]
+    assert subnet_of(azure)["properties"]["natGateway"]["id"] == nat["id"]

@@ -1,11 +1,10 @@
-"""Preflight against the live subscription: SKU, capabilities, quota, image. Reads only, all findings at once."""
+"""Preflight against the live subscription: SKU, capabilities, quota, image, --subnet-id. Reads only, all findings at once."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
-
-import ipaddress
 
 from ..errors import Finding
 from ..images import ofed_display
