@@ -418,6 +418,11 @@ VARIANTS = {
         profile="nd-gb300-v6", nodes=36, image=GALLERY_VERSION, identity=[IDENTITY], ppg=PPG_ID),
     "community gallery image": dict(profile="nd-a100-v4", image="/CommunityGalleries/pub-123/Images/hpc"),
     "managed image": dict(profile="nd-a100-v4", image="/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/images/hpc"),
+    "zonal NAT gateway and per-node Standard public IPs": dict(profile="ng", zone="2", public_ip=True,
+                                                             ssh_source="203.0.113.7/32"),
+    "no outbound: private subnet, no NAT gateway": dict(profile="nd-h100-v5", outbound=False),
+    "existing subnet": dict(profile="nd-a100-v4", subnet_id="/subscriptions/0000/resourceGroups/net-rg/providers/"
+                                                            "Microsoft.Network/virtualNetworks/hub/subnets/gpu"),
 }
 
 

@@ -148,6 +148,8 @@ def test_names_are_deterministic(az):
     second = [(r.type, r.name) for r in az.plan(profile="nd-a100-v4", nodes=150).resources]
     assert first == second == [
         ("Microsoft.Network/networkSecurityGroups", "demo-nsg"),
+        ("Microsoft.Network/publicIPAddresses", "demo-natgw-ip"),
+        ("Microsoft.Network/natGateways", "demo-natgw"),
         ("Microsoft.Network/virtualNetworks", "demo-vnet"),
         ("Microsoft.Compute/virtualMachineScaleSets", "demo-vmss000"),
         ("Microsoft.Compute/virtualMachineScaleSets", "demo-vmss001"),
@@ -163,12 +165,13 @@ def test_existing_subnet_replaces_the_new_vnet(az):
 
 def test_scale_sets_are_deployed_after_network(az):
     waves = az.plan(profile="nd-a100-v4", nodes=150).waves()
-    assert [[r.key for r in wave] for wave in waves] == [["nsg", "vnet"], ["vmss000", "vmss001"]]
+    assert [[r.key for r in wave] for wave in waves] == [
+        ["nsg", "natPublicIp"], ["natGateway"], ["vnet"], ["vmss000", "vmss001"]]
 
 
 def test_arm_json_is_valid_json_with_dependencies(az):
     template = json.loads(to_json(render_arm(az.plan(profile="nd-a100-v4"))))
-    vmss = template["resources"][2]
+    vmss = template["resources"][4]
     assert vmss["dependsOn"] == ["[resourceId('Microsoft.Network/networkSecurityGroups', 'demo-nsg')]",
                                  "[resourceId('Microsoft.Network/virtualNetworks', 'demo-vnet')]"]
 
@@ -204,3 +207,87 @@ def test_rendered_templates_include_the_plan(az):
     vmss = next(r for r in render_arm(plan)["resources"] if r["type"].endswith("virtualMachineScaleSets"))
     assert vmss["plan"]["name"] == "8_10-hpc-gen2"
     assert "plan: {" in render_bicep(plan) and "product: 'almalinux-hpc'" in render_bicep(plan)
+
+
+# ------------------------------------------------------------------------------ outbound access
+
+
+def test_new_vnet_gets_a_standard_nat_gateway_with_a_static_standard_public_ip(az):
+    plan = az.plan(profile="nd-a100-v4")
+    ip, nat = plan.resource("natPublicIp"), plan.resource("natGateway")
+    assert (ip.type, ip.api_version, nat.type, nat.api_version) == (
+        "Microsoft.Network/publicIPAddresses", "2026-03-01", "Microsoft.Network/natGateways", "2026-03-01")
+    assert ip.body["sku"] == {"name": "Standard", "tier": "Regional"}
+    assert ip.body["properties"] == {"publicIPAddressVersion": "IPv4", "publicIPAllocationMethod": "Static"}
+    assert nat.body["sku"] == {"name": "Standard"}
+    assert nat.body["properties"]["idleTimeoutInMinutes"] == 4
+    assert nat.depends_on == ["natPublicIp"]
+    assert render_arm(plan)["resources"][2]["properties"]["publicIpAddresses"] == [
+        {"id": "[resourceId('Microsoft.Network/publicIPAddresses', 'demo-natgw-ip')]"}]
+
+
+def test_the_subnet_is_private_and_leaves_through_the_nat_gateway(az):
+    plan = az.plan(profile="nd-a100-v4")
+    subnet = plan.resource("vnet").body["properties"]["subnets"][0]["properties"]
+    assert subnet["defaultOutboundAccess"] is False
+    assert "natGateway.id" in render_bicep(plan)
+    assert plan.resource("vnet").depends_on == ["natGateway"]
+
+
+def test_zone_makes_the_nat_gateway_and_its_public_ip_zonal_in_it(az):
+    plan = az.plan(profile="nd-a100-v4", zone="3")
+    assert plan.resource("natGateway").body["zones"] == plan.resource("natPublicIp").body["zones"] == ["3"]
+
+
+def test_without_zone_the_nat_gateway_and_its_public_ip_have_no_zones(az):
+    plan = az.plan(profile="nd-a100-v4")
+    assert "zones" not in plan.resource("natGateway").body and "zones" not in plan.resource("natPublicIp").body
+
+
+def test_no_outbound_keeps_the_subnet_private_without_a_nat_gateway(az):
+    plan = az.plan(profile="nd-a100-v4", outbound=False)
+    assert [r.key for r in plan.resources] == ["nsg", "vnet", "vmss000"]
+    assert plan.resource("vnet").body["properties"]["subnets"][0]["properties"] == {
+        "addressPrefix": "10.0.0.0/16", "defaultOutboundAccess": False}
+    assert plan.summary()["outbound"] == {"method": "none", "default_outbound_access": False}
+
+
+def test_summary_describes_each_way_out(az):
+    subnet = "/subscriptions/0000/resourceGroups/net-rg/providers/Microsoft.Network/virtualNetworks/hub/subnets/gpu"
+    assert az.plan(profile="ng").summary()["outbound"]["method"] == "nat-gateway"
+    assert az.plan(profile="ng", subnet_id=subnet).summary()["outbound"] == {
+        "method": "existing-subnet", "subnet_id": subnet}
+    assert az.plan(profile="ng", outbound=False, public_ip=True).summary()["outbound"]["method"] == "node-public-ips"
+
+
+def test_the_plan_notes_how_the_nodes_reach_the_internet(az):
+    assert any("NAT gateway demo-natgw" in n for n in az.plan(profile="nd-a100-v4").notes)
+    assert not any("NAT gateway" in n for n in az.plan(profile="nd-a100-v4", outbound=False).notes)
+
+
+def test_per_node_public_ips_ask_for_the_standard_sku(az):
+    plan = az.plan(profile="ng", public_ip=True, ssh_source="203.0.113.7/32")
+    config = nic(plan.scale_sets[0])["ipConfigurations"][0]["properties"]["publicIPAddressConfiguration"]
+    assert config["sku"] == {"name": "Standard", "tier": "Regional"}
+
+
+def test_ephemeral_placement_follows_the_spec_when_preflight_chose_one(az):
+    import dataclasses
+
+    from azgpu.plan import build_plan
+
+    spec = az.spec("render", profile="nd-h100-v5", ephemeral_os_disk=True)
+    documented = build_plan(spec).scale_sets[0].body["properties"]["virtualMachineProfile"]["storageProfile"]
+    live = build_plan(dataclasses.replace(spec, ephemeral_placement="NvmeDisk")).scale_sets[0].body
+    assert documented["osDisk"]["diffDiskSettings"]["placement"] == "ResourceDisk"
+    assert live["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"]["diffDiskSettings"] == {
+        "option": "Local", "placement": "NvmeDisk"}
+
+
+def test_teardown_goes_scale_sets_then_network_then_nat_gateway_then_its_public_ip():
+    from azgpu.deploy import resource_types as rt
+
+    order = [rt.of(t).teardown for t in ("Microsoft.Compute/virtualMachineScaleSets", "Microsoft.Network/virtualNetworks",
+                                         "Microsoft.Network/natGateways", "Microsoft.Network/publicIPAddresses")]
+    assert order == sorted(order) and len(set(order)) == 4
+    assert rt.of("microsoft.network/natgateways") is rt.NAT_GATEWAY

@@ -478,7 +478,17 @@ def test_too_many_scale_sets_for_one_template_fail(az):
 
 
 def test_template_at_the_resource_limit_passes(az):
-    spec = az.spec(profile="nd-a100-v4", nodes=798, max_ib_domain=1)  # NSG + VNet + 798 scale sets = 800
+    # NSG + VNet + NAT gateway + its public IP + 796 scale sets = 800
+    spec = az.spec(profile="nd-a100-v4", nodes=796, max_ib_domain=1)
+    assert len(spec.scale_sets) == 796
+
+
+def test_the_nat_gateway_and_its_public_ip_count_towards_the_template_limit(az):
+    assert "TEMPLATE_TOO_LARGE" in az.codes(az.errors(profile="nd-a100-v4", nodes=797, max_ib_domain=1))
+
+
+def test_without_outbound_two_more_scale_sets_fit_the_template(az):
+    spec = az.spec(profile="nd-a100-v4", nodes=798, max_ib_domain=1, outbound=False)  # NSG + VNet + 798
     assert len(spec.scale_sets) == 798
 
 
@@ -636,3 +646,51 @@ def test_ofed_install_on_a_series_without_hpc_image_says_there_is_nothing_to_do(
 def test_a_single_recommended_image_is_not_listed_twice(az):
     f = az.only(az.spec(profile="nd-gb300-v6", nodes=18, image="ubuntu-2404-arm64").findings, "IMAGE_NOT_RECOMMENDED")
     assert f.remedy == "use --image ubuntu-hpc-2404-gb"
+
+
+# ------------------------------------------------------------------------------ outbound access
+
+
+def test_no_outbound_warns_what_will_not_work(az):
+    f = az.only(az.spec(profile="nd-a100-v4", outbound=False).findings, "OUTBOUND_DISABLED")
+    assert f.severity == "warning" and f.field == "outbound"
+    assert "Run Command results" in f.message and "package mirrors" in f.message
+    assert "cloud-init" not in f.message  # the HPC image brings OFED: nothing to download
+    assert f.remedy.startswith("drop --no-outbound")
+
+
+def test_no_outbound_names_the_ofed_download_cloud_init_needs(az):
+    f = az.only(az.spec(profile="nd-a100-v4", outbound=False, image="ubuntu-2204-gen2").findings, "OUTBOUND_DISABLED")
+    assert "cloud-init's download of DOCA-OFED 3.2.1" in f.message
+
+
+def test_no_outbound_names_the_driver_extension_download(az):
+    spec = az.spec(profile="ndv2", outbound=False, image="ubuntu-2204-gen2")
+    assert spec.extensions
+    f = az.only(spec.findings, "OUTBOUND_DISABLED")
+    assert f"the {spec.extensions[0].type} extension's driver download" in f.message
+
+
+def test_no_outbound_with_per_node_public_ips_does_not_warn(az):
+    findings = az.spec(profile="ng", outbound=False, public_ip=True, ssh_source="203.0.113.7/32").findings
+    assert "OUTBOUND_DISABLED" not in az.codes(findings)
+
+
+def test_outbound_by_default_does_not_warn(az):
+    assert "OUTBOUND_DISABLED" not in az.codes(az.spec(profile="nd-a100-v4").findings)
+
+
+def test_no_outbound_with_subnet_id_is_a_note_that_it_changes_nothing(az):
+    subnet = "/subscriptions/0000/resourceGroups/net-rg/providers/Microsoft.Network/virtualNetworks/hub/subnets/gpu"
+    findings = az.spec(profile="nd-a100-v4", outbound=False, subnet_id=subnet).findings
+    f = az.only(findings, "OUTBOUND_NOT_MANAGED")
+    assert f.severity == "note" and f.remedy.startswith("drop --no-outbound")
+    assert "OUTBOUND_DISABLED" not in az.codes(findings)
+
+
+def test_nat_gateway_and_public_ip_names_follow_azures_rules():
+    from azgpu import naming
+
+    assert naming.check("nat_gateway", "a" * 81) == "NAT gateway name '" + "a" * 81 + "' has 81 characters; Azure allows 1-80"
+    assert "not allowed" in naming.check("public_ip", "ip.")
+    assert naming.check("public_ip", naming.Names("a" * 50).nat_public_ip) is None

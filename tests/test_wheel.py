@@ -75,7 +75,7 @@ def test_installed_cli_renders_templates(installed, outside):
        "--ssh-key", KEY, "--out-dir", out, "-o", "none", **outside)
     assert sorted(p.name for p in out.iterdir()) == ["main.bicep", "main.bicepparam", "main.json", "main.parameters.json"]
     assert "resource vmss002 'Microsoft.Compute/virtualMachineScaleSets@" in (out / "main.bicep").read_text()
-    assert len(json.loads((out / "main.json").read_text())["resources"]) == 5
+    assert len(json.loads((out / "main.json").read_text())["resources"]) == 7  # NSG, NAT gateway + IP, VNet, 3 sets
 
 
 @pytest.mark.slow

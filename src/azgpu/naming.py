@@ -31,6 +31,8 @@ RULES = {
     "nsg": NameRule("network security group", 1, 80, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "vnet": NameRule("virtual network", 2, 64, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "subnet": NameRule("subnet", 1, 80, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
+    "nat_gateway": NameRule("NAT gateway", 1, 80, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
+    "public_ip": NameRule("public IP address", 1, 80, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "vmss": NameRule("virtual machine scale set", 1, 64, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "ppg": NameRule("proximity placement group", 1, 80, _NET, "letters, digits, '_', '.', '-'; start alphanumeric; end alphanumeric or '_'"),
     "computer_name_prefix_linux": NameRule("Linux computer name prefix", 1, 58, re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$"),
@@ -66,6 +68,14 @@ class Names:
     def subnet(self) -> str:
         return "compute"
 
+    @property
+    def nat_gateway(self) -> str:
+        return f"{self.cluster}-natgw"
+
+    @property
+    def nat_public_ip(self) -> str:
+        return f"{self.cluster}-natgw-ip"
+
     def vmss(self, index: int) -> str:
         return f"{self.cluster}-vmss{index:03d}"
 
@@ -74,7 +84,8 @@ class Names:
         return f"{self.cluster[:6]}{index:03d}" if windows else f"{self.cluster}-{index:03d}-"
 
     def derived(self, scale_sets: int, *, windows: bool = False) -> list[tuple[str, str]]:
-        out = [("nsg", self.nsg), ("vnet", self.vnet), ("subnet", self.subnet)]
+        out = [("nsg", self.nsg), ("vnet", self.vnet), ("subnet", self.subnet), ("nat_gateway", self.nat_gateway),
+               ("public_ip", self.nat_public_ip)]
         prefix_kind = "computer_name_prefix_windows" if windows else "computer_name_prefix_linux"
         for i in range(scale_sets):
             out += [("vmss", self.vmss(i)), (prefix_kind, self.computer_name_prefix(i, windows=windows))]

@@ -18,6 +18,13 @@ from .validate import Spec
 NETWORK_API = "2026-03-01"  # azure-mgmt-network's default; the deployer sends the same version
 COMPUTE_API = "2026-04-01"  # azure-mgmt-compute's default for virtualMachineScaleSets
 MANAGED_BY = "azgpu"
+NAT_GATEWAY_TYPE = "Microsoft.Network/natGateways"
+PUBLIC_IP_TYPE = "Microsoft.Network/publicIPAddresses"
+# Azure's default TCP idle timeout for NAT gateway flows (4-120 minutes); raising it is "a last resort option"
+# (D-nat-resource): long transfers keep their flows busy, and idle ones should use TCP keepalives.
+NAT_IDLE_TIMEOUT_MINUTES = 4
+# Basic public IPs were retired on September 30, 2025 (D-public-ip-basic): every public IP asks for Standard.
+STANDARD_PUBLIC_IP_SKU = {"name": "Standard", "tier": "Regional"}
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,19 @@ class Plan:
             left = [r for r in left if r.key not in done]
         return out
 
+    def outbound(self) -> dict[str, Any]:
+        """How the nodes reach the internet: what a reviewer and `provision plan` show."""
+        spec = self.spec
+        if spec.nat_gateway:
+            nat, ip = self.resource("natGateway"), self.resource("natPublicIp")
+            return {"method": "nat-gateway", "nat_gateway": nat.name, "public_ip": ip.name,
+                    "zones": nat.body.get("zones"), "default_outbound_access": False}
+        if spec.subnet_id:
+            return {"method": "existing-subnet", "subnet_id": spec.subnet_id}
+        if spec.request.public_ip:
+            return {"method": "node-public-ips", "default_outbound_access": False}
+        return {"method": "none", "default_outbound_access": False}
+
     def summary(self) -> dict[str, Any]:
         spec = self.spec
         return {
@@ -102,6 +122,7 @@ class Plan:
             "scale_sets": [
                 {"name": r.name, "capacity": r.body["sku"]["capacity"]} for r in self.scale_sets
             ],
+            "outbound": self.outbound(),
             "resources": [{"type": r.type, "name": r.name, "depends_on": r.depends_on} for r in self.resources],
             "findings": [f.as_dict() for f in spec.findings],
             "notes": self.notes,
@@ -163,16 +184,48 @@ def _nsg(spec: Spec, tags: dict) -> Resource:
     return Resource("nsg", "Microsoft.Network/networkSecurityGroups", NETWORK_API, spec.names.nsg, body, "nsg")
 
 
-def _vnet(spec: Spec, tags: dict) -> Resource:
+def _public_ip(spec: Spec, tags: dict) -> Resource:
+    """The NAT gateway's Standard public IP: static, and in the NAT gateway's zone (D-nat-zones)."""
+    body: dict[str, Any] = {"location": Param("location"), "tags": tags, "sku": dict(STANDARD_PUBLIC_IP_SKU)}
+    if spec.request.zone:
+        body["zones"] = [spec.request.zone]
+    body["properties"] = {"publicIPAddressVersion": "IPv4", "publicIPAllocationMethod": "Static"}
+    return Resource("natPublicIp", PUBLIC_IP_TYPE, NETWORK_API, spec.names.nat_public_ip, body, "public-ip")
+
+
+def _nat_gateway(spec: Spec, tags: dict, ip: Resource) -> Resource:
+    """A Standard NAT gateway: zonal in --zone (where the nodes are), otherwise no zone (D-nat-zones)."""
+    body: dict[str, Any] = {"location": Param("location"), "tags": tags, "sku": {"name": "Standard"}}
+    if spec.request.zone:
+        body["zones"] = [spec.request.zone]
+    body["properties"] = {
+        "idleTimeoutInMinutes": NAT_IDLE_TIMEOUT_MINUTES,
+        "publicIpAddresses": [{"id": ResourceId(ip.key, ip.type, ip.name)}],
+    }
+    return Resource("natGateway", NAT_GATEWAY_TYPE, NETWORK_API, spec.names.nat_gateway, body, "nat-gateway")
+
+
+def _vnet(spec: Spec, tags: dict, nat: Resource | None) -> Resource:
+    # Private by design, whatever the API version's default: the NAT gateway is the subnet's one way out
+    # (without it, --no-outbound, there is none) and no VM gets a default outbound IP (D-default-outbound).
+    subnet: dict[str, Any] = {"addressPrefix": spec.vnet_prefix, "defaultOutboundAccess": False}
+    if nat is not None:
+        subnet["natGateway"] = {"id": ResourceId(nat.key, nat.type, nat.name)}
     body = {
         "location": Param("location"),
         "tags": tags,
         "properties": {
             "addressSpace": {"addressPrefixes": [spec.vnet_prefix]},
-            "subnets": [{"name": spec.names.subnet, "properties": {"addressPrefix": spec.vnet_prefix}}],
+            "subnets": [{"name": spec.names.subnet, "properties": subnet}],
         },
     }
     return Resource("vnet", "Microsoft.Network/virtualNetworks", NETWORK_API, spec.names.vnet, body, "vnet")
+
+
+def documented_placement(size) -> str:
+    """Where an ephemeral OS disk goes by the documented local storage: the resource (temp) disk, or NVMe on
+    sizes without one (GB200/GB300). Preflight replaces it with what the size reports live."""
+    return "ResourceDisk" if size.temp_disk_gib else "NvmeDisk"
 
 
 def _storage_profile(spec: Spec) -> dict:
@@ -180,8 +233,7 @@ def _storage_profile(spec: Spec) -> dict:
     premium = size.cap("premium_storage")
     os_disk: dict[str, Any] = {"createOption": "FromImage"}
     if req.ephemeral_os_disk:
-        # Sizes without a resource disk (GB200/GB300: local NVMe only) place it on NVMe.
-        placement = "ResourceDisk" if size.temp_disk_gib else "NvmeDisk"
+        placement = spec.ephemeral_placement or documented_placement(size)
         os_disk |= {"caching": "ReadOnly", "diffDiskSettings": {"option": "Local", "placement": placement},
                     "managedDisk": {"storageAccountType": "Standard_LRS"}}
     else:
@@ -225,7 +277,10 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
         os_profile["customData"] = base64.b64encode(cloud_init_ofed(spec.install_ofed).encode()).decode()
     ip_config: dict[str, Any] = {"primary": True, "subnet": {"id": subnet}}
     if req.public_ip:
-        ip_config["publicIPAddressConfiguration"] = {"name": "public", "properties": {"idleTimeoutInMinutes": 15}}
+        # The SKU explicitly: Basic public IPs are retired (D-public-ip-basic), and a scale set without a load
+        # balancer takes its instance IPs' SKU from this section (D-vmss-networking).
+        ip_config["publicIPAddressConfiguration"] = {"name": "public", "sku": dict(STANDARD_PUBLIC_IP_SKU),
+                                                     "properties": {"idleTimeoutInMinutes": 15}}
     nic = {
         "name": f"{name}-nic",
         "properties": {
@@ -309,7 +364,12 @@ def build_plan(spec: Spec) -> Plan:
     if spec.subnet_id:
         subnet: Any = spec.subnet_id
     else:
-        vnet = _vnet(spec, tags)
+        nat = None
+        if spec.nat_gateway:
+            ip = _public_ip(spec, tags)
+            nat = _nat_gateway(spec, tags, ip)
+            resources += [ip, nat]
+        vnet = _vnet(spec, tags, nat)
         resources.append(vnet)
         subnet = SubnetId(vnet.key, vnet.name, spec.names.subnet)
     for i, capacity in enumerate(spec.scale_sets):
@@ -334,6 +394,9 @@ def build_plan(spec: Spec) -> Plan:
         Output("subnetId", "string", subnet),
     ]
     notes = []
+    if spec.nat_gateway:
+        notes.append(f"the nodes reach the internet through NAT gateway {spec.names.nat_gateway} and its Standard "
+                     f"public IP {spec.names.nat_public_ip}; the subnet has no default outbound access")
     if spec.install_ofed:
         notes.append(f"cloud-init installs {ofed_display(spec.install_ofed)} (image has no OFED)")
     for ext in spec.extensions:

@@ -37,6 +37,8 @@ class Request:
     vnet_address_prefix: str | None = None
     subnet_id: str | None = None
     public_ip: bool = False
+    # Outbound internet for the nodes through a NAT gateway on the new VNet; False for locked-down networks.
+    outbound: bool = True
     ssh_source: str | None = None
     security_type: str | None = None
     max_ib_domain: int | None = None
@@ -63,7 +65,7 @@ class Request:
 
 KEYS = {f.name for f in fields(Request)} - {"input_findings"}
 INTS = {"nodes", "os_disk_size_gb", "data_disks", "data_disk_size_gb", "max_ib_domain"}
-BOOLS = {"ephemeral_os_disk", "spot", "public_ip", "assign_identity", "boot_diagnostics", "generate_ssh_keys"}
+BOOLS = {"ephemeral_os_disk", "spot", "public_ip", "outbound", "assign_identity", "boot_diagnostics", "generate_ssh_keys"}
 FLOATS = {"max_price"}
 
 

@@ -331,6 +331,30 @@ def gpu_extensions(ctx: Context) -> Iterator[Finding]:
     ctx.decisions["extensions"] = chosen
 
 
+def outbound(ctx: Context) -> Iterator[Finding]:
+    """--no-outbound: the new VNet's subnet is private (no default outbound access) and gets no NAT gateway,
+    so whatever the nodes would fetch from the internet fails; say what, before anything is created."""
+    req = ctx.request
+    if req.outbound or req.subnet_id or req.public_ip:  # per-node Standard public IPs are an explicit way out
+        return
+    lost: list[str] = []
+    sources: list[str] = ["D-default-outbound"]
+    if ctx.decisions.get("install_ofed"):
+        lost.append(f"cloud-init's download of {ofed_display(ctx.decisions['install_ofed'])}")
+        sources += ctx.profile.ofed["source"]
+    for ext in ctx.decisions.get("extensions", ()):
+        lost.append(f"the {ext.type} extension's driver download")  # the extensions need internet access
+        sources += ext.source
+    # Action Run Command needs outbound 443, or "the scripts might run successfully but not return the results".
+    lost += ["Run Command results, so node health checks cannot report", "package mirrors and container registries"]
+    yield _f("OUTBOUND_DISABLED",
+             "--no-outbound: the nodes get no way to the internet (private subnet, no NAT gateway); this will not "
+             "work: " + "; ".join(lost),
+             "drop --no-outbound to give the subnet a NAT gateway, or provide an outbound path yourself "
+             "(a firewall route, or --subnet-id of a subnet that has one)",
+             tuple(dict.fromkeys((*sources, "D-rc-linux"))), "warning", "outbound")
+
+
 # ------------------------------------------------------------------------ series rules (profiles)
 
 
@@ -478,6 +502,7 @@ def spot_eviction(ctx: Context) -> Iterator[Finding]:
 UNIVERSAL: tuple[Callable[[Context], Iterator[Finding]], ...] = (
     retired, hyperv_generation, cpu_architecture, image_known, linux_only, trusted_launch, accelerated_networking,
     os_disk_size, data_disks, spot, ephemeral_os_disk, infiniband, ofed, gpu_extensions, custom_image, spot_eviction,
+    outbound,
 )
 
 

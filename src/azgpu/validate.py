@@ -63,6 +63,11 @@ class Spec:
     ppg_name: str | None = None  # a proximity placement group the plan creates
     eviction_policy: str | None = None  # spot only
     boot_diagnostics: bool = True
+    # A NAT gateway with a Standard public IP gives the new VNet's nodes their way out (--no-outbound: none).
+    nat_gateway: bool = False
+    # Where an ephemeral OS disk goes; None: as the documentation implies (plan.documented_placement).
+    # Preflight replaces it with what the live SupportedEphemeralOSDiskPlacements capability allows.
+    ephemeral_placement: str | None = None
 
     @property
     def warnings(self) -> list[Finding]:
@@ -168,6 +173,10 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
             except ValueError:
                 out.append(_err("INVALID_SSH_SOURCE", f"--ssh-source '{text}' is not an IP address or CIDR",
                                 "pass your address or network, e.g. --ssh-source 203.0.113.7/32", "ssh_source"))
+    if req.subnet_id and not req.outbound:
+        out.append(_err("OUTBOUND_NOT_MANAGED", "--no-outbound changes nothing with --subnet-id: azgpu creates no NAT "
+                        "gateway in a network it does not own", "drop --no-outbound; the subnet's own outbound path applies",
+                        "outbound", "D-default-outbound", severity="note"))
     if req.public_ip and not req.ssh_source:
         out.append(_err("PUBLIC_IP_WITHOUT_SSH_RULE", "--public-ip without --ssh-source: the NSG admits no inbound SSH",
                         "add --ssh-source YOUR.IP/32 to reach the nodes", "public_ip", severity="warning"))
@@ -305,7 +314,8 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
                 if problem := naming.check(kind, derived):
                     findings.append(_err("INVALID_DERIVED_NAME", problem, "choose a shorter -n/--name", "name",
                                          naming.NAMING_SOURCE))
-        resources = (1 if req.subnet_id else 2) + len(ctx.scale_sets) + (1 if ppg_name else 0)  # NSG (+ VNet) + scale sets
+        network = 1 if req.subnet_id else 4 if req.outbound else 2  # NSG (+ VNet, + NAT gateway and its public IP)
+        resources = network + len(ctx.scale_sets) + (1 if ppg_name else 0)  # + scale sets (+ a new placement group)
         if resources > ARM_MAX_RESOURCES:
             findings.append(_err("TEMPLATE_TOO_LARGE",
                                  f"{len(ctx.scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
@@ -345,4 +355,5 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
         ppg_name=ppg_name,
         eviction_policy=ctx.decisions.get("eviction_policy"),
         boot_diagnostics=req.boot_diagnostics,
+        nat_gateway=not req.subnet_id and req.outbound,
     )

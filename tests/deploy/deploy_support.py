@@ -14,6 +14,8 @@ VM = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
 NIC = "Microsoft.Network/networkInterfaces"
 NSG = "Microsoft.Network/networkSecurityGroups"
 VNET = "Microsoft.Network/virtualNetworks"
+NAT = "Microsoft.Network/natGateways"
+PIP = "Microsoft.Network/publicIPAddresses"
 RG_TYPE = "Microsoft.Resources/resourceGroups"
 
 SEED_SERIES = ["ndv2", "ng", "nd-a100-v4", "nd-gb300-v6"]  # the seed series azgpu can still deploy

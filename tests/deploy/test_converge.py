@@ -4,8 +4,8 @@ a finished cluster is only read; what cannot be changed in place, or is not ours
 from __future__ import annotations
 
 import pytest
-from deploy_support import (LOCATION, NIC, NSG, RG, VM, VMSS, VNET, assert_cli_error, calls, create_args, names,
-                            request, writes)
+from deploy_support import (LOCATION, NAT, NIC, NSG, PIP, RG, VM, VMSS, VNET, assert_cli_error, calls, create_args,
+                            names, request, writes)
 
 from azgpu.deploy.azure_errors import CapacityError
 from azgpu.deploy.create import create
@@ -48,7 +48,7 @@ def test_rerun_leaves_no_duplicates_and_no_leaked_resources(azure, session, half
     assert names(azure, VMSS) == SETS
     assert (names(azure, NSG), names(azure, VNET)) == (["c1-nsg"], ["c1-vnet"])
     assert len(azure.resources(type=VM)) == len(azure.resources(type=NIC)) == 6
-    assert {r["type"] for r in azure.resources(resource_group=RG)} == {VMSS, VM, NIC, NSG, VNET}
+    assert {r["type"] for r in azure.resources(resource_group=RG)} == {VMSS, VM, NIC, NSG, VNET, NAT, PIP}
     assert azure.usage(LOCATION, A100_FAMILY) == 6 * 96  # the failed attempt holds no quota
 
 

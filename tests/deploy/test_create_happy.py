@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from deploy_support import (ALL_SERIES, LOCATION, NAME, NIC, NSG, RG, RG_TYPE, VM, VMSS, VNET, calls, request,
-                            writes)
+from deploy_support import (ALL_SERIES, LOCATION, NAME, NAT, NIC, NSG, PIP, RG, RG_TYPE, VM, VMSS, VNET, calls,
+                            request, writes)
 
 from azgpu.deploy.create import create
 from azgpu.errors import ValidationFailed
@@ -32,8 +32,8 @@ def deploy(azure, session, profile: str) -> dict:
 @pytest.mark.parametrize("profile", ALL_SERIES)
 def test_every_resource_is_tagged_with_cluster_and_profile(azure, session, profile):
     deploy(azure, session, profile)
-    resources = [r for t in (NSG, VNET, VMSS) for r in azure.resources(type=t, resource_group=RG)]
-    assert {r["type"] for r in resources} == {NSG, VNET, VMSS}
+    resources = [r for t in (NSG, PIP, NAT, VNET, VMSS) for r in azure.resources(type=t, resource_group=RG)]
+    assert {r["type"] for r in resources} == {NSG, PIP, NAT, VNET, VMSS}
     for r in resources:
         assert {k: r["tags"].get(k) for k in ("managed-by", "azgpu-cluster", "azgpu-profile")} == \
                {"managed-by": "azgpu", "azgpu-cluster": NAME, "azgpu-profile": profile}, r["id"]
@@ -72,7 +72,7 @@ def test_create_reports_every_resource_succeeded(azure, session, profile):
     result = deploy(azure, session, profile)
     assert result["resource_group_created"] is True
     assert {r["state"] for r in result["resources"]} == {"succeeded"}
-    assert len(result["resources"]) == len(azure.resources(type=NSG) + azure.resources(type=VNET) + azure.resources(type=VMSS))
+    assert len(result["resources"]) == sum(len(azure.resources(type=t)) for t in (NSG, PIP, NAT, VNET, VMSS))
 
 
 def test_created_resource_group_is_tagged_as_made_by_azgpu(azure, session):

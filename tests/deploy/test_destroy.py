@@ -6,8 +6,8 @@ import io
 import sys
 
 import pytest
-from deploy_support import (LOCATION, NAME, NSG, RG, RG_TYPE, VMSS, VNET, assert_cli_error, calls, cluster_args,
-                            ours, request)
+from deploy_support import (LOCATION, NAME, NAT, NSG, PIP, RG, RG_TYPE, VMSS, VNET, assert_cli_error, calls,
+                            cluster_args, ours, request)
 
 from azgpu.deploy.create import create
 from azgpu.deploy.lifecycle import destroy
@@ -124,5 +124,5 @@ def test_status_reports_every_scale_set_and_instance(cluster, cli):
     status = json.loads(out)
     assert [s["name"] for s in status["scale_sets"]] == ["c1-vmss000", "c1-vmss001", "c1-vmss002"]
     assert [(s["succeeded"], s["running"], s["capacity"]) for s in status["scale_sets"]] == [(2, 2, 2)] * 3
-    assert {n["type"] for n in status["network"]} == {NSG, VNET}
+    assert {n["type"] for n in status["network"]} == {NSG, VNET, NAT, PIP}
     assert status["profile"] == "nd-a100-v4"

@@ -5,7 +5,8 @@ Stages (the fault always targets that stage's PUT):
 - ``resource-group``: PUT .../resourcegroups/fm-rg. ARM creates a resource group synchronously, so
   there is no long-running operation that could fail: an operation fault (AllocationFailed ...)
   cannot fire there. Those cells assert exactly that (the fault never fires, create succeeds).
-- ``nsg``, ``vnet``: the network wave (both in parallel).
+- ``nsg``, ``public-ip``: the first wave (in parallel); ``nat-gateway`` (it holds the public IP),
+  then ``vnet`` (its subnet uses the NAT gateway).
 - ``vmss000``, ``vmss001``, ``vmss002``: each scale set of a three-domain cluster (5 x
   Standard_ND96asr_v4 with ``--max-ib-domain 2``: 2/2/1 nodes), deployed in parallel in one wave.
 - ``extensions``: scale-set extensions are not separate resources. azgpu writes them inline in the
@@ -26,8 +27,8 @@ Every cell checks, on a fresh fake Azure in virtual time (nothing sleeps for rea
 2. Nothing leaked and nothing wrongly deleted after the faulty run. Every resource is one the plan
    declares (tagged for this cluster, so status and destroy find it), an instance or NIC of one of
    them, or a pre-seeded foreign resource, unchanged. The foreign resources are an untagged RG
-   holding an NSG and a VNet with *our* names, an untagged NSG in our RG, and an NSG of another
-   azgpu cluster in our RG.
+   holding an NSG, a VNet, a public IP and a NAT gateway with *our* names, an untagged NSG in our RG,
+   and an NSG of another azgpu cluster in our RG.
 3. A re-run without the fault converges. Every planned resource ends Succeeded at the planned
    capacity, and the re-run writes exactly what was not converged: nothing after a retried fault.
 4. ``destroy`` afterwards removes everything the cluster made and nothing else: leaked 0, wrongly
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from deploy_support import NSG, SSH_KEY, VM, VMSS, VNET
+from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET
 
 import azgpu
 from azgpu.deploy.azure_errors import TABLE
@@ -72,6 +73,8 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "resource-group": Stage(rf"/resourcegroups/{RG}$", CLUSTER, synchronous=True),
     "nsg": Stage(rf"/networkSecurityGroups/{NAME}-nsg$", CLUSTER),
+    "public-ip": Stage(rf"/publicIPAddresses/{NAME}-natgw-ip$", CLUSTER),
+    "nat-gateway": Stage(rf"/natGateways/{NAME}-natgw$", CLUSTER),
     "vnet": Stage(rf"/virtualNetworks/{NAME}-vnet$", CLUSTER),
     "vmss000": Stage(rf"/virtualMachineScaleSets/{NAME}-vmss000$", CLUSTER),
     "vmss001": Stage(rf"/virtualMachineScaleSets/{NAME}-vmss001$", CLUSTER),
@@ -143,10 +146,16 @@ def _nsg_body(tags: dict | None = None) -> dict:
 
 
 def _seed_foreign_elsewhere(azure: FakeAzure) -> None:
-    """Before the run: someone else's RG with an NSG and a VNet that carry our names, untagged."""
+    """Before the run: someone else's RG with an NSG, a VNet, a public IP and a NAT gateway that carry
+    our names, untagged."""
     sub = azure.subscription_id
     azure.add_resource(_id(sub, FOREIGN_RG), {"location": LOCATION})
     azure.add_resource(_id(sub, FOREIGN_RG, NSG, f"{NAME}-nsg"), _nsg_body())
+    azure.add_resource(_id(sub, FOREIGN_RG, PIP, f"{NAME}-natgw-ip"), {
+        "location": LOCATION, "sku": {"name": "Standard"}, "properties": {"publicIPAllocationMethod": "Static"}})
+    azure.add_resource(_id(sub, FOREIGN_RG, NAT, f"{NAME}-natgw"), {
+        "location": LOCATION, "sku": {"name": "Standard"},
+        "properties": {"publicIpAddresses": [{"id": _id(sub, FOREIGN_RG, PIP, f"{NAME}-natgw-ip")}]}})
     azure.add_resource(_id(sub, FOREIGN_RG, VNET, f"{NAME}-vnet"), {
         "location": LOCATION,
         "properties": {"addressSpace": {"addressPrefixes": ["10.9.0.0/16"]},
@@ -384,7 +393,7 @@ def test_fault_matrix_cell(stage, kind):
 
 
 def test_the_matrix_covers_every_stage_and_kind():
-    assert len(CELLS) == len(STAGES) * len(KINDS) == 70
+    assert len(CELLS) == len(STAGES) * len(KINDS) == 90
     assert set(OPERATION) <= set(TABLE)  # every operation fault has a typed error with a remedy
 
 

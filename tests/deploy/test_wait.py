@@ -32,7 +32,8 @@ def test_no_wait_returns_with_scale_sets_accepted(azure, cli):
     assert rc == 0, err
     result = json.loads(out)
     assert {r["name"]: r["state"] for r in result["resources"]} == {
-        "c1-nsg": "succeeded", "c1-vnet": "succeeded", "c1-vmss000": "accepted", "c1-vmss001": "accepted"}
+        "c1-nsg": "succeeded", "c1-natgw-ip": "succeeded", "c1-natgw": "succeeded", "c1-vnet": "succeeded",
+        "c1-vmss000": "accepted", "c1-vmss001": "accepted"}
     assert states(azure) == {"Creating"}
 
 

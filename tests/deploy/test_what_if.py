@@ -33,14 +33,15 @@ def existing(azure, session):
 
 def test_unchanged_cluster_shows_no_change_for_every_resource(existing, cli):
     result = what_if_json(cli, "nd-a100-v4", "--tag", "team=a", nodes=4)
-    assert {c["name"]: c["symbol"] for c in result["changes"]} == {"c1-nsg": "=", "c1-vnet": "=", "c1-vmss000": "="}
-    assert result["summary"] == {"no_change": 3} and result["instances_to_delete"] == []
+    assert {c["name"]: c["symbol"] for c in result["changes"]} == {
+        "c1-nsg": "=", "c1-natgw-ip": "=", "c1-natgw": "=", "c1-vnet": "=", "c1-vmss000": "="}
+    assert result["summary"] == {"no_change": 5} and result["instances_to_delete"] == []
 
 
 def test_unchanged_cluster_prints_equals_lines_the_az_way(existing, cli):
     text = what_if_text(cli, "nd-a100-v4", "--tag", "team=a", nodes=4)
     assert "  = Microsoft.Compute/virtualMachineScaleSets/c1-vmss000 [" in text
-    assert "Resource changes: 3 no change." in text
+    assert "Resource changes: 5 no change." in text
 
 
 def test_changed_tag_shows_modify_with_the_exact_property(existing, cli):
@@ -88,7 +89,7 @@ def test_what_if_reads_instances_only_of_a_scale_set_that_shrinks(existing, cli)
 
 def test_new_cluster_shows_every_resource_to_create(azure, cli):
     result = what_if_json(cli, "nd-a100-v4", nodes=3)
-    assert [c["symbol"] for c in result["changes"]] == ["+", "+", "+"]
+    assert [c["symbol"] for c in result["changes"]] == ["+"] * 5  # NSG, NAT public IP, NAT gateway, VNet, scale set
     vmss = result["changes"][-1]
     assert vmss["instances"] == [{"change_type": "Create", "count": 3}]
     assert azure.resources(resource_group=RG) == []
@@ -140,7 +141,7 @@ def test_what_if_and_dry_run_together_are_refused(cli):
 def test_python_api_what_if(existing, session):
     result = azgpu.what_if(session, request(nodes=3, tags={"team": "a"}), prices=False)
     assert [i.name for _, i in result.deleted_instances] == ["c1-vmss000_3"]
-    assert result.cost is None and result.as_dict()["summary"] == {"to_modify": 1, "no_change": 2}
+    assert result.cost is None and result.as_dict()["summary"] == {"to_modify": 1, "no_change": 4}
 
 
 def test_simulated_what_if_prices_from_the_simulated_retail_prices_api(sim):

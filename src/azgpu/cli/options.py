@@ -79,6 +79,9 @@ REQUEST_OPTIONS = [
     click.option("--vnet-address-prefix", default=None, help="Address space of the new VNet [10.0.0.0/16]."),
     click.option("--subnet-id", default=None, help="Existing subnet resource ID instead of a new VNet."),
     click.option("--public-ip", is_flag=True, default=None, help="Give every node a public IP (off by default)."),
+    click.option("--outbound/--no-outbound", default=None,
+                 help="Outbound internet for the nodes through a NAT gateway on the new VNet [on]; --no-outbound for "
+                      "locked-down networks (no downloads, no Run Command results)."),
     click.option("--ssh-source", default=None, help="CIDR allowed to reach SSH (22/tcp); none by default."),
     click.option("--security-type", default=None, help="Standard (default for GPU sizes) or TrustedLaunch."),
     click.option("--max-ib-domain", default=None, help="VMs per InfiniBand scale set [100; up to 300 if raised]."),

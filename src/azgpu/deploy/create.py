@@ -27,6 +27,13 @@ def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
 
 
+def _nodes_needed(plan: Plan, listed: list[Any] | None) -> int:
+    """Nodes this run adds (the addresses it takes in a --subnet-id): planned minus what this cluster holds."""
+    existing = {item.name: (item.sku.capacity if item.sku else 0) or 0 for item in listed or []
+                if (item.type or "").lower() == VMSS.type.lower() and is_ours(item.tags, plan.spec.names.cluster)}
+    return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) for r in plan.scale_sets)
+
+
 def prepare(session, spec: Spec, listed: list[Any] | None, *, strict: bool = True,
             accept_terms: bool = False) -> tuple[Plan, Preflight]:
     """Preflight and the plan to deploy; the live values Azure reports override documented ones.
@@ -38,17 +45,21 @@ def prepare(session, spec: Spec, listed: list[Any] | None, *, strict: bool = Tru
     """
     plan = build_plan(spec)
     try:
-        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed), accept_terms=accept_terms)
+        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed),
+                           nodes_needed=_nodes_needed(plan, listed), accept_terms=accept_terms)
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise to_azure_error(exc, "preflight") from None
     if pf.errors and strict:
         raise ValidationFailed(pf.findings)  # the offline findings were reported by validate()
+    live = spec
     if "accelerated_networking" in pf.overrides:
-        spec = dataclasses.replace(spec, accelerated_networking=pf.overrides["accelerated_networking"])
-        plan = build_plan(spec)
+        live = dataclasses.replace(live, accelerated_networking=pf.overrides["accelerated_networking"])
     if "plan" in pf.overrides:  # the purchase plan the image API reports is the one Azure checks
-        spec = dataclasses.replace(spec, image=dataclasses.replace(spec.image, plan=pf.overrides["plan"]))
-        plan = build_plan(spec)
+        live = dataclasses.replace(live, image=dataclasses.replace(live.image, plan=pf.overrides["plan"]))
+    if "ephemeral_placement" in pf.overrides:
+        live = dataclasses.replace(live, ephemeral_placement=pf.overrides["ephemeral_placement"])
+    if live is not spec:
+        plan = build_plan(live)
     return plan, pf
 
 

@@ -153,6 +153,8 @@ class Deployer:
     refused: dict[str, InputError] = field(default_factory=dict)
     # Scale-in the caller allowed: scale set name -> instance ids to delete before its PUT.
     removals: dict[str, list[str]] = field(default_factory=dict)
+    # Resource key -> the live values of its type's `kept` keys (existing() reads them; body() sends them).
+    kept: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.resolver = Resolver(self.session.subscription_id, self.resource_group, plan_parameters(self.plan))
@@ -165,7 +167,14 @@ class Deployer:
     # -- helpers
 
     def body(self, r: Resource) -> dict[str, Any]:
-        return resolved_body(r, self.resolver)
+        """The planned REST body, with what Azure fixed at creation kept as the live resource has it."""
+        body = resolved_body(r, self.resolver)
+        for key, value in self.kept.get(r.key, {}).items():
+            if value in (None, [], ""):
+                body.pop(key, None)
+            else:
+                body[key] = value
+        return body
 
     def _emit(self, key: str, **changes) -> None:
         event = self.events[key]
@@ -236,6 +245,9 @@ class Deployer:
                     if strict:
                         raise problem
                     self.refused[r.key] = problem
+            if kept := resource_types.of(r.type).kept:
+                live = current.as_dict()
+                self.kept[r.key] = {k: live.get(k) for k in kept}
             found[r.key] = current
         return found
 

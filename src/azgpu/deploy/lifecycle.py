@@ -107,7 +107,25 @@ def status(session, name: str, resource_group: str) -> dict[str, Any]:
         "scale_sets": sets,
         "network": [{"type": r.type, "name": r.name, "provisioning_state": r.provisioning_state}
                     for r in cluster.resources if r.type.lower() != resource_types.VMSS.type.lower()],
+        "outbound": _outbound(session, resource_group, cluster),
     }
+
+
+def _outbound(session, resource_group: str, cluster: Cluster) -> dict[str, Any] | None:
+    """The cluster's NAT gateway and the address its traffic leaves from (what firewalls must allow)."""
+    nats = cluster.of(resource_types.NAT_GATEWAY)
+    if not nats:
+        return None
+    ips = []
+    for ip in cluster.of(resource_types.PUBLIC_IP):
+        try:
+            address = resource_types.PUBLIC_IP.get(session, resource_group, ip.name).ip_address
+        except Exception as exc:
+            if not is_not_found(exc):  # deleted since the listing: nothing to show
+                raise
+            continue
+        ips.append({"name": ip.name, "ip_address": address})
+    return {"method": "nat-gateway", "nat_gateway": nats[0].name, "public_ips": ips}
 
 
 def _instance_of(resource_id: str | None) -> str | None:

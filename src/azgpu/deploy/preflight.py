@@ -1,12 +1,16 @@
-"""Preflight against the live subscription: SKU, capabilities, quota, image. Reads only, all findings at once."""
+"""Preflight against the live subscription: SKU, capabilities, quota, image, --subnet-id. Reads only, all findings at once."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Finding
 from ..images import PurchasePlan
+from ..images import ofed_display
+from ..plan import documented_placement
+from ..sources import cite
 from ..validate import Spec
 from . import preflight_custom
 
@@ -14,6 +18,12 @@ SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"
 SOURCE_USAGE = "Azure usage API (az vm list-usage)"
 SOURCE_IMAGES = "Azure marketplace images API (az vm image list --all)"
 SOURCE_TERMS = "Azure Marketplace Ordering API (az vm image terms show)"
+SOURCE_NETWORK = "Azure virtual networks API (az network vnet show)"
+# Azure recommends temp (resource) disk or NVMe placement; cache disk placement belongs to older series
+# (D-ephemeral). Of the two, the resource disk leaves a GPU node's NVMe disks whole for data: an ephemeral OS
+# disk on NVMe takes whole NVMe disks.
+EPHEMERAL_PLACEMENTS = ("ResourceDisk", "NvmeDisk", "CacheDisk")
+RESERVED_PER_SUBNET = 5  # the first four addresses and the last one of every subnet (D-vnet-faq)
 
 
 def norm_family(name: str) -> str:
@@ -45,6 +55,7 @@ class Preflight:
     quota: list[QuotaLine] = field(default_factory=list)
     capabilities: dict[str, str] = field(default_factory=dict)
     zones: list[str] = field(default_factory=list)
+    subnet: dict[str, Any] = field(default_factory=dict)  # what --subnet-id's subnet offers, when given
     # Live values that override documented ones for what the request needs.
     overrides: dict[str, Any] = field(default_factory=dict)
     family: str | None = None  # the size's quota family as the Resource SKUs API spells it here
@@ -60,6 +71,7 @@ class Preflight:
             "findings": [f.as_dict() for f in self.findings],
             "quota": [q.as_dict() for q in self.quota],
             "zones": self.zones,
+            **({"subnet": self.subnet} if self.subnet else {}),
         }
 
 
@@ -152,12 +164,118 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
     if req.ephemeral_os_disk and eph is False:
         pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED", f"{size.name} reports no ephemeral OS disk support here",
                                 "drop --ephemeral-os-disk", SOURCE_SKUS))
+    _check_ephemeral_placement(pf, spec, caps, drift, eph)
     spot = _bool(caps.get("LowPriorityCapable"))
     if req.spot and spot is False:
         pf.findings.append(_err("SPOT_NOT_CAPABLE", f"{size.name} is not spot-capable here", "drop --spot", SOURCE_SKUS))
     if spec.security_type == "TrustedLaunch" and _bool(caps.get("TrustedLaunchDisabled")):
         pf.findings.append(_err("TRUSTED_LAUNCH_UNSUPPORTED", f"{size.name} reports TrustedLaunchDisabled here",
                                 "use --security-type Standard", SOURCE_SKUS))
+
+
+def _check_ephemeral_placement(pf: Preflight, spec: Spec, caps: dict[str, str], drift, supported: bool | None) -> None:
+    """Where the ephemeral OS disk goes, from the live SupportedEphemeralOSDiskPlacements capability."""
+    live = caps.get("SupportedEphemeralOSDiskPlacements")
+    if live is None:
+        return
+    offered = {p.strip().lower(): p.strip() for p in live.split(",") if p.strip()}
+    documented = documented_placement(spec.size)
+    if offered and spec.size.cap("ephemeral_os_disk") and documented.lower() not in offered:
+        drift("SupportedEphemeralOSDiskPlacements", f"{documented} (implied by the documented local disks)", live)
+    if not spec.request.ephemeral_os_disk or supported is False:
+        return
+    choice = next((p for p in EPHEMERAL_PLACEMENTS if p.lower() in offered), None)
+    if choice is None:
+        pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED",
+                                f"{spec.size.name} reports no ephemeral OS disk placement here "
+                                f"(SupportedEphemeralOSDiskPlacements: {live or 'none'})",
+                                "drop --ephemeral-os-disk", SOURCE_SKUS))
+    elif choice != (spec.ephemeral_placement or documented):
+        pf.overrides["ephemeral_placement"] = choice
+
+
+def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int) -> None:
+    """--subnet-id before any write: it exists, lies in the cluster's location, has room for the nodes and,
+    if not, says what will not work without a way to the internet."""
+    req = spec.request
+    parts = req.subnet_id.strip("/").split("/")
+    vnet_name, subnet_name = parts[7], parts[9]
+    where = f"subnet '{subnet_name}' of virtual network '{vnet_name}' (resource group {parts[3]})"
+    subnet = next((s for s in (vnet.subnets or []) if (s.name or "").lower() == subnet_name.lower()), None) if vnet else None
+    if subnet is None:
+        known = ", ".join(s.name for s in (vnet.subnets or [])) if vnet else ""
+        pf.findings.append(_err("SUBNET_NOT_FOUND",
+                                f"{where} does not exist" + (f" (its subnets: {known})" if known else ""),
+                                "pass the ID of an existing subnet ('az network vnet subnet list -g RG --vnet-name "
+                                f"{vnet_name} --query [].id'), or drop --subnet-id to let azgpu create the network",
+                                SOURCE_NETWORK))
+        return
+    location = (vnet.location or "").replace(" ", "").lower()
+    if location != (req.location or "").lower():
+        pf.findings.append(_err("SUBNET_WRONG_LOCATION",
+                                f"{where} is in {location}, the cluster in {req.location}: a scale set's NICs must be "
+                                "in a virtual network of its own location",
+                                f"pass -l {location}, or a subnet of a virtual network in {req.location}", SOURCE_NETWORK))
+    prefixes = [subnet.address_prefix] if subnet.address_prefix else list(subnet.address_prefixes or [])
+    networks = [n for n in (ipaddress.ip_network(p, strict=False) for p in prefixes) if n.version == 4]
+    capacity = sum(max(0, n.num_addresses - RESERVED_PER_SUBNET) for n in networks)
+    used = len(subnet.ip_configurations or [])
+    free = max(0, capacity - used)
+    info: dict[str, Any] = {"id": subnet.id or req.subnet_id, "location": location,
+                            "address_prefixes": [str(n) for n in networks], "free_addresses": free,
+                            "nodes_needed": nodes_needed}
+    if nodes_needed > free:
+        pf.findings.append(_err("SUBNET_TOO_SMALL",
+                                f"{where} ({', '.join(map(str, networks)) or 'no IPv4 prefix'}) has {free} free addresses "
+                                f"({capacity} usable after the {RESERVED_PER_SUBNET} Azure reserves per subnet, {used} in "
+                                f"use); the cluster needs {nodes_needed} more",
+                                "use a larger subnet, fewer --nodes, or free addresses in it",
+                                f"{SOURCE_NETWORK}; {cite(('D-vnet-faq',))}"))
+    nat = getattr(subnet.nat_gateway, "id", None)
+    default_outbound = subnet.default_outbound_access
+    route_table = getattr(subnet.route_table, "id", None)
+    info["outbound"] = {"nat_gateway": nat, "default_outbound_access": default_outbound, "route_table": route_table}
+    pf.subnet = info
+    if nat or req.public_ip:
+        return
+    if default_outbound is not False:  # unset (older API versions) or true: Azure's implicit default outbound IP
+        pf.findings.append(_err("SUBNET_DEFAULT_OUTBOUND",
+                                f"{where} has no NAT gateway: the nodes reach the internet through Azure's default "
+                                "outbound access, which Microsoft is retiring and does not recommend",
+                                "associate a NAT gateway with the subnet for a stable, explicit way out",
+                                cite(("D-default-outbound",)), "note"))
+        return
+    lost = []
+    if spec.install_ofed:
+        lost.append(f"cloud-init's download of {ofed_display(spec.install_ofed)}")
+    lost += [f"the {e.type} extension's driver download" for e in spec.extensions]
+    lost += ["Run Command results, so node health checks cannot report", "package mirrors and container registries"]
+    via = f" unless its route table {route_table.rsplit('/', 1)[-1]} sends internet traffic through a firewall" \
+        if route_table else ""
+    pf.findings.append(_err("SUBNET_NO_OUTBOUND",
+                            f"{where} is private (defaultOutboundAccess false) and has no NAT gateway: the nodes have "
+                            f"no way to the internet{via}; this will not work: " + "; ".join(lost),
+                            "associate a NAT gateway with the subnet ('az network vnet subnet update --nat-gateway "
+                            "NAME'), or use a subnet that has one",
+                            cite(("D-default-outbound", "D-rc-linux")), "warning"))
+
+
+def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | None]:
+    """The virtual network holding --subnet-id's subnet (its location and subnets in one read), or why not."""
+    parts = subnet_id.strip("/").split("/")
+    subscription, group, vnet_name = parts[1], parts[3], parts[7]
+    try:
+        return session.network_for(subscription).virtual_networks.get(group, vnet_name), None
+    except Exception as exc:
+        status = getattr(exc, "status_code", None)
+        if status == 404:  # a missing subscription, group or virtual network
+            return None, None
+        if status == 403:
+            return None, _err("SUBNET_NOT_ACCESSIBLE",
+                              f"this identity may not read virtual network '{vnet_name}' in subscription {subscription}",
+                              "ask for Network Contributor (or a role with Microsoft.Network/virtualNetworks/read and "
+                              "subnets/join/action) on it, or use another --subnet-id", SOURCE_NETWORK)
+        raise
 
 
 def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int) -> None:
@@ -304,10 +422,21 @@ def latest_version(versions: list[Any]) -> str:
     return max(versions, key=key).name
 
 
-def run_preflight(session, spec: Spec, *, vcpus_needed: int, accept_terms: bool = False) -> Preflight:
-    """Every live check before any write; the caller raises on errors."""
+def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int | None = None,
+                  accept_terms: bool = False) -> Preflight:
+    """Every live check before any write; the caller raises on errors.
+
+    nodes_needed: the nodes this run adds (for --subnet-id's free addresses); all of them when not given.
+    accept_terms: unaccepted marketplace terms are left for create to accept instead of an error.
+    """
     pf = Preflight()
     loc = spec.request.location
+    if spec.subnet_id:
+        vnet, problem = read_subnet_network(session, spec.subnet_id)
+        if problem:
+            pf.findings.append(problem)
+        else:
+            check_subnet(pf, spec, vnet, spec.nodes if nodes_needed is None else nodes_needed)
     skus = list(session.compute.resource_skus.list(filter=f"location eq '{loc}'"))
     check_sku(pf, spec, skus)
     vcpus = int(pf.capabilities.get("vCPUs", spec.size.vcpus))

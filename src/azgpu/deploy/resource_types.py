@@ -41,6 +41,9 @@ class ResourceType:
     delete_method: str = "begin_delete"
     list_method: str = "list"
     long_running: bool = True  # create and delete answer with a poller
+    # Top-level body keys Azure fixes when it creates the resource and that azgpu may leave as they are:
+    # an existing resource keeps its own value (a PUT that changes them is refused), and what-if shows none.
+    kept: tuple[str, ...] = ()
     delete_instances_method: str | None = None  # scale sets: delete named instances (a poller)
 
     def _ops(self, session) -> Any:
@@ -77,13 +80,20 @@ VMSS = ResourceType("Microsoft.Compute/virtualMachineScaleSets", "scale set", "c
 NSG = ResourceType("Microsoft.Network/networkSecurityGroups", "network security group", "network",
                    "network_security_groups", teardown=1)
 VNET = ResourceType("Microsoft.Network/virtualNetworks", "virtual network", "network", "virtual_networks", teardown=1)
+# Azure refuses to delete a NAT gateway a subnet still uses, and a public IP a NAT gateway still holds.
+# Their zones are fixed at creation (D-nat-zones); a NAT gateway serves VMs of every zone, so after a zone
+# fallback the one already made stays where it is rather than being refused or re-created.
+NAT_GATEWAY = ResourceType("Microsoft.Network/natGateways", "NAT gateway", "network", "nat_gateways", teardown=2,
+                           kept=("zones",))
+PUBLIC_IP = ResourceType("Microsoft.Network/publicIPAddresses", "public IP address", "network", "public_ip_addresses",
+                         teardown=3, kept=("zones",))
 
 # Synchronous: create_or_update and delete answer at once (ProximityPlacementGroups, compute api 2026-04-01).
 PPG = ResourceType("Microsoft.Compute/proximityPlacementGroups", "proximity placement group", "compute",
                    "proximity_placement_groups", teardown=1, create_method="create_or_update", delete_method="delete",
                    list_method="list_by_resource_group", long_running=False)
 
-TYPES: dict[str, ResourceType] = {t.type.lower(): t for t in (VMSS, NSG, VNET, PPG)}
+TYPES: dict[str, ResourceType] = {t.type.lower(): t for t in (VMSS, NSG, VNET, NAT_GATEWAY, PUBLIC_IP, PPG)}
 
 
 def of(type_: str) -> ResourceType:

@@ -89,6 +89,14 @@ class Session:
 
         return NetworkManagementClient(self.credential, self.subscription_id, **self._kwargs())
 
+    def network_for(self, subscription_id: str):
+        """A network client for the subscription of a resource azgpu only reads (a --subnet-id elsewhere)."""
+        if subscription_id.lower() == self.subscription_id.lower():
+            return self.network
+        from azure.mgmt.network import NetworkManagementClient
+
+        return NetworkManagementClient(self.credential, subscription_id, **self._kwargs())
+
     @cached_property
     def resources(self):
         from azure.mgmt.resource.resources import ResourceManagementClient

@@ -135,12 +135,15 @@ def _make_nic(backend: Backend, vmss: dict, vm_id: str, config: dict, next_ip: C
         public = ipc_props.get("publicIPAddressConfiguration")
         if public:
             pip_id = f"{ipc_id}/publicIPAddresses/{public['name']}"
-            backend.store.put({
+            pip = {
                 "id": pip_id, "name": public["name"], "type": PIP_TYPE, "location": vmss["location"],
                 "properties": {"ipAddress": _public_ip(backend.store.next_number()), "publicIPAddressVersion": "IPv4",
                                "publicIPAllocationMethod": "Static", "provisioningState": "Succeeded",
                                "ipConfiguration": {"id": ipc_id}},
-            })
+            }
+            if public.get("sku"):  # the SKU the scale set's publicIPAddressConfiguration asked for
+                pip["sku"] = dict(public["sku"])
+            backend.store.put(pip)
             out["publicIPAddress"] = {"id": pip_id}
         ip_configurations.append({"id": ipc_id, "name": ipc["name"], "properties": out})
     nic = {

@@ -28,6 +28,43 @@ resource nsg 'Microsoft.Network/networkSecurityGroups@2026-03-01' = {
   }
 }
 
+resource natPublicIp 'Microsoft.Network/publicIPAddresses@2026-03-01' = {
+  name: 'train01-natgw-ip'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+    tier: 'Regional'
+  }
+  zones: [
+    '1'
+  ]
+  properties: {
+    publicIPAddressVersion: 'IPv4'
+    publicIPAllocationMethod: 'Static'
+  }
+}
+
+resource natGateway 'Microsoft.Network/natGateways@2026-03-01' = {
+  name: 'train01-natgw'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+  }
+  zones: [
+    '1'
+  ]
+  properties: {
+    idleTimeoutInMinutes: 4
+    publicIpAddresses: [
+      {
+        id: natPublicIp.id
+      }
+    ]
+  }
+}
+
 resource vnet 'Microsoft.Network/virtualNetworks@2026-03-01' = {
   name: 'train01-vnet'
   location: location
@@ -43,6 +80,10 @@ resource vnet 'Microsoft.Network/virtualNetworks@2026-03-01' = {
         name: 'compute'
         properties: {
           addressPrefix: '10.0.0.0/16'
+          defaultOutboundAccess: false
+          natGateway: {
+            id: natGateway.id
+          }
         }
       }
     ]

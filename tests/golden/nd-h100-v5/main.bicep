@@ -40,6 +40,37 @@ resource nsg 'Microsoft.Network/networkSecurityGroups@2026-03-01' = {
   }
 }
 
+resource natPublicIp 'Microsoft.Network/publicIPAddresses@2026-03-01' = {
+  name: 'hopper-natgw-ip'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+    tier: 'Regional'
+  }
+  properties: {
+    publicIPAddressVersion: 'IPv4'
+    publicIPAllocationMethod: 'Static'
+  }
+}
+
+resource natGateway 'Microsoft.Network/natGateways@2026-03-01' = {
+  name: 'hopper-natgw'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+  }
+  properties: {
+    idleTimeoutInMinutes: 4
+    publicIpAddresses: [
+      {
+        id: natPublicIp.id
+      }
+    ]
+  }
+}
+
 resource vnet 'Microsoft.Network/virtualNetworks@2026-03-01' = {
   name: 'hopper-vnet'
   location: location
@@ -55,6 +86,10 @@ resource vnet 'Microsoft.Network/virtualNetworks@2026-03-01' = {
         name: 'compute'
         properties: {
           addressPrefix: '10.0.0.0/16'
+          defaultOutboundAccess: false
+          natGateway: {
+            id: natGateway.id
+          }
         }
       }
     ]

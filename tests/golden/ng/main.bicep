@@ -41,6 +41,37 @@ resource nsg 'Microsoft.Network/networkSecurityGroups@2026-03-01' = {
   }
 }
 
+resource natPublicIp 'Microsoft.Network/publicIPAddresses@2026-03-01' = {
+  name: 'vdi-natgw-ip'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+    tier: 'Regional'
+  }
+  properties: {
+    publicIPAddressVersion: 'IPv4'
+    publicIPAllocationMethod: 'Static'
+  }
+}
+
+resource natGateway 'Microsoft.Network/natGateways@2026-03-01' = {
+  name: 'vdi-natgw'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard'
+  }
+  properties: {
+    idleTimeoutInMinutes: 4
+    publicIpAddresses: [
+      {
+        id: natPublicIp.id
+      }
+    ]
+  }
+}
+
 resource vnet 'Microsoft.Network/virtualNetworks@2026-03-01' = {
   name: 'vdi-vnet'
   location: location
@@ -56,6 +87,10 @@ resource vnet 'Microsoft.Network/virtualNetworks@2026-03-01' = {
         name: 'compute'
         properties: {
           addressPrefix: '10.0.0.0/16'
+          defaultOutboundAccess: false
+          natGateway: {
+            id: natGateway.id
+          }
         }
       }
     ]
@@ -129,6 +164,10 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
                     }
                     publicIPAddressConfiguration: {
                       name: 'public'
+                      sku: {
+                        name: 'Standard'
+                        tier: 'Regional'
+                      }
                       properties: {
                         idleTimeoutInMinutes: 15
                       }
