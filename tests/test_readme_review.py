@@ -32,7 +32,7 @@ def test_readme_commands_run_as_written(heading, tmp_path):
     done = subprocess.run(["bash", "-e", "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     if heading.startswith("## Review"):
-        assert "Resource changes: 4 to modify." in done.stdout
+        assert "Resource changes: 6 to modify." in done.stdout  # NSG, NAT gateway and its IP, VNet, 2 scale sets
         assert "Instances to delete: 30 GPU node(s): train01-vmss001_49" in done.stdout
         assert "now 4,079.55 USD/hour for 150 node(s)" in done.stdout
     else:
