@@ -113,6 +113,17 @@ def is_ours(tags: dict | None, cluster: str) -> bool:
     return tags.get("managed-by") == MANAGED_BY and tags.get("azgpu-cluster") == cluster
 
 
+def rest_shape(model: Any) -> dict[str, Any]:
+    """An SDK model as Azure's REST body (camelCase, `properties` nested), whatever the SDK's generation.
+
+    The msrest models (azure-mgmt-compute up to 37) give snake_case from as_dict() and the REST shape
+    from serialize(); the newer generated models (38 and later) have no serialize() and give the REST
+    shape from as_dict(). Flat attributes (model.provisioning_state) work on both.
+    """
+    serialize = getattr(model, "serialize", None)
+    return serialize(keep_readonly=True) if callable(serialize) else model.as_dict()
+
+
 # Properties Azure cannot change on an existing scale set; a different value is refused up front.
 def _immutable(body: dict) -> dict[str, Any]:
     props = body.get("properties", {})
@@ -216,7 +227,7 @@ class Deployer:
 
     def _check_immutable(self, r: Resource, current: Any) -> None:
         # SDK models serialize back to the REST shape, the same shape as the plan's bodies.
-        want, have = _immutable(self.body(r)), _immutable(current.as_dict())
+        want, have = _immutable(self.body(r)), _immutable(rest_shape(current))
         diffs = [k for k in want if have[k] not in (None, "", []) and want[k] != have[k]]
         if diffs:
             details = ", ".join(f"{k} {have[k]!r} -> {want[k]!r}" for k in diffs)
