@@ -25,14 +25,15 @@ def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
 
 
-def prepare(session, spec: Spec, listed: list[Any] | None) -> tuple[Plan, Preflight]:
+def prepare(session, spec: Spec, listed: list[Any] | None, fallback_zones: list[str] = ()) -> tuple[Plan, Preflight]:
     """Preflight and the plan to deploy; the live values Azure reports override documented ones.
 
-    listed: the resource group's resources (list_group), None when the group does not exist.
+    listed: the resource group's resources (list_group), None when the group does not exist;
+    fallback_zones: the --zones still to try here, checked now rather than at their PUT.
     """
     plan = build_plan(spec)
     try:
-        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed))
+        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed), fallback_zones=list(fallback_zones))
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise to_azure_error(exc, "preflight") from None
     if pf.errors:
@@ -60,7 +61,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
         # One listing serves the quota arithmetic, the group check and finding what exists.
         listed = list_group(session, resource_group)
-        plan, pf = prepare(session, spec, listed)
+        plan, pf = prepare(session, spec, listed, fallback_zones=list(zones) if attempt == 0 else [])
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         if dry_run:
             return result
