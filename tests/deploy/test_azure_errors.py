@@ -250,3 +250,11 @@ def test_documented_sku_not_available_answer_moves_to_the_fallback_location(azur
     assert fault.fired == 1 and result["location"] == "westus2"
     assert [v["location"] for v in azure.resources(type=VMSS)] == ["westus2"]
     assert len(calls(azure, "PUT", path="virtualMachineScaleSets")) == 2
+
+
+def test_create_into_a_group_still_being_deleted_says_wait_for_it(azure, session):
+    create(session, request())
+    azure.inject(method="PUT", path="resourcegroups/rg2$", status=409, code="ResourceGroupBeingDeleted")
+    with pytest.raises(OperationInProgressError) as info:
+        create(session, request(resource_group="rg2"))
+    assert info.value.code == "RESOURCE_GROUP_BEING_DELETED" and "az group wait --deleted" in info.value.remedy

@@ -119,6 +119,11 @@ TABLE: dict[str, Mapping] = {
                                         "use another -n/--name"),
     "Conflict": Mapping(ConflictError, "CONFLICT", "another operation is running on the resource: wait and re-run"),
     "AnotherOperationInProgress": Mapping(OperationInProgressError, "OPERATION_IN_PROGRESS", IN_PROGRESS_REMEDY),
+    # Learn, common deployment errors: "ResourceGroupBeingDeleted: Wait for deletion to complete."
+    "ResourceGroupBeingDeleted": Mapping(OperationInProgressError, "RESOURCE_GROUP_BEING_DELETED",
+                                         "the resource group is still being deleted: wait until it is gone "
+                                         "('az group wait --deleted -n RESOURCE_GROUP') and re-run, or use another "
+                                         "-g/--resource-group"),
     "VMExtensionProvisioningError": Mapping(AzureError, "EXTENSION_FAILED",
                                             "a VM extension failed on the nodes: see its status in 'provision status', "
                                             "or use an Azure HPC image"),
