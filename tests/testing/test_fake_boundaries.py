@@ -10,8 +10,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.mgmt.resource.resources import ResourceManagementClient
 from fake_azure_support import RG
 
-from azgpu.testing import FakeAzure, FakeCredential, NotImplementedInFake
-from azgpu.testing.errors import OfflineError
+from azgpu.testing import FakeAzure, FakeCredential, NotImplementedInFake, OfflineError
 
 
 def test_unimplemented_request_raises_not_implemented_in_fake(azure, clients):
