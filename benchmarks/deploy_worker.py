@@ -110,7 +110,8 @@ def main() -> None:
     vcpus = args.nodes * spec.size.vcpus
     azure.set_quota(LOCATION, spec.size.cap("quota_family"), limit=vcpus + 1000)
     azure.set_quota(LOCATION, "cores", limit=vcpus + 1000)
-    session = Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1)  # as --simulate
+    session = Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1,  # as --simulate
+                      requests_session=azure.requests_session)
     session.compute, session.network, session.resources  # noqa: B018 - build the clients (imports the SDK)
     ready = time.time()
     if args.cold_start:

@@ -1,9 +1,11 @@
 """Fixtures for the deploy tests: the real azure-mgmt clients against azgpu.testing.FakeAzure.
 
-- `_no_real_sleep` (autouse): any time.sleep(seconds > 0) fails the test, in any thread. The fake
-  keeps a virtual clock and patches the SDK transport's sleep, so nothing should ever sleep.
+- `_no_real_sleep` (autouse): any time.sleep(seconds > 0), or a real wait of a Session
+  (session.real_wait), fails the test, in any thread. The fake keeps a virtual clock and sessions
+  wait through it, so nothing should ever sleep.
 - `azure`: a FakeAzure (virtual clock, one poll per operation).
-- `session`: an azgpu Session on the fake: FakeCredential, polling_interval=0, the fake's sleep.
+- `session`: an azgpu Session on the fake: FakeCredential, polling_interval=0, the fake's sleep, and
+  the fake's requests session (no request can leave the process, even after the fake stops).
 - `cli`: `run(*argv)` (from tests/conftest.py) with the deploy commands bound to `session`, so a
   test can inject faults and read `azure.requests` around a CLI call.
 - `sim`: `run` for `--simulate --simulate-latency 0 --simulate-state TMP/state.json` commands.
@@ -36,8 +38,16 @@ class SleepGuard:
 
 @pytest.fixture(autouse=True)
 def _no_real_sleep(monkeypatch):
+    from azgpu.deploy import session as session_module
+
     guard = SleepGuard()
     monkeypatch.setattr(time, "sleep", guard)
+
+    def real_wait(event, seconds):
+        guard(seconds)
+        return event.is_set()
+
+    monkeypatch.setattr(session_module, "real_wait", real_wait)
     yield guard
     # A sleep in a poller thread raises there and may be swallowed: fail the test anyway.
     assert not guard.calls, f"time.sleep called for real: {guard.calls}"
@@ -51,7 +61,8 @@ def azure():
 
 @pytest.fixture
 def session(azure) -> Session:
-    return Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep)
+    return Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
+                   requests_session=azure.requests_session)
 
 
 @pytest.fixture

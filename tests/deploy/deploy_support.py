@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import azgpu
@@ -70,3 +73,14 @@ def assert_cli_error(rc: int, err: str, exit_code: int, code: str, remedy_part: 
     following = err.splitlines()[err.splitlines().index(lines[0]) + 1:]
     assert following and following[0].startswith("  remedy: "), err
     assert remedy_part in following[0], following[0]
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
+
+
+def azure_fixture(name: str) -> dict[str, Any]:
+    """A real Azure body kept under tests/fixtures/azure, as inject() keywords that replay it:
+    {"status": ..., "body": ..., "headers": ...} from NAME.json and its NAME.source.toml."""
+    source = tomllib.loads((FIXTURES / f"{name}.source.toml").read_text())
+    return {"status": source["status"], "body": json.loads((FIXTURES / f"{name}.json").read_text()),
+            "headers": dict(source.get("headers", {}))}

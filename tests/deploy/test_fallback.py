@@ -7,7 +7,7 @@ import json
 import pytest
 from deploy_support import NAME, VMSS, assert_cli_error, calls, create_args, ours, request
 
-from azgpu.deploy.azure_errors import AuthError, CapacityError, QuotaError
+from azgpu.deploy.azure_errors import AuthError, CapacityError, PolicyError, QuotaError, RequestError, ThrottledError
 from azgpu.deploy.create import create
 
 VMSS_PUT = {"method": "PUT", "path": "virtualMachineScaleSets"}
@@ -71,8 +71,11 @@ def test_last_candidate_failing_raises_the_capacity_error(azure, session):
 
 
 STOPPERS = {
-    "quota": ({"operation_error": "QuotaExceeded"}, QuotaError, "QUOTA_EXCEEDED"),
+    "quota": ({"status": 409, "code": "QuotaExceeded"}, QuotaError, "QUOTA_EXCEEDED"),  # refused on the PUT itself
     "authorization": ({"status": 403}, AuthError, "NOT_AUTHORIZED"),
+    "policy": ({"status": 403, "code": "RequestDisallowedByPolicy"}, PolicyError, "DISALLOWED_BY_POLICY"),
+    "throttling": ({"status": 429, "retry_after": 3600}, ThrottledError, "THROTTLED"),
+    "bad request": ({"status": 400, "code": "InvalidParameter"}, RequestError, "INVALID_PARAMETER"),
 }
 
 

@@ -16,8 +16,9 @@ Stages (the fault always targets that stage's PUT):
   a deployment.
 
 Fault kinds: 429 with ``Retry-After: 7``, 500, 503 and a dropped connection (each twice, then
-gone), and a long-running operation that fails once with AllocationFailed, ZonalAllocationFailed,
-SkuNotAvailable, QuotaExceeded, InternalExecutionError or VMExtensionProvisioningError.
+gone); a long-running operation that fails once with AllocationFailed, ZonalAllocationFailed,
+InternalExecutionError or VMExtensionProvisioningError; and a PUT refused once on the spot (409) with
+SkuNotAvailable or QuotaExceeded, which Azure answers synchronously, never in a failed operation.
 
 Every cell checks, on a fresh fake Azure in virtual time (nothing sleeps for real):
 
@@ -90,9 +91,11 @@ TRANSIENT: dict[str, dict[str, Any]] = {
     "reset": {"reset": True},
 }
 TRANSIENT_TIMES = 2
-OPERATION = ["AllocationFailed", "ZonalAllocationFailed", "SkuNotAvailable", "QuotaExceeded",
-             "InternalExecutionError", "VMExtensionProvisioningError"]
-KINDS = [*TRANSIENT, *OPERATION]
+OPERATION = ["AllocationFailed", "ZonalAllocationFailed", "InternalExecutionError", "VMExtensionProvisioningError"]
+# Refused on the PUT itself (Learn: SkuNotAvailable and quota errors come back when the request is made).
+REFUSED = {"SkuNotAvailable": {"status": 409, "code": "SkuNotAvailable"},
+           "QuotaExceeded": {"status": 409, "code": "QuotaExceeded"}}
+KINDS = [*TRANSIENT, *OPERATION, *REFUSED]
 CELLS = [(stage, kind) for stage in STAGES for kind in KINDS]
 
 
@@ -126,7 +129,7 @@ class Cell:
 
     @property
     def not_applicable(self) -> bool:
-        return not self.transient and STAGES[self.stage].synchronous
+        return self.kind in OPERATION and STAGES[self.stage].synchronous
 
 
 def _request(deployment: dict[str, Any]) -> azgpu.Request:
@@ -233,6 +236,8 @@ def run_cell(stage: str, kind: str) -> Cell:
         foreign = _snapshot(azure)
         if kind in TRANSIENT:
             fault = azure.inject(method="PUT", path=where.path, times=TRANSIENT_TIMES, **TRANSIENT[kind])
+        elif kind in REFUSED:
+            fault = azure.inject(method="PUT", path=where.path, times=1, **REFUSED[kind])
         else:
             fault = azure.inject(method="PUT", path=where.path, operation_error=kind, times=1)
 
@@ -394,7 +399,7 @@ def test_fault_matrix_cell(stage, kind):
 
 def test_the_matrix_covers_every_stage_and_kind():
     assert len(CELLS) == len(STAGES) * len(KINDS) == 90
-    assert set(OPERATION) <= set(TABLE)  # every operation fault has a typed error with a remedy
+    assert set(OPERATION) | set(REFUSED) <= set(TABLE)  # every fault has a typed error with a remedy
 
 
 def test_the_extension_stage_really_carries_an_inline_extension():
@@ -406,7 +411,7 @@ def test_the_extension_stage_really_carries_an_inline_extension():
 
 
 def test_format_matrix_prints_every_stage_and_the_totals():
-    cells = [run_cell("nsg", "429"), run_cell("vmss001", "AllocationFailed"), run_cell("resource-group", "SkuNotAvailable")]
+    cells = [run_cell("nsg", "429"), run_cell("vmss001", "AllocationFailed"), run_cell("resource-group", "AllocationFailed")]
     text = format_matrix(cells)
     assert "retried" in text and "CAPACITY_UNAVAILABLE" in text and "n/a" in text
     assert "3 cells: 3 as required, re-run converged in 3, leaked 0, wrongly deleted 0" in text.splitlines()

@@ -54,7 +54,10 @@ def test_rerun_after_interrupt_follows_the_accepted_operation(slow_azure, monkey
             create(session, _request(ssh_key))
     [vmss] = azure.resources(type="Microsoft.Compute/virtualMachineScaleSets")
     assert vmss["properties"]["provisioningState"] == "Creating"
+    assert session.cancelled.is_set()  # Ctrl-C ended every wait of that session
 
+    # The re-run is a new process, with a session of its own.
+    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep)
     result = create(session, _request(ssh_key))
 
     puts = [r for r in azure.requests if r.method == "PUT" and r.path.endswith(f"/{VMSS}/intr-vmss000")]

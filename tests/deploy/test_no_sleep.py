@@ -34,3 +34,10 @@ def test_slow_operations_and_throttling_take_no_wall_clock_time():
         virtual = sum(azure.sleeps)
     assert virtual >= 60 + 19  # the Retry-After and every poll's Retry-After were waited, virtually
     assert time.monotonic() - start < 5
+
+
+def test_guard_fails_a_real_wait_of_a_session(_no_real_sleep):
+    session = Session("sub", FakeCredential())  # no fake clock: it would wait in real time
+    with pytest.raises(AssertionError, match="must not sleep"):
+        session.pause(0.01)
+    _no_real_sleep.calls.clear()

@@ -58,6 +58,20 @@ def test_spot_does_not_need_the_family_quota(azure, session):
     assert azure.resources(type=VMSS)[0]["properties"]["virtualMachineProfile"]["priority"] == "Spot"
 
 
+def test_spot_does_not_need_the_regional_quota(azure, session):
+    # Spot VMs count against the spot vCPU quota only (Learn, "Increase spot vCPU family quotas").
+    azure.set_quota(LOCATION, "cores", limit=0)
+    result = create(session, request(spot=True))
+    assert [q["quota"] for q in result["preflight"]["quota"]] == ["Total Regional Low-priority vCPUs"]
+    assert azure.resources(type=VMSS)[0]["properties"]["provisioningState"] == "Succeeded"
+
+
+def test_regular_nodes_need_the_family_and_the_regional_quota(azure, session):
+    result = create(session, request())
+    assert sorted(q["quota"] for q in result["preflight"]["quota"]) == ["Standard NDASv4_A100 Family vCPUs",
+                                                                        "Total Regional vCPUs"]
+
+
 def test_quota_counts_only_what_a_rerun_adds(azure, session):
     create(session, request())
     azure.set_quota(LOCATION, A100_FAMILY, limit=NEEDED + 96)  # room for exactly one more node
@@ -106,6 +120,37 @@ def test_zone_not_offered(azure, session):
     azure.set_sku(LOCATION, A100, zones=["1", "2"])
     f = only(preflight_failure(azure, session, zone="3"), "ZONE_NOT_OFFERED")
     assert "zones: 1, 2" in f.message and "--zone 1" in f.remedy
+
+
+def test_zone_asked_where_the_size_has_no_zones(azure, session):
+    # Common for GPU sizes: locationInfo.zones is empty, the size is regional only.
+    azure.set_sku(LOCATION, A100, zones=[])
+    f = only(preflight_failure(azure, session, zone="1"), "ZONE_NOT_OFFERED")
+    assert "has no availability zones in eastus" in f.message and "drop --zone" in f.remedy
+
+
+def test_fallback_zones_where_the_size_has_none_fail_before_any_write(azure, session):
+    azure.set_sku(LOCATION, A100, zones=[])
+    with pytest.raises(ValidationFailed) as info:
+        create(session, request(), zones=["1", "2"])
+    assert [(f.code, "drop --zones" in f.remedy) for f in info.value.errors] == [("ZONE_NOT_OFFERED", True)] * 2
+    assert writes(azure) == []
+
+
+def test_fallback_zone_the_size_lacks_is_named_with_the_ones_it_has(azure, session):
+    azure.set_sku(LOCATION, A100, zones=["1", "2"])
+    with pytest.raises(ValidationFailed) as info:
+        create(session, request(zone="1"), zones=["1", "3"])
+    [f] = info.value.errors
+    assert (f.code, "no zone 3" in f.message, f.remedy) == ("ZONE_NOT_OFFERED", True, "pass --zones 1 2, or no --zones")
+    assert writes(azure) == []
+
+
+def test_cli_zone_where_the_size_has_no_zones_exits_2_without_writing(azure, cli):
+    azure.set_sku(LOCATION, A100, zones=[])
+    rc, out, err = cli(*create_args(), "--zone", "2")
+    assert_cli_error(rc, err, 2, "ZONE_NOT_OFFERED", "drop --zone")
+    assert writes(azure) == []
 
 
 def test_size_not_offered_in_the_location(azure, session):

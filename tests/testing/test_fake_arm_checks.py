@@ -97,6 +97,14 @@ def test_spot_quota_is_low_priority_cores(azure, clients, network):
     assert "exceeding approved LowPriorityCores quota" in err.error.message
 
 
+def test_spot_does_not_count_against_the_regional_or_family_quota(azure, clients, network):
+    # Learn, "Increase spot vCPU family quotas": spot VMs count against the spot vCPU quota only.
+    azure.set_quota(LOCATION, "cores", limit=0)
+    azure.set_quota(LOCATION, FAMILY, limit=0)
+    create_vmss(clients, network, spot=True, capacity=2)
+    assert (azure.usage(LOCATION, "lowPriorityCores"), azure.usage(LOCATION, "cores")) == (192, 0)
+
+
 def test_scale_set_usage_counts_against_the_next_request(azure, clients, network):
     azure.set_quota(LOCATION, FAMILY, limit=300)
     create_vmss(clients, network, capacity=3)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import requests
 from azure.core.exceptions import ResourceNotFoundError
 from azure.mgmt.resource.resources import ResourceManagementClient
 from fake_azure_support import RG
 
-from azgpu.testing import FakeCredential, NotImplementedInFake
+from azgpu.testing import FakeAzure, FakeCredential, NotImplementedInFake, OfflineError
 
 
 def test_unimplemented_request_raises_not_implemented_in_fake(azure, clients):
@@ -69,3 +71,59 @@ def test_add_resource_seeds_a_scale_set_with_instances(azure):
                 {"name": "i", "properties": {"subnet": {"id": vnet["properties"]["subnets"][0]["id"]}}}]}}]}}}})
     vms = azure.resources(type="Microsoft.Compute/virtualMachineScaleSets/virtualMachines")
     assert [vm["name"] for vm in vms] == ["old_0", "old_1"]
+
+
+# -- a transport that cannot leave the process ---------------------------------------------------------
+
+def _offline_client(azure):
+    from azure.core.pipeline.transport import RequestsTransport
+
+    transport = RequestsTransport(session=azure.requests_session(), session_owner=False)
+    return ResourceManagementClient(FakeCredential(), azure.subscription_id, polling_interval=0, transport=transport,
+                                    retry_total=0)
+
+
+def test_requests_session_is_answered_by_the_running_fake(azure):
+    client = _offline_client(azure)
+    assert client.resource_groups.create_or_update(RG, {"location": "eastus"}).name == RG
+
+
+def test_after_stop_its_requests_fail_in_process_and_never_open_a_socket(monkeypatch):
+    import socket
+
+    connects = []
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: connects.append(address))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connects.append(a))
+    azure = FakeAzure()
+    azure.start()
+    client = _offline_client(azure)
+    azure.stop()
+    with pytest.raises(OfflineError):
+        client.resource_groups.get(RG)
+    assert connects == []
+
+
+def test_its_adapter_cannot_connect_even_when_the_mock_is_gone(azure):
+    adapter = azure.requests_session().get_adapter("https://management.azure.com")
+    with pytest.raises(OfflineError):
+        adapter.get_connection_with_tls_context(requests.Request("GET", "https://management.azure.com/").prepare(), True)
+
+
+def test_stop_waits_for_the_requests_in_flight():
+    azure = FakeAzure()
+    azure.start()
+    client = _offline_client(azure)
+    order: list[str] = []
+    azure._lock.acquire()  # the fake's answer waits for this lock: the request stays in flight
+    try:
+        sender = threading.Thread(target=lambda: order.append(client.resource_groups.check_existence(RG) and "x" or "answered"))
+        sender.start()
+        with azure._flights:
+            assert azure._flights.wait_for(lambda: azure._in_flight == 1, timeout=5)
+        stopper = threading.Thread(target=lambda: (azure.stop(), order.append("stopped")))
+        stopper.start()
+    finally:
+        azure._lock.release()
+    sender.join(5)
+    stopper.join(5)
+    assert order == ["answered", "stopped"]  # the fake answered it before it was uninstalled

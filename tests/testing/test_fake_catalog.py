@@ -207,19 +207,19 @@ def test_gen1_and_gen2_skus_keep_their_real_generation(clients):
     get = clients.compute.virtual_machine_images.get
     gen1 = get("eastus", "OpenLogic", "CentOS-HPC", "7_9", "7.9.2022040100")
     gen2 = get("eastus", "OpenLogic", "CentOS-HPC", "7_9-gen2", "7.9.2022040101")
-    assert (gen1.properties.hyper_v_generation, gen2.properties.hyper_v_generation) == ("V1", "V2")
+    assert (gen1.hyper_v_generation, gen2.hyper_v_generation) == ("V1", "V2")
 
 
 def test_alma_linux_hpc_image_carries_its_purchase_plan(clients):
     image = clients.compute.virtual_machine_images.get("eastus", "almalinux", "almalinux-hpc", "8_10-hpc-gen2",
                                                        "8.10.2026072901")
-    plan = image.properties.plan
+    plan = image.plan
     assert (plan.publisher, plan.product, plan.name) == ("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
 
 
 def test_deprecated_image_says_so(clients):
     image = clients.compute.virtual_machine_images.get("eastus", "OpenLogic", "CentOS-HPC", "7_9-gen2", "7.9.2022040101")
-    status = image.properties.image_deprecation_status
+    status = image.image_deprecation_status
     assert (status.image_state, status.alternative_option.value) == ("Deprecated", "almalinux-hpc")
 
 
@@ -231,7 +231,7 @@ def test_added_image_version_is_listed_in_order(azure, clients):
 
 def test_arm64_image_reports_its_architecture(azure, clients):
     azure.add_image("eastus", "contoso", "grace", "hpc", "1.0.0", architecture="Arm64")
-    assert clients.compute.virtual_machine_images.get("eastus", "contoso", "grace", "hpc", "1.0.0").properties.architecture == "Arm64"
+    assert clients.compute.virtual_machine_images.get("eastus", "contoso", "grace", "hpc", "1.0.0").architecture == "Arm64"
 
 
 def test_added_image_with_plan_features_and_deprecation(azure, clients):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -22,11 +23,64 @@ def test_throttled_call_waits_retry_after_then_succeeds(azure, clients):
     assert _statuses(azure) == [429, 201]
 
 
-def test_throttle_answer_has_arm_error_body_and_header(azure, clients):
+def test_resource_manager_throttling_answers_as_arm_does(azure, clients):
     azure.inject(method="GET", status=429, retry_after=3, times=None)
     with pytest.raises(HttpResponseError) as err:
         clients.resource.resource_groups.get(RG)
-    assert (err.value.status_code, err.value.error.code, err.value.response.headers["Retry-After"]) == (429, "TooManyRequests", "3")
+    headers = err.value.response.headers
+    assert (err.value.status_code, err.value.error.code, headers["Retry-After"]) == (429, "SubscriptionRequestsThrottled", "3")
+    assert headers["x-ms-ratelimit-remaining-subscription-reads"] == "0"
+    assert "operation 'GET/SUBSCRIPTIONS/RESOURCEGROUPS' exceeded" in err.value.error.message
+
+
+def test_a_write_throttled_by_resource_manager_counts_against_writes(azure, clients):
+    azure.inject(method="PUT", status=429, retry_after=3600, times=None)
+    with pytest.raises(HttpResponseError) as err:
+        clients.resource.resource_groups.create_or_update(RG, {"location": "eastus"})
+    assert err.value.response.headers["x-ms-ratelimit-remaining-subscription-writes"] == "0"
+
+
+def test_compute_throttling_answers_as_compute_does(azure, clients):
+    # Learn, "Troubleshooting API throttling errors": OperationNotAllowed, unwrapped, TooManyRequests in details.
+    azure.inject(method="GET", path="/skus", status=429, retry_after=3600, times=None)
+    with pytest.raises(HttpResponseError) as err:
+        list(clients.compute.resource_skus.list())
+    body = err.value.response.json()
+    assert "error" not in body and body["code"] == "OperationNotAllowed"
+    [detail] = body["details"]
+    assert (detail["code"], detail["target"]) == ("TooManyRequests", "HighCostGet")
+    assert json.loads(detail["message"])["operationGroup"] == "HighCostGet"
+    assert err.value.response.headers["x-ms-ratelimit-remaining-resource"] == "Microsoft.Compute/HighCostGet;0"
+    assert err.value.response.headers["Retry-After"] == "3600"
+
+
+def test_throttle_picks_the_shape_whatever_the_path(azure, clients):
+    azure.inject(method="GET", status=429, throttle="compute", retry_after=3600, times=None)
+    with pytest.raises(HttpResponseError) as err:
+        clients.resource.resource_groups.get(RG)
+    assert err.value.response.json()["details"][0]["code"] == "TooManyRequests"
+
+
+def test_code_sets_the_error_code_of_an_answer(azure, clients):
+    azure.inject(method="PUT", status=409, code="SkuNotAvailable")
+    with pytest.raises(HttpResponseError) as err:
+        clients.resource.resource_groups.create_or_update(RG, {"location": "eastus"})
+    assert (err.value.status_code, err.value.error.code) == (409, "SkuNotAvailable")
+
+
+def test_body_replays_an_answer_exactly(azure, clients):
+    body = {"error": {"code": "RequestDisallowedByPolicy", "message": "denied", "target": "x"}}
+    azure.inject(method="PUT", status=403, body=body, headers={"x-ms-failure-cause": "gateway"})
+    with pytest.raises(HttpResponseError) as err:
+        clients.resource.resource_groups.create_or_update(RG, {"location": "eastus"})
+    assert err.value.response.json() == body and err.value.response.headers["x-ms-failure-cause"] == "gateway"
+
+
+@pytest.mark.parametrize("code", ["SkuNotAvailable", "QuotaExceeded", "OperationNotAllowed", "ResourceGroupNotFound",
+                                  "RequestDisallowedByPolicy"])
+def test_errors_azure_answers_on_the_request_cannot_fail_an_operation(azure, code):
+    with pytest.raises(ValueError, match=f"inject\\(status=\\d+, code='{code}'\\)"):
+        azure.inject(method="PUT", operation_error=code)
 
 
 def test_server_error_is_retried(azure, clients):

@@ -122,15 +122,79 @@ def test_duration_mode_finishes_after_lro_seconds_on_the_virtual_clock():
         assert azure.now() - start >= 30
 
 
-def test_a_new_put_finishes_the_pending_one_and_starts_its_own():
+def _vmss_id(net: dict, name: str = "vmss") -> str:
+    return net["subnet"].split("/providers/")[0] + f"/providers/Microsoft.Compute/virtualMachineScaleSets/{name}"
+
+
+def test_a_second_put_while_the_first_runs_is_refused_as_compute_does():
     with FakeAzure(lro_polls=2) as azure:
         c = make_clients(azure)
         net = build_network(c)
         c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(net["subnet"]), polling=False)
-        c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(net["subnet"], capacity=4), polling=False)
-        assert azure.get(net["subnet"].split("/providers/")[0] + "/providers/Microsoft.Compute/virtualMachineScaleSets/vmss")[
-            "properties"]["provisioningState"] == "Updating"
-        assert len(azure.resources(type="Microsoft.Compute/virtualMachineScaleSets/virtualMachines")) == 3
+        with pytest.raises(HttpResponseError) as err:
+            c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(net["subnet"], capacity=4),
+                                                                        polling=False)
+        assert (err.value.status_code, err.value.error.code) == (409, "OperationNotAllowed")
+        assert "Virtual Machine Scale Set 'vmss'" in err.value.error.message and "in progress" in err.value.error.message
+        vmss = azure.get(_vmss_id(net))
+        assert (vmss["properties"]["provisioningState"], vmss["sku"]["capacity"]) == ("Creating", 3)  # untouched
+
+
+def test_a_delete_while_the_create_runs_is_refused():
+    with FakeAzure(lro_polls=2) as azure:
+        c = make_clients(azure)
+        net = build_network(c)
+        c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(net["subnet"]), polling=False)
+        with pytest.raises(HttpResponseError) as err:
+            c.compute.virtual_machine_scale_sets.begin_delete(RG, "vmss", polling=False)
+        assert (err.value.status_code, err.value.error.code) == (409, "OperationNotAllowed")
+
+
+def test_a_put_while_the_delete_runs_is_refused_as_marked_for_deletion(clients, network):
+    create_vmss(clients, network)
+    clients.compute.virtual_machine_scale_sets.begin_delete(RG, "vmss", polling=False)
+    with pytest.raises(HttpResponseError) as err:
+        clients.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(network["subnet"]),
+                                                                          polling=False)
+    assert err.value.status_code == 409 and "since it is marked for deletion" in err.value.error.message
+
+
+def test_a_repeated_delete_follows_the_running_one(azure, clients, network):
+    create_vmss(clients, network)
+    clients.compute.virtual_machine_scale_sets.begin_delete(RG, "vmss", polling=False)
+    ops = len(azure._store.operations)
+    clients.compute.virtual_machine_scale_sets.begin_delete(RG, "vmss").result()
+    assert len(azure._store.operations) == ops  # no second operation started
+    assert azure.get(_vmss_id(network)) is None
+
+
+def test_network_answers_another_operation_in_progress_with_the_status_uri():
+    with FakeAzure(lro_polls=3) as azure:
+        c = make_clients(azure)
+        c.resource.resource_groups.create_or_update(RG, {"location": LOCATION})
+        body = {"location": LOCATION, "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}}}
+        c.network.virtual_networks.begin_create_or_update(RG, "vnet", body, polling=False)
+        with pytest.raises(HttpResponseError) as err:
+            c.network.virtual_networks.begin_create_or_update(RG, "vnet", body, polling=False)
+        assert (err.value.status_code, err.value.error.code) == (409, "AnotherOperationInProgress")
+        assert "/providers/Microsoft.Network/locations/eastus/operations/" in err.value.error.message
+
+
+def test_a_group_being_deleted_takes_no_writes():
+    with FakeAzure(lro_polls=3) as azure:
+        c = make_clients(azure)
+        c.resource.resource_groups.create_or_update(RG, {"location": LOCATION})
+        c.resource.resource_groups.begin_delete(RG, polling=False)
+        with pytest.raises(HttpResponseError) as err:
+            c.resource.resource_groups.create_or_update(RG, {"location": LOCATION})
+        assert (err.value.status_code, err.value.error.code) == (409, "ResourceGroupBeingDeleted")
+
+
+def test_a_put_after_the_operation_ended_is_accepted(clients, network):
+    create_vmss(clients, network)
+    updated = clients.compute.virtual_machine_scale_sets.begin_create_or_update(
+        RG, "vmss", vmss_body(network["subnet"], capacity=4)).result()
+    assert (updated.provisioning_state, updated.sku.capacity) == ("Succeeded", 4)
 
 
 def test_leaving_the_context_lets_unawaited_pollers_finish_against_the_fake():

@@ -6,6 +6,8 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from fake_azure_support import LOCATION, RG, create_vmss
 
+from azgpu.deploy.deployer import rest_shape
+
 FAMILY = "Standard NDASv4_A100 Family"
 
 
@@ -128,7 +130,7 @@ def test_extension_create_get_list(clients, network):
     created = clients.compute.virtual_machine_scale_set_extensions.begin_create_or_update(RG, "vmss", "gpu", EXTENSION).result()
     got = clients.compute.virtual_machine_scale_set_extensions.get(RG, "vmss", "gpu")
     listed = [e.name for e in clients.compute.virtual_machine_scale_set_extensions.list(RG, "vmss")]
-    assert (created.provisioning_state, got.properties.type, listed) == ("Succeeded", "NvidiaGpuDriverLinux", ["gpu"])
+    assert (created.provisioning_state, rest_shape(got)["properties"]["type"], listed) == ("Succeeded", "NvidiaGpuDriverLinux", ["gpu"])
 
 
 def test_extension_is_part_of_the_scale_set_model(clients, network):

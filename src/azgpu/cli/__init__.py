@@ -9,7 +9,10 @@ Azure SDK loads only inside the commands that talk to Azure.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 import click
 
@@ -37,8 +40,39 @@ for module in (offline, deploy, outputs, listing, simulate):
 # ------------------------------------------------------------------------------------ entry point
 
 
+@contextmanager
+def _first_interrupt_only():
+    """The first Ctrl-C raises KeyboardInterrupt; any further one is ignored while azgpu stops (the
+    stop is bounded: every wait ends at once), so it cannot print a traceback of its own."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def first(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI in-process and return the exit code (tests call this directly)."""
+    with _first_interrupt_only():
+        code = _main(argv)
+    if code == EXIT_INTERRUPTED and argv is None:
+        # The `provision` process itself: exit now. A worker thread may still wait on a request to
+        # Azure (which finishes what it accepted; a re-run follows it); the interpreter would join it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get(DEBUG_ENV))
     try:

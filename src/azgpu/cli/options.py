@@ -164,25 +164,48 @@ def azure_options(fn):
         click.option("--simulate-latency", type=float, default=None,
                      help="Seconds each simulated long-running operation takes [3]; 0 = instant."),
         click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir)."),
+        click.option("--throttle-budget", type=click.FloatRange(min=0), default=None, expose_value=False,
+                     callback=_remember_throttle_budget, metavar="SECONDS",
+                     help="Longest total wait for Azure's throttling to pass [600, or AZGPU_THROTTLE_BUDGET]."),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
 
 
+THROTTLE_BUDGET_KEY = "azgpu.throttle_budget"
+
+
+def _remember_throttle_budget(ctx, param, value):
+    if value is not None:
+        ctx.meta[THROTTLE_BUDGET_KEY] = value
+
+
+def _throttle_budget() -> float | None:
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(THROTTLE_BUDGET_KEY) if ctx is not None else None
+
+
 @contextmanager
 def session_for(subscription, simulate, latency, state):
+    budget = _throttle_budget()
     if simulate:
         from ..deploy.simulate import DEFAULT_LATENCY, simulated_session
 
         with simulated_session(latency=DEFAULT_LATENCY if latency is None else latency, state=state) as session:
+            if budget is not None:
+                session.set_throttle_budget(budget)
             yield session
         return
     from ..deploy.session import Session, default_credential, resolve_subscription
 
-    session = Session(resolve_subscription(subscription), default_credential())
+    session = Session(resolve_subscription(subscription), default_credential(), throttle_budget=budget)
     session.check_credential()
-    yield session
+    try:
+        yield session
+    except BaseException:
+        session.cancel()  # Ctrl-C: every wait of every thread ends now
+        raise
 
 
 def log(message: str) -> None:

@@ -34,11 +34,12 @@ def _nodes_needed(plan: Plan, listed: list[Any] | None) -> int:
     return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) for r in plan.scale_sets)
 
 
-def prepare(session, spec: Spec, listed: list[Any] | None, *, strict: bool = True,
+def prepare(session, spec: Spec, listed: list[Any] | None, fallback_zones: list[str] = (), *, strict: bool = True,
             accept_terms: bool = False) -> tuple[Plan, Preflight]:
     """Preflight and the plan to deploy; the live values Azure reports override documented ones.
 
     listed: the resource group's resources (list_group), None when the group does not exist;
+    fallback_zones: the --zones still to try here, checked now rather than at their PUT;
     strict=False (what-if): the preflight's errors are returned with it instead of raised.
     accept_terms: unaccepted marketplace terms of the image's plan are left for create to accept
     instead of stopping the preflight.
@@ -46,7 +47,8 @@ def prepare(session, spec: Spec, listed: list[Any] | None, *, strict: bool = Tru
     plan = build_plan(spec)
     try:
         pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed),
-                           nodes_needed=_nodes_needed(plan, listed), accept_terms=accept_terms)
+                           nodes_needed=_nodes_needed(plan, listed), accept_terms=accept_terms,
+                           fallback_zones=list(fallback_zones))
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise to_azure_error(exc, "preflight") from None
     if pf.errors and strict:
@@ -91,7 +93,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
         # One listing serves the quota arithmetic, the group check and finding what exists.
         listed = list_group(session, resource_group)
-        plan, pf = prepare(session, spec, listed, accept_terms=accept_terms)
+        plan, pf = prepare(session, spec, listed, fallback_zones=list(zones) if attempt == 0 else [],
+                           accept_terms=accept_terms)
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
         analysis = analyse(session, deployer, listed, strict=True)

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,14 +20,16 @@ from ..errors import AzureError, InputError
 from ..expr import walk
 from ..plan import MANAGED_BY, Plan, Resource
 from . import resource_types
-from .azure_errors import translate
+from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError, translate
+from .session import Interrupted
 
 TERMINAL = {"succeeded", "failed", "canceled"}
-
-
-class Interrupted(Exception):
-    """Raised in worker threads after Ctrl-C so the pool can shut down at once."""
 CREATED_TAG = "azgpu-created"
+# After Ctrl-C, how long the workers get to finish what they are doing (every wait of theirs ends at
+# once; a request in flight gets to complete, so a simulation's fake stays installed until it has).
+INTERRUPT_GRACE = 2.0
+# How often a resource is PUT again after Azure refused it because another operation was running.
+IN_PROGRESS_ATTEMPTS = 3
 
 
 @dataclass
@@ -112,6 +115,17 @@ def is_not_found(exc: Exception) -> bool:
 def is_ours(tags: dict | None, cluster: str) -> bool:
     tags = tags or {}
     return tags.get("managed-by") == MANAGED_BY and tags.get("azgpu-cluster") == cluster
+
+
+def rest_shape(model: Any) -> dict[str, Any]:
+    """An SDK model as Azure's REST body (camelCase, `properties` nested), whatever the SDK's generation.
+
+    The msrest models (azure-mgmt-compute up to 37) give snake_case from as_dict() and the REST shape
+    from serialize(); the newer generated models (38 and later) have no serialize() and give the REST
+    shape from as_dict(). Flat attributes (model.provisioning_state) work on both.
+    """
+    serialize = getattr(model, "serialize", None)
+    return serialize(keep_readonly=True) if callable(serialize) else model.as_dict()
 
 
 # Properties Azure cannot change on an existing scale set; a different value is refused up front.
@@ -246,7 +260,7 @@ class Deployer:
                         raise problem
                     self.refused[r.key] = problem
             if kept := resource_types.of(r.type).kept:
-                live = current.as_dict()
+                live = rest_shape(current)
                 self.kept[r.key] = {k: live.get(k) for k in kept}
             found[r.key] = current
         return found
@@ -254,14 +268,14 @@ class Deployer:
     def immutable_changes(self, r: Resource, current: Any) -> list[str]:
         """The keys of IMMUTABLE_PATHS whose planned value differs from the live one."""
         # SDK models serialize back to the REST shape, the same shape as the plan's bodies.
-        want, have = _immutable(self.body(r)), _immutable(current.as_dict())
+        want, have = _immutable(self.body(r)), _immutable(rest_shape(current))
         return [k for k in want if have[k] not in (None, "", []) and want[k] != have[k]]
 
     def _immutable_problem(self, r: Resource, current: Any) -> InputError | None:
         diffs = self.immutable_changes(r, current)
         if not diffs:
             return None
-        want, have = _immutable(self.body(r)), _immutable(current.as_dict())
+        want, have = _immutable(self.body(r)), _immutable(rest_shape(current))
         details = ", ".join(f"{k} {have[k]!r} -> {want[k]!r}" for k in diffs)
         return InputError(f"scale set '{r.name}' exists with a different {details}; Azure cannot change that in place",
                           code="CHANGE_NOT_ALLOWED",
@@ -270,15 +284,17 @@ class Deployer:
 
     def delta(self, r: Resource, current: Any) -> list[PropertyChange]:
         """What a PUT of the plan's body changes on the live resource (the what-if's property lines)."""
-        out = compare(self.body(r), current.as_dict())
+        out = compare(self.body(r), rest_shape(current))
         if r.stage == "scale-set":
             refused = {p for k in self.immutable_changes(r, current) for p in IMMUTABLE_PATHS[k]}
             for change in out:
                 change.refused = change.path in refused
         return out
 
-    def _converged(self, r: Resource, current: Any) -> bool:
+    def _converged(self, r: Resource, current: Any | None) -> bool:
         """Succeeded, and a PUT of the plan's body would change nothing (capacity, tags, rules ...)."""
+        if current is None:
+            return False
         if not resource_types.of(r.type).long_running:
             # Created synchronously, so existing means done (a proximity placement group has no provisioningState);
             # PUTting it again would try to change its intent while VMs use it.
@@ -323,52 +339,83 @@ class Deployer:
             return
         self._emit(r.key, state="creating", started=time.monotonic())
         try:
-            state = (getattr(current, "provisioning_state", "") or "").lower() if current is not None else ""
-            if state and state not in TERMINAL:
-                # Still being created by an earlier, interrupted run: follow it instead of racing it.
-                poller = None
-            else:
-                poller = self.begin_put(r, wait=wait)
-            if not wait:
-                self._emit(r.key, state="accepted")
-                return
-            if poller is None:
-                self._follow(r)
-            else:
-                self._wait(poller, r)
+            left_running = self._converge(r, current, wait)
         except AzureError as exc:
             self._emit(r.key, state="failed", error=exc.message, finished=time.monotonic())
+            raise
+        except Interrupted:
             raise
         except Exception as exc:
             err = to_azure_error(exc, r.name)
             self._emit(r.key, state="failed", error=err.message, finished=time.monotonic())
             raise err from None
+        if left_running:
+            self._emit(r.key, state="accepted")
+            return
         self._emit(r.key, state="succeeded", done=self.events[r.key].total, finished=time.monotonic())
+
+    def _converge(self, r: Resource, current: Any | None, wait: bool) -> bool:
+        """PUT r, or follow the operation already running on it; True when left running (--no-wait)."""
+        for _ in range(IN_PROGRESS_ATTEMPTS):
+            state = (getattr(current, "provisioning_state", "") or "").lower() if current is not None else ""
+            if state and state not in TERMINAL:
+                # Still being created by an earlier, interrupted run: follow it instead of racing it.
+                if not wait:
+                    return True
+                current = self._follow(r)
+                if self._converged(r, current):
+                    return False
+            try:
+                poller = self.begin_put(r, wait=wait)
+            except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+                err = to_azure_error(exc, r.name)
+                if not isinstance(err, OperationInProgressError):
+                    raise err from None
+                # Azure refused the PUT (409) because an operation on the resource is still running
+                # (a listing that lagged, or another client): follow that one, then PUT if still needed.
+                if not wait:
+                    return True
+                current = self._follow(r)
+                if self._converged(r, current):
+                    return False
+                continue
+            if not wait:
+                return True
+            self._wait(poller, r)
+            return False
+        raise AzureError(f"{r.name}: Azure kept refusing the PUT while other operations were running on it",
+                         code="OPERATION_IN_PROGRESS", remedy=IN_PROGRESS_REMEDY)
 
     def _wait(self, poller, r: Resource) -> None:
         """Wait in short slices so Ctrl-C and the timeout are noticed while Azure works."""
         while not poller.done():
-            if self.stop.is_set():
+            if self.stop.is_set() or self.session.cancelled.is_set():
                 raise Interrupted()
             left = self._remaining()
-            poller.wait(timeout=min(0.5, left) if left is not None else 0.5)
+            poller.wait(timeout=min(0.2, left) if left is not None else 0.2)
         poller.result()  # raises the operation's error, if it failed
 
-    def _follow(self, r: Resource, interval: float = 5.0) -> None:
-        """Poll a resource an earlier run started until it reaches a terminal state."""
-        sleep = self.session.sleep
+    def _follow(self, r: Resource, interval: float = 5.0) -> Any | None:
+        """Poll a resource another operation is working on until it reaches a terminal state; the
+        resource as it then is, or None when that operation deleted it."""
         while True:
-            current = resource_types.of(r.type).get(self.session, self.resource_group, r.name, api_version=r.api_version)
+            try:
+                current = resource_types.of(r.type).get(self.session, self.resource_group, r.name,
+                                                        api_version=r.api_version)
+            except Exception as exc:  # noqa: BLE001
+                if is_not_found(exc):
+                    return None
+                raise
             state = (current.provisioning_state or "").lower()
             if state == "succeeded":
-                return
+                return current
             if state in ("failed", "canceled"):
                 raise AzureError(f"{r.name} ended {current.provisioning_state}", code="PROVISIONING_FAILED",
                                  remedy="run 'provision create' again to retry it")
             if self.stop.is_set():
                 raise Interrupted()
             self._remaining()
-            sleep(interval)
+            self.session.pause(interval)
 
     def deploy(self, *, wait: bool = True, listed: list[Any] | None = None, fresh_group: bool = False,
                current: dict[str, Any] | None = None, doomed: list[str] = ()) -> dict[str, Event]:
@@ -389,11 +436,14 @@ class Deployer:
         # A fixed pool of 16 made a cluster of more than 16 scale sets (1,600 nodes) take a wave's time
         # once per 16 of them; each worker only waits on Azure.
         pool = ThreadPoolExecutor(max_workers=self.max_workers or max(len(w) for w in waves))
+        started: list = []
+        previous_deadline, self.session.deadline = self.session.deadline, self._deadline
         try:
             for i, wave in enumerate(waves):
                 last = i == len(waves) - 1
                 # Later waves reference earlier ones, so only the last wave may be left running.
                 futures = [pool.submit(self._put, r, current.get(r.key), wait or not last) for r in wave]
+                started += futures
                 errors = []
                 for f in futures:
                     try:
@@ -403,12 +453,16 @@ class Deployer:
                 if errors:
                     raise errors[0]
         except KeyboardInterrupt:
-            self.stop.set()  # the workers stop waiting; Azure finishes what it accepted, a re-run follows it
+            # Every wait of the workers ends now; Azure finishes what it accepted, a re-run follows it.
+            self.stop.set()
+            self.session.cancel()
             raise
         finally:
-            pool.shutdown(wait=not self.stop.is_set(), cancel_futures=True)
+            self.session.deadline = previous_deadline
+            pool.shutdown(wait=False, cancel_futures=True)
+            if self.stop.is_set():
+                wait_for(started, timeout=INTERRUPT_GRACE)
         return self.events
-
 
     def _delete_scale_sets(self, names: list[str]) -> None:
         vmss = resource_types.VMSS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,9 @@ from ..errors import AzgpuError, AzureError, NotFoundError
 from ..profiles import find_size, load_profile
 from ..racks import group as group_racks
 from . import resource_types
-from .deployer import CREATED_TAG, TERMINAL, is_not_found, is_ours, list_group, to_azure_error
+from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
+from .deployer import CREATED_TAG, IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE, TERMINAL, is_not_found, is_ours, list_group, \
+    to_azure_error
 
 
 
@@ -221,7 +224,6 @@ def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
 def wait(session, name: str, resource_group: str, *, timeout: float | None = None, interval: float = 5.0,
          on_update=None) -> dict[str, Any]:
     """Follow the cluster's scale sets until each is Succeeded (or one Failed)."""
-    sleep = session.sleep
     deadline = time.monotonic() + timeout if timeout else None
     while True:
         cluster = require(find_cluster(session, name, resource_group))
@@ -242,7 +244,7 @@ def wait(session, name: str, resource_group: str, *, timeout: float | None = Non
             return status(session, name, resource_group)
         if deadline and time.monotonic() > deadline:
             raise AzureError(f"timed out after {timeout:g} s", code="TIMEOUT", remedy="run 'provision wait' again")
-        sleep(interval)
+        session.pause(interval)
 
 
 @_translated
@@ -254,19 +256,25 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     def delete(resource: Any) -> None:
         if on_update:
             on_update(resource.type, resource.name, "deleting")
-        try:
-            resource_types.of(resource.type).begin_delete(session, resource_group, resource.name).result()
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise to_azure_error(exc, resource.name) from None
+        _delete(session, resource_group, resource)
         deleted.append({"type": resource.type, "name": resource.name})
         if on_update:
             on_update(resource.type, resource.name, "deleted")
 
     for wave in resource_types.teardown_waves(cluster.resources):
-        with ThreadPoolExecutor(max_workers=len(wave)) as pool:  # each worker only waits on Azure
-            for job in [pool.submit(delete, r) for r in wave]:
+        pool = ThreadPoolExecutor(max_workers=len(wave))  # each worker only waits on Azure
+        jobs = [pool.submit(delete, r) for r in wave]
+        try:
+            for job in jobs:
                 job.result()
+        except KeyboardInterrupt:
+            session.cancel()  # every wait of the workers ends now; a re-run deletes what is left
+            raise
+        finally:
+            interrupted = session.cancelled.is_set()
+            pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
+            if interrupted:
+                wait_for(jobs, timeout=INTERRUPT_GRACE)
 
     group_deleted = False
     tags = (cluster.group.tags or {}) if cluster.group is not None else {}
@@ -280,3 +288,37 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
             group_deleted = True
     return {"cluster": name, "resource_group": resource_group, "deleted": deleted,
             "resource_group_deleted": group_deleted}
+
+
+def _delete(session, resource_group: str, resource: Any) -> None:
+    """Delete one resource; one that is gone already counts as deleted. When Azure refuses because
+    another operation is still running on it (a create a Ctrl-C left behind), wait for that one first."""
+    rt = resource_types.of(resource.type)
+    for _ in range(IN_PROGRESS_ATTEMPTS):
+        try:
+            rt.begin_delete(session, resource_group, resource.name).result()
+            return
+        except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+            if is_not_found(exc):
+                return
+            err = to_azure_error(exc, resource.name)
+            if not isinstance(err, OperationInProgressError):
+                raise err from None
+        _until_settled(session, rt, resource_group, resource.name)
+    raise AzureError(f"{resource.name}: Azure kept refusing the delete while other operations were running on it",
+                     code="OPERATION_IN_PROGRESS", remedy=IN_PROGRESS_REMEDY)
+
+
+def _until_settled(session, rt: resource_types.ResourceType, resource_group: str, name: str,
+                   interval: float = 5.0) -> None:
+    """Poll a resource until the operation running on it ends (or the resource is gone)."""
+    while True:
+        try:
+            state = (rt.get(session, resource_group, name).provisioning_state or "").lower()
+        except Exception as exc:  # noqa: BLE001
+            if is_not_found(exc):
+                return
+            raise to_azure_error(exc, name) from None
+        if state in TERMINAL:
+            return
+        session.pause(interval)

@@ -83,14 +83,15 @@ def _bool(value: str | None) -> bool | None:
     return None if value is None else value.strip().lower() == "true"
 
 
-def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> None:
+def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> bool:
+    """The size's availability, restrictions, zone and capabilities here; False when it is not offered."""
     size, req = spec.size, spec.request
     sku = next((s for s in skus if (s.name or "").lower() == size.name.lower() and s.resource_type == "virtualMachines"), None)
     if sku is None:
         pf.findings.append(_err("SKU_NOT_OFFERED", f"{size.name} is not offered in {req.location}",
                                 "choose another -l/--location ('az vm list-skus --size " + size.name + " --all')",
                                 SOURCE_SKUS))
-        return
+        return False
     for info in sku.location_info or []:
         pf.zones = sorted(info.zones or [])
     for r in sku.restrictions or []:
@@ -105,9 +106,7 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> None:
         else:
             pf.findings.append(_err("SKU_RESTRICTED", f"{size.name} is restricted in {req.location} for this subscription ({reason})",
                                     "choose another -l/--location, or ask Azure support for access to the size", SOURCE_SKUS))
-    if req.zone and pf.zones and req.zone not in pf.zones:
-        pf.findings.append(_err("ZONE_NOT_OFFERED", f"{size.name} has no zone {req.zone} in {req.location} (zones: {', '.join(pf.zones)})",
-                                f"pass --zone {pf.zones[0]}, or no zone", SOURCE_SKUS))
+    check_zones(pf, spec, [req.zone] if req.zone else [], flag="--zone")
     caps = {c.name: c.value for c in (sku.capabilities or [])}
     pf.capabilities = caps
     if sku.family:
@@ -120,6 +119,24 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> None:
                                                  f"subscription reports '{sku.family}'; azgpu trusts the live value", "",
                                     SOURCE_SKUS, "warning"))
     _check_capabilities(pf, spec, caps)
+    return True
+
+
+def check_zones(pf: Preflight, spec: Spec, zones: list[str], *, flag: str) -> None:
+    """Every zone asked for must be one the size has in the location. Many GPU sizes have none
+    (locationInfo.zones empty): then any zone is refused here, not by Azure at the PUT."""
+    size, loc = spec.size.name, spec.request.location
+    for zone in dict.fromkeys(str(z) for z in zones):
+        if zone in pf.zones:
+            continue
+        if pf.zones:
+            pf.findings.append(_err("ZONE_NOT_OFFERED", f"{size} has no zone {zone} in {loc} (zones: {', '.join(pf.zones)})",
+                                    f"pass --zone {pf.zones[0]}, or no zone" if flag == "--zone" else
+                                    f"pass --zones {' '.join(pf.zones)}, or no --zones", SOURCE_SKUS))
+        else:
+            pf.findings.append(_err("ZONE_NOT_OFFERED", f"{size} has no availability zones in {loc}, so not zone {zone}",
+                                    f"drop {flag} (the size is regional here), or choose a location where it has zones "
+                                    f"('az vm list-skus -l LOCATION --size {size} --zone')", SOURCE_SKUS))
 
 
 def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None:
@@ -281,9 +298,12 @@ def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | 
 def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int) -> None:
     family = pf.family or spec.size.cap("quota_family")
     by_name = {norm_family(u.name.value): u for u in usages if getattr(u, "name", None) is not None}
-    # Spot draws on one regional low-priority bucket instead of the family (facts sheet, section 4).
-    first = ("lowPriorityCores", "Total Regional Low-priority vCPUs") if spec.request.spot else (family, f"{family} vCPUs")
-    wanted = [first, ("cores", "Total Regional vCPUs")]
+    # Spot VMs count against the regional spot vCPU quota only; the standard quotas (Total Regional
+    # vCPUs, then the family's) apply to pay-as-you-go VMs (Learn, "Increase spot vCPU family quotas").
+    if spec.request.spot:
+        wanted = [("lowPriorityCores", "Total Regional Low-priority vCPUs")]
+    else:
+        wanted = [(family, f"{family} vCPUs"), ("cores", "Total Regional vCPUs")]
     for key, label in wanted:
         usage = by_name.get(norm_family(key))
         if usage is None:
@@ -423,11 +443,12 @@ def latest_version(versions: list[Any]) -> str:
 
 
 def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int | None = None,
-                  accept_terms: bool = False) -> Preflight:
+                  accept_terms: bool = False, fallback_zones: list[str] = ()) -> Preflight:
     """Every live check before any write; the caller raises on errors.
 
     nodes_needed: the nodes this run adds (for --subnet-id's free addresses); all of them when not given.
     accept_terms: unaccepted marketplace terms are left for create to accept instead of an error.
+    fallback_zones: the --zones candidates to try on capacity errors, checked now like --zone.
     """
     pf = Preflight()
     loc = spec.request.location
@@ -438,7 +459,8 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
         else:
             check_subnet(pf, spec, vnet, spec.nodes if nodes_needed is None else nodes_needed)
     skus = list(session.compute.resource_skus.list(filter=f"location eq '{loc}'"))
-    check_sku(pf, spec, skus)
+    if check_sku(pf, spec, skus):  # the size is offered here: its zones are known
+        check_zones(pf, spec, [z for z in fallback_zones if z != spec.request.zone], flag="--zones")
     vcpus = int(pf.capabilities.get("vCPUs", spec.size.vcpus))
     usages = list(session.compute.usage.list(loc))
     needed = vcpus_needed if vcpus == spec.size.vcpus else vcpus_needed // spec.size.vcpus * vcpus

@@ -33,7 +33,9 @@ def _err(code: str, message: str, remedy: str, source: str, severity: str = "err
 
 
 def _rest(model: Any) -> dict:
-    return model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+    from .deployer import rest_shape  # the REST shape on every SDK generation (SDK floors)
+
+    return rest_shape(model) if hasattr(model, "as_dict") else dict(model or {})
 
 
 def _status(exc: Exception) -> int | None:

@@ -1,9 +1,16 @@
-"""Credentials, subscription and SDK clients, resolved the Azure way."""
+"""Credentials, subscription and SDK clients, resolved the Azure way.
+
+Every wait of a session (azure-core's retry sleeps, its long-running-operation polls, azgpu's own
+polling) goes through `Session.pause`: it ends at once when the session is cancelled (Ctrl-C), so no
+worker thread sits out a 20-minute Retry-After. Time spent waiting on throttling is capped by the
+session's throttling budget (`ThrottleBudget`), enforced in azure-core's own RetryPolicy.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +24,15 @@ SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
 # Bounded retries for throttling (429 honours Retry-After), 5xx and dropped connections.
 RETRY = {"retry_total": 8, "retry_connect": 4, "retry_read": 4, "retry_status": 6, "retry_backoff_factor": 0.8,
          "retry_backoff_max": 60}
+THROTTLE_BUDGET_ENV = "AZGPU_THROTTLE_BUDGET"
+# Seconds a session may spend in all waiting for throttling to pass. Compute may ask for
+# Retry-After: 1200 (Learn, "Troubleshooting API throttling errors"); within 10 minutes a run either
+# gets through or says so, instead of hanging for 20 minutes per throttled call.
+DEFAULT_THROTTLE_BUDGET = 600.0
+
+
+class Interrupted(Exception):
+    """Raised by a wait of a cancelled session (after Ctrl-C), in whatever thread waits."""
 
 
 def cli_default_subscription() -> str | None:
@@ -48,21 +64,143 @@ def default_credential():
     return DefaultAzureCredential(exclude_interactive_browser_credential=True)
 
 
+def throttle_budget_from_env() -> float:
+    raw = os.environ.get(THROTTLE_BUDGET_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_THROTTLE_BUDGET
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise InputError(f"{THROTTLE_BUDGET_ENV}={raw!r} is not a number of seconds", code="INVALID_THROTTLE_BUDGET",
+                         remedy=f"set {THROTTLE_BUDGET_ENV} to seconds >= 0, e.g. {DEFAULT_THROTTLE_BUDGET:g}")
+    return value
+
+
+def real_wait(event: threading.Event, seconds: float) -> bool:
+    """Wait up to `seconds` for `event`; True when it was set. (Tests replace this to forbid real waits.)"""
+    return event.wait(seconds)
+
+
+class ThrottleBudget:
+    """How long a session may still wait for throttling to pass, shared by all its threads."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.spent = 0.0
+        self._lock = threading.Lock()
+
+    def take(self, delay: float, *, deadline: float | None = None) -> str | None:
+        """Book `delay` seconds of waiting; the reason it may not be waited, or None when it may."""
+        with self._lock:
+            if self.spent + delay > self.seconds:
+                return (f"and Azure asks to wait {delay:g} s more, beyond the throttling budget of {self.seconds:g} s "
+                        f"({self.seconds - self.spent:g} s left)")
+            if deadline is not None and time.monotonic() + delay > deadline:
+                return f"and Azure asks to wait {delay:g} s more, past --timeout"
+            self.spent += delay
+            return None
+
+
+def budgeted_retry_policy(budget: ThrottleBudget, deadline: Callable[[], float | None], **settings: Any):
+    """azure-core's RetryPolicy, but a throttled retry waits only while the budget (and --timeout) allow.
+
+    The policy is azure-core's own: the retry counts, Retry-After and backoff stay its behaviour;
+    only the decision to sit out a throttling wait is added, where azure-core makes it (`sleep`).
+    """
+    from azure.core.pipeline.policies import RetryPolicy
+
+    from .azure_errors import throttled
+
+    class BudgetedRetryPolicy(RetryPolicy):
+        def sleep(self, settings, transport, response=None):  # noqa: D102 - azure-core's hook
+            if response is not None and response.http_response.status_code == 429:
+                delay = self.get_retry_after(response) or self.get_backoff_time(settings)
+                reason = budget.take(delay, deadline=deadline())
+                if reason is not None:
+                    request = response.http_request
+                    raise throttled(response.http_response, operation=f"{request.method} {_short(request.url)}",
+                                    waited=budget.spent, reason=reason)
+            super().sleep(settings, transport, response)
+
+    return BudgetedRetryPolicy(**settings)
+
+
+def _short(url: str) -> str:
+    """A request URL without host, subscription and query: what a message can name."""
+    path = url.split("?", 1)[0].split("://", 1)[-1]
+    path = path.split("/", 1)[1] if "/" in path else path
+    if "/resourceGroups/" in path or "/resourcegroups/" in path.lower():
+        start = path.lower().index("/resourcegroups/")
+        path = path[start + 1:]
+    return path
+
+
+def session_transport(session: "Session", requests_session: Any = None):
+    """azure-core's requests transport whose sleeps are the session's interruptible pauses."""
+    from azure.core.pipeline.transport import RequestsTransport
+
+    class SessionTransport(RequestsTransport):
+        def sleep(self, duration: float) -> None:
+            session.pause(duration)
+
+    if requests_session is None:
+        return SessionTransport()
+    return SessionTransport(session=requests_session, session_owner=False)
+
+
 @dataclass
 class Session:
     subscription_id: str
     credential: Any
     polling_interval: float | None = None
     client_kwargs: dict[str, Any] = field(default_factory=dict)
-    # How azgpu's own polling loops wait (wait, following an interrupted run); the fake swaps it.
-    sleep: Callable[[float], None] = field(default=lambda seconds: time.sleep(seconds), repr=False)
+    # How this session waits. None: real time, cut short by cancel(); the fake passes its virtual clock.
+    sleep: Callable[[float], None] | None = field(default=None, repr=False)
+    # Seconds this session may spend waiting on throttling in all (None: AZGPU_THROTTLE_BUDGET or 600).
+    throttle_budget: float | None = None
+    # Makes every client's requests.Session (simulation: one that can never open a socket).
+    requests_session: Callable[[], Any] | None = field(default=None, repr=False)
     # --simulate: prices come from the simulated Azure, not from a cache of real answers.
     simulated: bool = False
 
+    def __post_init__(self):
+        self.cancelled = threading.Event()
+        self.throttling = ThrottleBudget(throttle_budget_from_env() if self.throttle_budget is None
+                                         else self.throttle_budget)
+        self.deadline: float | None = None  # time.monotonic() of --timeout, while an operation has one
+
+    # -- waiting -------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop every wait of this session now (in every thread): they raise Interrupted."""
+        self.cancelled.set()
+
+    def pause(self, seconds: float) -> None:
+        """Wait `seconds` the session's way; raises Interrupted once the session is cancelled."""
+        if self.cancelled.is_set():
+            raise Interrupted()
+        if self.sleep is not None:
+            self.sleep(seconds)
+        elif seconds > 0 and real_wait(self.cancelled, seconds):
+            raise Interrupted()
+        if self.cancelled.is_set():
+            raise Interrupted()
+
+    def set_throttle_budget(self, seconds: float) -> None:
+        self.throttle_budget = seconds
+        self.throttling = ThrottleBudget(seconds)
+
+    # -- clients -------------------------------------------------------------------------------
     def _kwargs(self) -> dict[str, Any]:
         kw = {**RETRY, **self.client_kwargs}
         if self.polling_interval is not None:
             kw["polling_interval"] = self.polling_interval
+        if "retry_policy" not in kw:
+            settings = {k: v for k, v in kw.items() if k.startswith("retry_")}
+            kw["retry_policy"] = budgeted_retry_policy(self.throttling, lambda: self.deadline, **settings)
+        if "transport" not in kw:
+            kw["transport"] = session_transport(self, self.requests_session() if self.requests_session else None)
         return kw
 
     @cached_property

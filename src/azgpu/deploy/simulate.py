@@ -41,6 +41,9 @@ def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = N
     """A Session whose clients talk to the fake; every long-running operation takes `latency` seconds.
 
     With latency 0 the fake keeps virtual time (no real sleep at all), which is what tests use.
+    The clients' transport can never open a connection (FakeAzure.requests_session), and on any
+    exit, Ctrl-C included, the session's waits are cancelled before the fake stops, which waits for
+    requests in flight: no request of a simulation can leave the process, whatever the timing.
     """
     from ..testing import DEFAULT_SUBSCRIPTION, FakeCredential
 
@@ -48,5 +51,11 @@ def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = N
     fake = simulated_azure(state, lro_seconds=latency if real_time else None, lro_polls=1,
                            clock=time.time if real_time else None)
     with fake:
-        yield Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1 if real_time else 0,
-                      sleep=time.sleep if real_time else fake.sleep, simulated=True)
+        session = Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1 if real_time else 0,
+                          sleep=None if real_time else fake.sleep, requests_session=fake.requests_session,
+                          simulated=True)
+        try:
+            yield session
+        except BaseException:
+            session.cancel()  # pollers and workers stop waiting before the fake goes away
+            raise

@@ -16,7 +16,8 @@ its provenance), never azgpu's profiles. It checks
 what ARM checks (missing groups and references, resources in use, SKU availability, vCPU quota)
 and answers with ARM's error codes. `inject` adds throttling, server errors, dropped connections
 and failed operations (AllocationFailed ...). A request it does not implement raises
-NotImplementedInFake; nothing reaches the network.
+NotImplementedInFake; nothing reaches the network. Clients built on `azure.requests_session()` cannot
+open a connection at all: after stop() their requests raise OfflineError.
 
 Time: by default a virtual clock that the SDK's sleeps advance, so nothing sleeps for real and an
 operation finishes after `lro_polls` polls. azgpu's `--simulate` uses
@@ -25,8 +26,9 @@ JSON file from one CLI process to the next.
 """
 
 from .credential import FakeCredential
-from .errors import NotImplementedInFake
+from .errors import NotImplementedInFake, OfflineError
 from .fake import DEFAULT_SUBSCRIPTION, FakeAzure, LoggedRequest
 from .faults import Fault
 
-__all__ = ["DEFAULT_SUBSCRIPTION", "FakeAzure", "FakeCredential", "Fault", "LoggedRequest", "NotImplementedInFake"]
+__all__ = ["DEFAULT_SUBSCRIPTION", "FakeAzure", "FakeCredential", "Fault", "LoggedRequest", "NotImplementedInFake",
+           "OfflineError"]

@@ -10,7 +10,7 @@ import copy
 from typing import Callable
 
 from . import instances
-from .errors import resource_group_not_found, resource_not_found
+from .errors import operation_in_progress, resource_group_not_found, resource_not_found
 from .faults import Faults
 from .lro import Operations, iso
 from .messages import Request, Response
@@ -144,17 +144,29 @@ class Backend:
         return self.ops.start(kind, resource["id"], location=location, api_version=req.api_version,
                               error=fault.error() if fault else error)
 
+    def refuse_while_running(self, req: Request, resource: dict) -> dict | None:
+        """ARM's 409 for a write while an operation on the resource still runs. A DELETE repeated
+        while the delete runs is answered with that same operation (DELETE is idempotent)."""
+        op = self.ops.running(resource["id"])
+        if op is None:
+            return None
+        if req.method.upper() == "DELETE" and op["kind"] == "delete":
+            return op
+        raise operation_in_progress(op, req.method, resource, self.ops.url(op))
+
     def accepted_put(self, req: Request, resource: dict, existed: bool, location: str, state: str | None = None,
                      error: dict | None = None) -> Response:
         """Store a PUT's resource as Creating/Updating and answer 201/200 with the status URL."""
-        self.ops.finish_pending(resource["id"])
+        self.refuse_while_running(req, resource)
         resource["properties"]["provisioningState"] = state or ("Updating" if existed else "Creating")
         self.put_child(resource)
         op = self.begin(req, "put", resource, location, error)
         return Response(200 if existed else 201, resource, self.ops.headers(op))
 
     def accepted_delete(self, req: Request, resource: dict, location: str) -> Response:
-        self.ops.finish_pending(resource["id"])
+        running = self.refuse_while_running(req, resource)
+        if running is not None:
+            return Response(202, None, self.ops.headers(running))
         resource = self.find(resource["id"]) or resource
         resource.setdefault("properties", {})["provisioningState"] = "Deleting"
         op = self.begin(req, "delete", resource, location)

@@ -18,6 +18,10 @@ class NotImplementedInFake(NotImplementedError):
         super().__init__(f"azgpu.testing does not implement {method} {path}{detail}")
 
 
+class OfflineError(NotImplementedInFake):
+    """A request that would have left the process: made after the fake stopped, or needing a socket."""
+
+
 class ArmError(Exception):
     """An answer in ARM's error shape: {"error": {"code", "message"}} with an HTTP status."""
 
@@ -62,3 +66,33 @@ def invalid_reference(target: str, referrer: str) -> ArmError:
         f"Resource {target} referenced by resource {referrer} was not found. Please make sure that the "
         "referenced resource exists, and that both resources are in the same region.",
     )
+
+
+_LABELS = {"virtualmachinescalesets": "Virtual Machine Scale Set", "extensions": "Virtual Machine Scale Set Extension"}
+
+
+def operation_in_progress(op: dict, method: str, target: dict, status_url: str) -> ArmError:
+    """ARM's 409 for a write to a resource whose operation is still running.
+
+    Network: AnotherOperationInProgress with the running operation's status URI (Learn, "Troubleshoot
+    common Azure deployment errors": wait for the concurrent operation). Compute: OperationNotAllowed,
+    "Operation '...' is not allowed on Virtual Machine Scale Set '...' since it is marked for deletion"
+    as Compute words it for a running delete; Learn documents no wording for a running create or
+    update, so that message says the operation is in progress. Resource groups: ResourceGroupBeingDeleted.
+    """
+    provider = (op.get("provider") or "").lower()
+    name = target.get("name", "")
+    if provider == "microsoft.network":
+        return ArmError(409, "AnotherOperationInProgress",
+                        "Another operation on this or dependent resource is in progress. To retrieve status of the "
+                        f"operation use uri: {status_url}.")
+    if provider == "microsoft.compute":
+        kind = (target.get("type") or "").rsplit("/", 1)[-1].lower()
+        label = _LABELS.get(kind, kind)
+        verb = {"DELETE": "Delete", "PATCH": "Update"}.get(method.upper(), "Update")
+        since = "it is marked for deletion" if op["kind"] == "delete" else "another operation on it is in progress"
+        return ArmError(409, "OperationNotAllowed",
+                        f"Operation '{verb} {label}' is not allowed on {label} '{name}' since {since}. For more "
+                        "information on your operations, please refer to https://aka.ms/activitylog.")
+    return ArmError(409, "ResourceGroupBeingDeleted",
+                    f"The resource group '{name}' is in deprovisioning state and cannot perform this operation.")

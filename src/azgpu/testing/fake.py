@@ -4,6 +4,10 @@ The SDK clients build real requests and run their real serializers, retry policy
 pollers; only the HTTP exchange is answered here. Every request is logged; any request the fake
 does not implement raises NotImplementedInFake out of the SDK call, and nothing reaches the
 network.
+
+`responses` only stands in while it is started. Clients built on `requests_session()` are held to
+that even when threads outlive the fake: their adapter cannot open a connection at all, and stop()
+waits for every request they have in flight before it uninstalls the mock.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import requests
 import responses
 from azure.core.pipeline.transport import RequestsTransport
+from requests.adapters import HTTPAdapter
 
 from . import galleries, images, marketplace, quota, retail_prices, routes
 from .backend import Backend
-from .errors import ArmError, NotImplementedInFake
+from .errors import ArmError, NotImplementedInFake, OfflineError
 from .faults import Fault, Faults
 from .messages import Request, Response
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
@@ -65,6 +70,10 @@ class FakeAzure:
         self._lock = threading.RLock()
         self._mock: responses.RequestsMock | None = None
         self._sleep_patch = None
+        self._wait_patch = None
+        self._accepting = False  # whether requests through requests_session() may go on
+        self._in_flight = 0
+        self._flights = threading.Condition()
         self._store = Store()
         self._store.limits = dict(quota_limits or {})
         extra = [normalize_location(loc) for loc in locations or ()]
@@ -89,16 +98,28 @@ class FakeAzure:
             # Every URL on every host: what is not Azure Resource Manager fails loudly, never goes out.
             self._mock.add_callback(method, re.compile(r".*"), callback=self._answer, content_type=None)
         self._mock.start()
+        with self._flights:
+            self._accepting = True
         if self._clock is None:
-            # The retry policy and the LRO poller both sleep through the transport.
+            # The retry policy and the LRO poller both sleep through the transport; azgpu's sessions
+            # wait through session.real_wait (interruptible): both advance the virtual clock instead.
             self._sleep_patch = mock.patch.object(RequestsTransport, "sleep", lambda transport, seconds: self.sleep(seconds))
             self._sleep_patch.start()
+            self._wait_patch = mock.patch("azgpu.deploy.session.real_wait",
+                                          lambda event, seconds: self.sleep(seconds) or event.is_set())
+            self._wait_patch.start()
 
-    def stop(self) -> None:
+    def stop(self, *, grace: float = 5.0) -> None:
+        # Pollers first (they may still need answers), then no new request is admitted, then the
+        # ones in flight finish while the mock still answers them: none can fall through to a socket.
+        self._join_pollers(10 if self._clock is None else 1)
+        with self._flights:
+            self._accepting = False
+            self._flights.wait_for(lambda: self._in_flight == 0, timeout=grace)
         if self._sleep_patch is not None:
-            self._join_pollers()
             self._sleep_patch.stop()
-            self._sleep_patch = None
+            self._wait_patch.stop()
+            self._sleep_patch = self._wait_patch = None
         if self._mock is not None:
             self._mock.stop()
             self._mock.reset()
@@ -113,6 +134,32 @@ class FakeAzure:
         for thread in threading.enumerate():
             if thread.name.startswith("LROPoller(") and thread is not threading.current_thread():
                 thread.join(timeout)
+
+    # -- a transport that cannot leave the process -------------------------------------------------
+    def requests_session(self) -> requests.Session:
+        """A requests.Session for SDK clients (RequestsTransport(session=...)) that only this fake answers.
+
+        Its adapter admits a request only while the fake is started and counts it until answered;
+        it cannot open a connection, so a request made after stop() fails with OfflineError
+        instead of reaching the network.
+        """
+        session = requests.Session()
+        session.trust_env = False  # no proxies or netrc from the environment: nothing is meant to leave
+        adapter = _OfflineAdapter(self)
+        session.mount("https://", adapter)
+        session.mount("http://", adapter)
+        return session
+
+    def _admit(self, method: str, url: str) -> None:
+        with self._flights:
+            if not self._accepting:
+                raise OfflineError(method, url, "the fake Azure is not running; nothing leaves the process")
+            self._in_flight += 1
+
+    def _landed(self) -> None:
+        with self._flights:
+            self._in_flight -= 1
+            self._flights.notify_all()
 
     # -- time ------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -146,7 +193,8 @@ class FakeAzure:
                 log(None if fault.reset else fault.status)
                 if fault.reset:
                     raise requests.exceptions.ConnectionError(f"azgpu.testing: injected connection reset on {method} {path}")
-                return _wire(Response(fault.status, {"error": fault.error()}, fault.headers()), method)
+                body, headers = fault.answer(method, path, subscription=self.subscription_id, now=self.now())
+                return _wire(Response(fault.status, body, headers), method)
             try:
                 if host == retail_prices.HOST:
                     response = retail_prices.answer(method, path, query, prepared.url)
@@ -217,12 +265,22 @@ class FakeAzure:
 
     def inject(self, *, method: str | None = None, path: str | None = None, status: int | None = None,
                retry_after: float | None = None, reset: bool = False, operation_error: str | None = None,
-               message: str | None = None, after: int = 0, times: int | None = 1, share: float | None = None) -> Fault:
-        """Make matching requests fail; returns the Fault, whose .fired counts how often it did."""
+               message: str | None = None, after: int = 0, times: int | None = 1, share: float | None = None,
+               code: str | None = None, throttle: str | None = None, body: dict | None = None,
+               headers: dict | None = None) -> Fault:
+        """Make matching requests fail; returns the Fault, whose .fired counts how often it did.
+
+        status=: answer with that HTTP status and ARM's error body (`code=` sets its error code, e.g.
+        status=409, code="SkuNotAvailable"). A 429 is shaped like Compute's throttling answer on
+        Microsoft.Compute paths and like Resource Manager's elsewhere; throttle="compute"|"arm" picks.
+        body= (with headers=): answer exactly that, e.g. a real error body kept as a test fixture.
+        operation_error=: the PUT/DELETE is accepted and its long-running operation fails with that code.
+        """
         with self._lock:
             return self._faults.add(Fault(method=method, path=path, status=status, retry_after=retry_after, reset=reset,
                                           operation_error=operation_error, message=message, after=after, times=times,
-                                          share=share))
+                                          share=share, code=code, throttle=throttle, body=body,
+                                          answer_headers=headers))
 
     def set_sku(self, location: str, size: str, **overrides: Any) -> None:
         with self._lock:
@@ -417,6 +475,30 @@ class FakeAzure:
             self.requests.clear()
             self.sleeps.clear()
             self.save()
+
+
+class _OfflineAdapter(HTTPAdapter):
+    """requests' adapter for a FakeAzure: `responses` answers through it while the fake runs; it can
+    never open a connection of its own."""
+
+    def __init__(self, fake: FakeAzure):
+        super().__init__(max_retries=0)
+        self._fake = fake
+
+    def send(self, request, *args, **kwargs):
+        self._fake._admit(request.method, request.url)
+        try:
+            return super().send(request, *args, **kwargs)  # responses' mock while the fake runs
+        finally:
+            self._fake._landed()
+
+    def _refuse(self, *args, **kwargs):
+        target = args[0] if args else kwargs.get("url", "")
+        raise OfflineError("CONNECT", str(getattr(target, "url", target)),
+                           "a FakeAzure transport never opens a connection")
+
+    get_connection = _refuse
+    get_connection_with_tls_context = _refuse
 
 
 def _json_body(raw: Any) -> Any:

@@ -32,7 +32,7 @@ class Operations:
         self.finish = finish  # applies a finished operation to the resources
 
     def start(self, kind: str, target: str, *, location: str, api_version: str, error: dict | None = None) -> dict:
-        """Begin a 'put' or 'delete' of target (call finish_pending(target) before changing it)."""
+        """Begin a 'put' or 'delete' of target (check running(target) before changing it)."""
         rid = parse_id(target)
         number = self.store.next_number()
         op = {
@@ -51,12 +51,10 @@ class Operations:
         self.store.operations[op["id"]] = op
         return op
 
-    def finish_pending(self, target: str) -> None:
-        """An unfinished operation on target finishes before a new one changes it, as if it had
-        been waited for; ARM would refuse the new one, which tests of --no-wait rarely want."""
-        for op in self.pending():
-            if key(op["target"]) == key(target):
-                self._complete(op)
+    def running(self, target: str) -> dict | None:
+        """The operation still running on target, if any: ARM refuses another write meanwhile (409)."""
+        ops = [op for op in self.pending() if key(op["target"]) == key(target)]
+        return ops[-1] if ops else None
 
     def pending(self) -> list[dict]:
         return [op for op in self.store.operations.values() if op["status"] == "InProgress"]

@@ -19,6 +19,8 @@ def put_group(backend, req, sub, rg):
     if not body.get("location"):
         raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
     location = normalize_location(body["location"])
+    if existing is not None:
+        backend.refuse_while_running(req, existing)  # a group being deleted takes no writes
     if existing and existing["location"] != location:
         raise ArmError(400, "InvalidResourceGroupLocation",
                        f"Invalid resource group location '{location}'. The Resource group already exists in "
