@@ -51,7 +51,7 @@ def azure():
 
 @pytest.fixture
 def session(azure) -> Session:
-    return Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep)
+    return Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep, clock=azure.now)
 
 
 @pytest.fixture

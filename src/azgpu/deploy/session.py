@@ -56,6 +56,9 @@ class Session:
     client_kwargs: dict[str, Any] = field(default_factory=dict)
     # How azgpu's own polling loops wait (wait, following an interrupted run); the fake swaps it.
     sleep: Callable[[float], None] = field(default=lambda seconds: time.sleep(seconds), repr=False)
+    # What deadlines are measured against (the health gate's per-node timeout); the fake's virtual
+    # clock in tests, so a node that never answers times out without anyone waiting for real.
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def _kwargs(self) -> dict[str, Any]:
         kw = {**RETRY, **self.client_kwargs}

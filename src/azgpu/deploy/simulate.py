@@ -36,4 +36,4 @@ def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = N
                      clock=time.time if real_time else None, state_file=path)
     with fake:
         yield Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1 if real_time else 0,
-                      sleep=time.sleep if real_time else fake.sleep)
+                      sleep=time.sleep if real_time else fake.sleep, clock=time.monotonic if real_time else fake.now)
