@@ -14,7 +14,7 @@ import sys
 import click
 
 from ..errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, ValidationFailed
-from . import deploy, offline
+from . import deploy, health, offline, simulate
 from .options import print_findings
 
 DEBUG_ENV = "AZGPU_DEBUG"
@@ -30,7 +30,7 @@ def cli():
     """Provision Azure GPU clusters (ND, NDv2, NG, ND A100 v4 ... ND GB300 v6) correctly the first time."""
 
 
-for module in (offline, deploy):
+for module in (offline, deploy, health, simulate):
     module.register(cli)
 
 

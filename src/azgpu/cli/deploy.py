@@ -11,6 +11,7 @@ import click
 
 from ..errors import Finding, InputError
 from . import options
+from .health import health_options
 from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, print_finding, \
     print_findings, request_options
 
@@ -25,11 +26,18 @@ def register(cli: click.Group) -> None:
     @click.option("--zones", cls=ListOption, help="Zones to try in order on capacity errors: --zones 1 2 3.")
     @click.option("--fallback-locations", cls=ListOption,
                   help="Locations to try in order on capacity errors: --fallback-locations westus2 westus3.")
+    @click.option("--check", is_flag=True, help="After the scale sets succeed, run the health checks on every node "
+                                                "(see 'provision check'); exit 1 unless all pass.")
+    @click.option("--replace-unhealthy", is_flag=True,
+                  help="With --check (implied): delete failing nodes, scale back out, check the new ones.")
+    @click.option("--max-rounds", type=int, default=3, show_default=True, help="Replacement rounds at most.")
+    @health_options
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
-                   fallback_locations, **values):
+                   fallback_locations, check, replace_unhealthy, max_rounds, parallel, node_timeout, nccl, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge)."""
         from ..deploy.create import create
+        from ..deploy.health import UnhealthyNodes as UnhealthyNodesError
         from ..deploy.progress import progress_for
         from ..validate import validate
 
@@ -39,9 +47,16 @@ def register(cli: click.Group) -> None:
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
-                result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
-                                zones=list(zones), fallback_locations=list(fallback_locations),
-                                on_event=progress.update, on_notice=progress.notice)
+                try:
+                    result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
+                                    zones=list(zones), fallback_locations=list(fallback_locations),
+                                    on_event=progress.update, on_notice=progress.notice, check=check,
+                                    replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
+                                    check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl})
+                except UnhealthyNodesError as exc:  # the result and its health report first, then the error
+                    if exc.result is not None:
+                        emit(exc.result, obj)
+                    raise
         for f in result.get("preflight", {}).get("findings", []):
             print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
         emit(result, obj)

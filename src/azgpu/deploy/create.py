@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ValidationFailed
+from ..errors import InputError, ValidationFailed
 from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, validate
@@ -52,8 +52,20 @@ def candidates(request: Request, zones: list[str], locations: list[str]) -> list
 
 def create(session, request: Request, *, dry_run: bool = False, wait: bool = True, timeout: float | None = None,
            zones: list[str] = (), fallback_locations: list[str] = (), on_event: Callable[[Event], None] = lambda e: None,
-           on_notice: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
-    """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does."""
+           on_notice: Callable[[str], None] = lambda m: None, check: bool = False, replace_unhealthy: bool = False,
+           max_rounds: int = 3, before_delete: Callable[[list], None] | None = None,
+           check_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
+
+    check: after the scale sets succeed, run the health gate (azgpu.deploy.health.gate) and raise
+    health.UnhealthyNodes (with this result under .result) unless every node passes; replace_unhealthy
+    (implies check): replace failing nodes for at most max_rounds rounds, calling before_delete(nodes)
+    while their VMs still exist. check_options: parallel, node_timeout, nccl.
+    """
+    check = check or replace_unhealthy
+    if check and (dry_run or not wait):
+        raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
+                         remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
     resource_group = request.resource_group
     tried = candidates(request, list(zones), list(fallback_locations))
     for attempt, (location, zone) in enumerate(tried):
@@ -77,8 +89,30 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
             continue
         result["resource_group_created"] = created_group
         result["resources"] = [{"name": e.name, "stage": e.stage, "state": e.state} for e in events.values()]
+        if check:
+            _health_gate(session, plan, resource_group, result, replace_unhealthy, max_rounds, before_delete,
+                         check_options or {}, on_notice)
         return result
     raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
+
+
+def _health_gate(session, plan: Plan, resource_group: str, result: dict[str, Any], replace: bool, max_rounds: int,
+                 before_delete, options: dict[str, Any], on_notice: Callable[[str], None]) -> None:
+    from . import health
+
+    cluster = plan.spec.names.cluster
+    on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace else ""))
+
+    def on_round(r: dict[str, Any]) -> None:
+        bad = len(r["failed"]) + len(r["unreachable"])
+        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
+
+    outcome = health.gate(session, cluster, resource_group, replace=replace, max_rounds=max_rounds,
+                          before_delete=before_delete, on_round=on_round, **options)
+    result["health"] = outcome.as_dict()
+    if not outcome.healthy:
+        raise health.unhealthy_error(result["health"], cluster=cluster, resource_group=resource_group,
+                                     replacing=replace, stopped=outcome.stopped, result=result)
 
 
 def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) -> None:
