@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import responses
-from deploy_support import RG, VM, calls, request
+from deploy_support import RG, VM, request
 
 from azgpu import find_size
 from azgpu.deploy.create import create

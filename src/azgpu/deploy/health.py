@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AzgpuError, AzureError, InputError
-from ..health.results import (FAILED, PASSED, UNREACHABLE, Failure, NodeResult, VerdictError, failure_of,
+from ..health.results import (FAILED, PASSED, UNREACHABLE, NodeResult, VerdictError, failure_of,
                               find_verdict, output_streams)
 from ..health.results import _gpus as gpu_refs
 from ..health.script import (AZNHC_CHECK_TIMEOUT, MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT,
@@ -203,12 +203,22 @@ def _polling(session, deadline: float, stop: threading.Event):
     from azure.mgmt.core.polling.arm_polling import ARMPolling
 
     class RunCommandPolling(ARMPolling):
-        """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled)."""
+        """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled), and
+        whose first status check waits for Retry-After like every later one: azure-core checks right
+        after the POST, which a command of 20 s at least never passes (as the deployer's scale sets)."""
+
+        _waited = False
 
         def _delay(self) -> None:
             if stop.is_set() or session.clock() >= deadline:
                 raise _Deadline()
             super()._delay()
+
+        def update_status(self) -> None:
+            if not self._waited:
+                self._waited = True
+                self._delay()
+            super().update_status()
 
     return RunCommandPolling(15 if session.polling_interval is None else session.polling_interval)
 

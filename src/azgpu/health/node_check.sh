@@ -212,7 +212,7 @@ fallback_amd() {
     fi
 }
 XIDS=${AZGPU_XIDS:-48 56 57 58 62 63 64 65 68 69 73 74 79 80 81 92 94 95 119 120}
-XID_LINE='NVRM: Xid \((PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]+),' 
+XID_LINE='NVRM: Xid \((PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]+),'
 scan_xids() {  # Xids of this boot's kernel log that AzNHC's check_gpu_xid treats as faults (+94, 95)
     local line xid pci seen=" " gpus bus serial mem name
     timeout 60 dmesg >"$WORK/dmesg.txt" 2>&1 || return 0
@@ -225,7 +225,7 @@ scan_xids() {  # Xids of this boot's kernel log that AzNHC's check_gpu_xid treat
         seen="$seen$xid@$pci "
         gpus="[{\"bus\":$(js "$pci" 16),\"serial\":\"\"}]"
         while IFS='|' read -r bus serial mem name; do
-            case "$(norm_bus "$bus")" in "$pci"*|*"${pci#0000:}"*)
+            case "$(norm_bus "$bus")" in "$pci"*)  # the driver writes domain:bus:device
                 gpus="[{\"bus\":$(js "$(norm_bus "$bus")" 16),\"serial\":$(js "$serial" 32)}]" ;; esac
         done <"$WORK/gpus.txt"
         add_failure xid xid "Xid $xid on GPU $pci: ${line#*NVRM: }" "no Xid" "Xid $xid" "" "$xid" "$gpus"
@@ -392,7 +392,8 @@ nccl_keygen() {
     chown -R "${AZGPU_ADMIN_USER}:" "$dir" 2>/dev/null
     verdict "\"ok\":true,\"pubkey\":$(js "$(cat "$dir/id_ed25519.pub" 2>/dev/null)" 200)"
 }
-nccl_trust() {  # only the launcher's address, and only until the expiry time (OpenSSH authorized_keys)
+nccl_trust() {  # only the launcher's address, and only until the expiry time (OpenSSH authorized_keys,
+                # in the node's time zone: UTC on the Azure images)
     local ssh
     ssh=$(admin_home)/.ssh
     mkdir -p -m 700 "$ssh"

@@ -11,7 +11,6 @@ state, and Run Command answers from it by running azgpu's real node script in a 
 
 from __future__ import annotations
 
-import copy
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -243,11 +242,9 @@ def nvlink_status(node: dict, name: str) -> str:
 def rocm_smi_showbus(node: dict) -> str:
     """rocm-smi --showbus in the real layout (8 x MI60 sample), one line per present GPU."""
     lines = template("rocm-smi-showbus-8xmi60.txt").splitlines()
-    head = [l for l in lines[:2]]
-    tail = [l for l in lines if l.startswith("=") ][-2:]
     body = [f"GPU[{i}]          : PCI Bus: {gpu['bus'].upper()}" for i, gpu in
             enumerate(g for g in node["gpus"] if g["present"])]
-    return "\n".join(head + body + tail) + "\n"
+    return "\n".join(lines[:2] + body + lines[-2:]) + "\n"
 
 
 XID_TEXT = {79: "GPU has fallen off the bus.", 48: "An uncorrectable double bit error (DBE) has been detected on GPU.",
@@ -365,6 +362,3 @@ def nccl_output(ranks_by_host: list[tuple[str, int]], busbw: float, name: str) -
     out += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:.3f} "]
     return "\n".join(out) + "\n"
 
-
-def snapshot(node: dict) -> dict:
-    return copy.deepcopy(node)

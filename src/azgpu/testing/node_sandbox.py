@@ -11,10 +11,13 @@ node's simulated hardware.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,18 +34,25 @@ class Ran:
     returncode: int
 
 
+@functools.cache
+def _system_tools() -> Path:
+    """One directory of links to the allowed system tools, shared by every sandbox of the process."""
+    path = Path(tempfile.mkdtemp(prefix="azgpu-tools-"))
+    atexit.register(shutil.rmtree, path, True)
+    for tool in SYSTEM_TOOLS:
+        found = shutil.which(tool, path=os.defpath + os.pathsep + "/usr/bin:/bin")
+        if found:
+            (path / tool).symlink_to(found)
+    return path
+
+
 class Sandbox:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
         self.stubs = self.root / ".azgpu-stubs"
-        self.system = self.root / ".azgpu-system"
-        for d in (self.stubs, self.system, self.root / "tmp"):
+        self.system = _system_tools()
+        for d in (self.stubs, self.root / "tmp"):
             d.mkdir(parents=True, exist_ok=True)
-        for tool in SYSTEM_TOOLS:
-            found = shutil.which(tool, path=os.defpath + os.pathsep + "/usr/bin:/bin")
-            link = self.system / tool
-            if found and not link.exists():
-                link.symlink_to(found)
         self._outputs = 0
 
     # -- building the node ------------------------------------------------------------------
