@@ -11,7 +11,7 @@ import click
 
 from ..errors import Finding, InputError
 from . import options
-from .health import health_options
+from .health import health_options, with_compact_health
 from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, print_finding, \
     print_findings, request_options
 
@@ -55,11 +55,11 @@ def register(cli: click.Group) -> None:
                                     check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl})
                 except UnhealthyNodesError as exc:  # the result and its health report first, then the error
                     if exc.result is not None:
-                        emit(exc.result, obj)
+                        emit(with_compact_health(exc.result, obj), obj)
                     raise
         for f in result.get("preflight", {}).get("findings", []):
             print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
-        emit(result, obj)
+        emit(with_compact_health(result, obj), obj)
 
     @cli.command("status")
     @click.option("-n", "--name", default=None, help="Cluster name.")

@@ -32,9 +32,18 @@ def health_options(fn):
 
 def compact(report: dict[str, Any]) -> dict[str, Any]:
     """The table view: one row per node, what failed and why, the NCCL rows."""
-    nodes = [{"node": n["computer_name"], "scale_set": n["scale_set"], "instance": n["instance_id"],
-              "status": n["status"], "checker": n.get("checker") or "", "physical_host": n.get("physical_host") or "",
-              "result": n["summary"]} for n in report["nodes"]]
+    nodes = []
+    for n in report["nodes"]:
+        first = (n.get("failures") or [{}])[0]
+        row = {"node": n["computer_name"], "scale_set": n["scale_set"], "instance": n["instance_id"],
+               "status": n["status"], "checker": n.get("checker") or "", "check": first.get("check") or "",
+               "expected": first.get("expected") or "", "measured": first.get("measured") or "",
+               "code": first.get("fault_code") or "",
+               "more": len(n.get("failures") or []) - 1 + (n.get("more_failures") or 0) if first else "",
+               "physical_host": n.get("physical_host") or ""}
+        if n["status"] == "unreachable":
+            row["reason"] = n.get("reason") or ""
+        nodes.append(row)
     out: dict[str, Any] = {k: report[k] for k in ("cluster", "resource_group", "healthy", "nodes_checked", "passed",
                                                   "failed", "unreachable") if k in report}
     if report.get("warnings"):
@@ -53,6 +62,13 @@ def compact(report: dict[str, Any]) -> dict[str, Any]:
 
 def emit_report(report: dict[str, Any], obj: dict) -> None:
     emit(compact(report) if obj["output"] == "table" and not obj["query"] else report, obj)
+
+
+def with_compact_health(result: dict[str, Any], obj: dict) -> dict[str, Any]:
+    """create's result for output: its health report as the table view when printing a table."""
+    if obj["output"] == "table" and not obj["query"] and result.get("health"):
+        return {**result, "health": compact(result["health"])}
+    return result
 
 
 def node_logger(obj: dict):

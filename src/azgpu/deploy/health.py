@@ -183,7 +183,8 @@ def _outbound(session, vmss: Any) -> dict[str, Any]:
         return {**out, "path": "unknown", "ok": True}
     parts = subnet_id.split("/")
     try:
-        rg, vnet, name = parts[parts.index("resourceGroups") + 1], parts[-3], parts[-1]
+        rg = parts[[x.lower() for x in parts].index("resourcegroups") + 1]  # ARM ids compare case-insensitively
+        vnet, name = parts[-3], parts[-1]
         subnet = session.network.subnets.get(rg, vnet, name)
     except Exception:  # another subscription, no read access, a moved network: say it was not checked
         return {**out, "path": "unknown (the subnet could not be read)", "ok": True}
@@ -430,9 +431,14 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
         ips = _ips(session, resource_group, vmss.name)
         nodes = [Instance(n.scale_set, n.instance_id, n.resource_id, n.computer_name, n.vm_id, "running",
                           vmss.sku.name) for n in passed if n.instance_id in ips]
+        if len(nodes) < 2:
+            out.append({**entry, "status": "skipped", "message": "fewer than 2 healthy nodes with a private IP"})
+            continue
         launcher, others = nodes[0], nodes[1:]
-        profile = load_profile((vmss.tags or {}).get("azgpu-profile", "")) if (vmss.tags or {}).get(
-            "azgpu-profile") else find_size(vmss.sku.name)[0]
+        try:
+            profile = load_profile((vmss.tags or {})["azgpu-profile"])
+        except (KeyError, AzgpuError):
+            profile = find_size(vmss.sku.name)[0]
         admin = getattr(getattr(getattr(vmss, "virtual_machine_profile", None), "os_profile", None),
                         "admin_username", None) or "azureuser"
         base = {**exp.settings(), "AZGPU_ADMIN_USER": admin}
