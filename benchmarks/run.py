@@ -308,6 +308,10 @@ def report(r: dict) -> str:
     d = r.get("deploy")
     if d:
         lines += ["", *deploy_report(d)]
+    f = r.get("fault_matrix")
+    if f:
+        lines += ["", f"5. Fault matrix (tests/deploy/test_fault_matrix.py, virtual time, {f['seconds']:.1f} s)"]
+        lines += ["   " + line for line in f["table"].splitlines()]
     h = r.get("health")
     if h:
         req = h["requests"]
@@ -322,10 +326,6 @@ def report(r: dict) -> str:
                   f"{req.get('scale_out', 0)} scale-out",
                   f"   provision check: {h['check_requests_per_node']:.2f} requests per node + {h['check_fixed_requests']} "
                   f"per check; {h['check_seconds']:.2f} s for {h['nodes']} nodes"]
-    f = r.get("fault_matrix")
-    if f:
-        lines += ["", f"5. Fault matrix (tests/deploy/test_fault_matrix.py, virtual time, {f['seconds']:.1f} s)"]
-        lines += ["   " + line for line in f["table"].splitlines()]
     return "\n".join(lines)
 
 
