@@ -152,6 +152,15 @@ def test_create_check_with_no_wait_is_refused(sim):
     assert_cli_error(rc, err, 2, "CHECK_NEEDS_WAIT", "provision check")
 
 
+@pytest.mark.parametrize("flag, value, code", [("--max-rounds", "0", "INVALID_MAX_ROUNDS"),
+                                               ("--parallel", "0", "INVALID_PARALLEL"),
+                                               ("--node-timeout", "5", "INVALID_NODE_TIMEOUT")])
+def test_bad_gate_options_fail_before_anything_is_created(sim, state_file, flag, value, code):
+    rc, out, err = sim(*create_args("nd-a100-v4"), "--check", flag, value)
+    assert_cli_error(rc, err, 2, code, "use ")
+    assert not state_file.exists() or not json.loads(state_file.read_text())["resources"]
+
+
 def test_simulate_fault_names_nodes_or_the_next_ones(fault):
     rc, out, err = fault("--gpus", "7")
     assert_cli_error(rc, err, 2, "MISSING_ARGUMENT", "--next")

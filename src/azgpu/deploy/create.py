@@ -66,6 +66,10 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     if check and (dry_run or not wait):
         raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
                          remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
+    if check:  # bad gate options fail before anything is created
+        from .health import validate_options
+
+        validate_options(max_rounds=max_rounds, **{k: v for k, v in (check_options or {}).items() if k != "nccl"})
     resource_group = request.resource_group
     tried = candidates(request, list(zones), list(fallback_locations))
     for attempt, (location, zone) in enumerate(tried):

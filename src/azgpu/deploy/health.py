@@ -119,6 +119,15 @@ class _Unreachable(Exception):
         self.reason = reason
 
 
+def validate_options(*, parallel: int = PARALLEL, node_timeout: float = NODE_TIMEOUT,
+                     max_rounds: int = MAX_ROUNDS) -> None:
+    """Refuse out-of-range options before anything runs (create checks them before it deploys)."""
+    _options(parallel, node_timeout)
+    if not 1 <= max_rounds <= 10:
+        raise InputError(f"--max-rounds {max_rounds} is out of range", code="INVALID_MAX_ROUNDS",
+                         remedy="use 1 to 10 replacement rounds (default 3)")
+
+
 def _options(parallel: int, node_timeout: float) -> None:
     if not 1 <= parallel <= MAX_PARALLEL:
         raise InputError(f"--parallel {parallel} is out of range", code="INVALID_PARALLEL",
@@ -554,9 +563,7 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
     """Check the cluster; with replace, delete the nodes that fail, scale back out and check the new
     ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
     (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted."""
-    if not 1 <= max_rounds <= 10:
-        raise InputError(f"--max-rounds {max_rounds} is out of range", code="INVALID_MAX_ROUNDS",
-                         remedy="use 1 to 10 replacement rounds (default 3)")
+    validate_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
     report = check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout, nccl=nccl,
                    on_node=on_node)
     rounds = [_round(0, report.nodes, "check")]
