@@ -23,6 +23,11 @@ target is met (1 only if a benchmark itself breaks).
    dropped connection: no error may surface, every 429 must be waited out for its Retry-After.
 5. The fault matrix of tests/deploy/test_fault_matrix.py (virtual time): every fault kind at
    every stage, with the outcome, re-run convergence, and leaked/wrongly deleted counts.
+6. The health gate (benchmarks/health_worker.py): `create --check --replace-unhealthy` of 16 x
+   ND96asr_v4 with 2 nodes coming up unhealthy, in real time against the fake, every operation
+   --latency seconds and every Run Command running azgpu's real node script in a sandbox: wall time
+   of the gate over its critical path (check, delete, scale out, check again: 4 operations), its
+   requests over the minimum, and the requests one `provision check` sends per node.
 
 Whole-process timings are medians; each round runs every command once, interleaved, after one
 warm-up. Child processes cache bytecode in a private directory (as after any pip install), even
@@ -47,6 +52,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKER = HERE / "deploy_worker.py"
+HEALTH_WORKER = HERE / "health_worker.py"
 MATRIX = ROOT / "tests" / "deploy" / "test_fault_matrix.py"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-benchmark"
 ARM_TEMPLATE_LIMIT = 4 * 1024 * 1024  # bytes
@@ -239,6 +245,40 @@ def fault_matrix() -> dict:
     return {**module.summary(cells), "seconds": time.perf_counter() - start, "table": module.format_matrix(cells)}
 
 
+# ------------------------------------------------------------------------------------ 6
+
+
+def health_gate(runs: int, latency: float, env, tmp: Path, nodes: int = 16, faulty: int = 2) -> dict:
+    samples = []
+    for _ in range(runs):
+        seconds, data = worker_at(HEALTH_WORKER, ["--nodes", str(nodes), "--faulty", str(faulty),
+                                                  "--latency", f"{latency:g}"], env, tmp)
+        samples.append(data)
+    samples.sort(key=lambda d: d["gate_seconds"])
+    data = samples[len(samples) // 2]
+    rounds = data["rounds"]
+    # Per check: 5 reads (group, listing, scale set, subnet, instances) and per node a POST, one status poll
+    # at Retry-After and the final GET; per replacement round a delete and a scale-out, each a write, a poll
+    # and a final GET, and the listing of the new instances.
+    per_check_fixed, per_node = 5, 3
+    minimum = rounds * per_check_fixed + (nodes + data["replaced"]) * per_node + (rounds - 1) * 7
+    critical = (1 + 3 * (rounds - 1)) * latency
+    check = data["check"]["requests"]
+    return {"nodes": nodes, "faulty": faulty, "latency": latency, "runs": runs, "healthy_every_run":
+            all(d["healthy"] for d in samples), "rounds": rounds, "replaced": data["replaced"],
+            "gate_seconds": data["gate_seconds"], "critical_path_seconds": critical,
+            "time_ratio": data["gate_seconds"] / critical, "requests": data["requests"]["gate"],
+            "minimum_requests": minimum, "request_ratio": data["requests"]["gate"]["total"] / minimum,
+            "check_requests_per_node": (check["run_command_post"] + check["poll"] + check["action_final_get"]) / nodes,
+            "check_fixed_requests": check["total"] - check["run_command_post"] - check["poll"] - check["action_final_get"],
+            "check_seconds": data["check"]["seconds"]}
+
+
+def worker_at(script: Path, args: list[str], env, tmp: Path) -> tuple[float, dict]:
+    seconds, out = wall([sys.executable, str(script), *args], env, tmp)
+    return seconds, json.loads(out)
+
+
 # ------------------------------------------------------------------------------------ report
 
 
@@ -250,20 +290,21 @@ def report(r: dict) -> str:
     lines = []
     m = r["machine"]
     lines.append(f"azgpu {m['azgpu']} | Python {m['python']} | {m['cpus']} CPUs | {m['platform']}")
-    c = r["cold_start"]
-    s = c["seconds"]
-    lines += ["", "1. Cold start (median wall, over `python -c 'import jinja2'`)       target <= 2.0",
-              f"   python -c pass {s['python'] * 1e3:7.1f} ms",
-              f"   import jinja2  {s['import_jinja2'] * 1e3:7.1f} ms",
-              f"   render 16      {s['render_16'] * 1e3:7.1f} ms   ratio {c['render_ratio']:.2f}   {verdict(c['render_ratio'], 2.0)}",
-              f"   --help         {s['help'] * 1e3:7.1f} ms   ratio {c['help_ratio']:.2f}   {verdict(c['help_ratio'], 2.0)}"]
-    g = r["growth"]
-    lines += ["", "2. Growth with scale (whole-process render, --format all)             target <= 1.5",
-              "   nodes   scale sets  resources   time ms   main.json      of 4 MB   of 800"]
-    for p in g["points"]:
-        lines.append(f"   {p['nodes']:>6}  {p['scale_sets']:>10}  {p['resources']:>9}  {p['seconds'] * 1e3:8.1f}  "
-                     f"{p['template_bytes']:>9,} B  {p['template_share_of_limit']:8.1%}  {p['resource_share_of_limit']:6.1%}")
-    lines.append(f"   time(10,000) / time(8) = {g['ratio']:.2f}   {verdict(g['ratio'], 1.5)}")
+    c = r.get("cold_start")
+    if c:
+        s = c["seconds"]
+        lines += ["", "1. Cold start (median wall, over `python -c 'import jinja2'`)       target <= 2.0",
+                  f"   python -c pass {s['python'] * 1e3:7.1f} ms",
+                  f"   import jinja2  {s['import_jinja2'] * 1e3:7.1f} ms",
+                  f"   render 16      {s['render_16'] * 1e3:7.1f} ms   ratio {c['render_ratio']:.2f}   {verdict(c['render_ratio'], 2.0)}",
+                  f"   --help         {s['help'] * 1e3:7.1f} ms   ratio {c['help_ratio']:.2f}   {verdict(c['help_ratio'], 2.0)}"]
+        g = r["growth"]
+        lines += ["", "2. Growth with scale (whole-process render, --format all)             target <= 1.5",
+                  "   nodes   scale sets  resources   time ms   main.json      of 4 MB   of 800"]
+        for p in g["points"]:
+            lines.append(f"   {p['nodes']:>6}  {p['scale_sets']:>10}  {p['resources']:>9}  {p['seconds'] * 1e3:8.1f}  "
+                         f"{p['template_bytes']:>9,} B  {p['template_share_of_limit']:8.1%}  {p['resource_share_of_limit']:6.1%}")
+        lines.append(f"   time(10,000) / time(8) = {g['ratio']:.2f}   {verdict(g['ratio'], 1.5)}")
     d = r.get("deploy")
     if d:
         lines += ["", *deploy_report(d)]
@@ -271,6 +312,20 @@ def report(r: dict) -> str:
     if f:
         lines += ["", f"5. Fault matrix (tests/deploy/test_fault_matrix.py, virtual time, {f['seconds']:.1f} s)"]
         lines += ["   " + line for line in f["table"].splitlines()]
+    h = r.get("health")
+    if h:
+        req = h["requests"]
+        lines += ["", f"6. Health gate: create --check --replace-unhealthy, {h['nodes']} x ND96asr_v4, {h['faulty']} unhealthy, "
+                      f"every operation {h['latency']:g} s (median of {h['runs']})",
+                  f"   healthy at the end of every run: {h['healthy_every_run']}; rounds {h['rounds']}, replaced {h['replaced']}",
+                  f"   gate wall {h['gate_seconds']:.2f} s / critical path {h['critical_path_seconds']:.1f} s = "
+                  f"{h['time_ratio']:.2f} (every Run Command runs the real node script in a sandbox)",
+                  f"   gate requests {req['total']} / minimum {h['minimum_requests']} = {h['request_ratio']:.2f}: "
+                  f"{req.get('run_command_post', 0)} Run Commands, {req.get('poll', 0)} polls, "
+                  f"{req.get('action_final_get', 0)} final GETs, {req.get('delete_instances', 0)} delete, "
+                  f"{req.get('scale_out', 0)} scale-out",
+                  f"   provision check: {h['check_requests_per_node']:.2f} requests per node + {h['check_fixed_requests']} "
+                  f"per check; {h['check_seconds']:.2f} s for {h['nodes']} nodes"]
     return "\n".join(lines)
 
 
@@ -320,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE / "results.json"), help="where to write the figures")
     parser.add_argument("--quick", action="store_true", help="3 deploy runs, 7 rounds: a rough look in a minute")
     parser.add_argument("--skip-deploy", action="store_true", help="only the render and matrix figures")
+    parser.add_argument("--skip-health", action="store_true", help="leave out the health gate")
+    parser.add_argument("--only-health", action="store_true", help="only the health gate")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.process_runs = 3, 7
@@ -333,18 +390,23 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="azgpu-bench-") as tmp_name:
         tmp = Path(tmp_name)
         env = child_env(tmp)
-        print("cold start ...", file=sys.stderr)
-        results["cold_start"] = cold_start(args.process_runs, env, tmp)
-        print("growth ...", file=sys.stderr)
-        results["growth"] = growth(args.process_runs, env, tmp)
-        if not args.skip_deploy:
+        if not args.only_health:
+            print("cold start ...", file=sys.stderr)
+            results["cold_start"] = cold_start(args.process_runs, env, tmp)
+            print("growth ...", file=sys.stderr)
+            results["growth"] = growth(args.process_runs, env, tmp)
+        if not args.skip_deploy and not args.only_health:
             print("deployments (a few minutes) ...", file=sys.stderr)
             results["deploy"] = deploys(args.runs, args.latency, env, tmp)
-    print("fault matrix ...", file=sys.stderr)
-    try:
-        results["fault_matrix"] = fault_matrix()
-    except ImportError as exc:  # pytest missing: the test extras are not installed
-        print(f"fault matrix skipped: {exc} (pip install -e '.[test]')", file=sys.stderr)
+        if not args.skip_health:
+            print("health gate ...", file=sys.stderr)
+            results["health"] = health_gate(args.runs, args.latency, env, tmp)
+    if not args.only_health:
+        print("fault matrix ...", file=sys.stderr)
+        try:
+            results["fault_matrix"] = fault_matrix()
+        except ImportError as exc:  # pytest missing: the test extras are not installed
+            print(f"fault matrix skipped: {exc} (pip install -e '.[test]')", file=sys.stderr)
     Path(args.out).write_text(json.dumps(results, indent=1, default=str) + "\n")
     print(report(results))
     print(f"\nfigures written to {args.out}")

@@ -85,3 +85,12 @@ def test_installed_fake_azure_ships_its_catalog_data(installed, outside):
     module, sku_count, image_count = done.stdout.split()
     assert str(REPO) not in module
     assert int(sku_count) >= 20 and int(image_count) >= 35
+
+
+@pytest.mark.slow
+def test_installed_package_ships_the_node_check_and_the_fakes_captures(installed, outside):
+    done = sh(installed / "python", "-c", "from azgpu.health.script import node_script_text; "
+              "from azgpu.testing.hardware import template; "
+              "print('AZGPU_MODE' in node_script_text(), template('h100-nvidia-smi-q.txt').startswith('$ nvidia-smi -q'))",
+              **outside)
+    assert done.stdout.split() == ["True", "True"]

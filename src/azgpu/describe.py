@@ -43,6 +43,8 @@ def size_detail(size: Size) -> dict[str, Any]:
         "infiniband_gbps": size.ib_rate_gbps,
         "source": cite(size.source),
         "capabilities": {k: {"value": f.value, "source": cite(f.source)} for k, f in size.facts.items()},
+        "health": {k: {"value": f.value, "source": cite(f.source)} for k, f in size.health.facts.items()}
+        if size.health else {},
         "notes": size.notes,
     }
 

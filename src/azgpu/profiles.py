@@ -7,6 +7,7 @@ file and the key, so a typo never turns into a silently wrong template.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -49,7 +50,25 @@ SIZE_NUMBERS = (
     "ib_ports",
     "ib_rate_gbps",
 )
-SIZE_KEYS = {"name", "aliases", "source", "gpu_model", "gpu_fraction", "nvme", "notes", *SIZE_NUMBERS, *CAPABILITIES}
+SIZE_KEYS = {"name", "aliases", "source", "gpu_model", "gpu_fraction", "nvme", "notes", "health", *SIZE_NUMBERS,
+             *CAPABILITIES}
+
+# What the health gate expects of a healthy node of a size ([sizes.health], each as {value, source}): the
+# AzNHC configuration that applies ("" when AzNHC has none for the size, so the fallback runs), and what the
+# fallback compares with. A size with GPUs must have them; a size with InfiniBand also needs the port
+# fields and the multi-node NCCL bus bandwidth. ib_rate_gbps 0: the rate the guest sees is not documented,
+# so only the port state is checked; nccl_busbw_gbps 0: the bandwidth is measured and reported, not judged.
+HEALTH_FACTS: dict[str, tuple[tuple[type, ...], str]] = {
+    "aznhc_conf": ((str,), "gpu"),
+    "gpus": ((int,), "gpu"),
+    "gpu_vendor": ((str,), "gpu"),
+    "gpu_memory_gib": ((int, float), "optional"),
+    "nvlink": ((bool,), "optional"),
+    "ib_ports": ((int,), "infiniband"),
+    "ib_rate_gbps": ((int,), "infiniband"),
+    "nccl_busbw_gbps": ((int, float), "infiniband"),
+}
+GPU_VENDORS = ("nvidia", "amd")
 PROFILE_KEYS = {
     "schema", "id", "series", "description", "seeds", "default_size", "defaults", "sizes", "images",
     "ofed", "nccl", "extensions", "rules", "discrepancies", "scale_set", "notes", "placement",
@@ -60,6 +79,21 @@ PROFILE_KEYS = {
 class Fact:
     value: Any
     source: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Health:
+    """[sizes.health]: what a healthy node of the size shows, each fact with its source."""
+
+    facts: dict[str, Fact]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        fact = self.facts.get(name)
+        return default if fact is None else fact.value
+
+    def source(self, name: str) -> tuple[str, ...]:
+        fact = self.facts.get(name)
+        return fact.source if fact else ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +115,7 @@ class Size:
     gpu_fraction: str = ""
     nvme: str = ""
     notes: str = ""
+    health: Health | None = None
 
     def cap(self, name: str, default: Any = None) -> Any:
         fact = self.facts.get(name)
@@ -194,10 +229,10 @@ def _sources(value: Any, where: str) -> tuple[str, ...]:
     raise ProfileError(f"{where}: 'source' must name a source (a key of profiles/sources.toml or seed:<file>)")
 
 
-def _fact(raw: Any, name: str, where: str) -> Fact:
+def _fact(raw: Any, name: str, where: str, table: dict | None = None) -> Fact:
     if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
         raise ProfileError(f"{where}: '{name}' must be written as {{ value = ..., source = \"...\" }}")
-    types, _ = CAPABILITIES[name]
+    types, _ = (table or CAPABILITIES)[name]
     if not isinstance(raw["value"], types) or (isinstance(raw["value"], str) and types == (bool, str) and raw["value"] != "unknown"):
         raise ProfileError(f"{where}: '{name}' has value {raw['value']!r} of the wrong type")
     extra = set(raw) - {"value", "source", "note"}
@@ -244,6 +279,7 @@ def _size(raw: dict, defaults: dict[str, Fact], where: str) -> Size:
         notes=raw.get("notes", ""),
         **numbers,
     )
+    size = _with_health(size, raw.get("health"), where)
     if size.infiniband != (size.ib_ports > 0):
         raise ProfileError(f"{where}: 'infiniband' is {size.infiniband} but ib_ports is {size.ib_ports}")
     if size.arch not in ("x64", "Arm64"):
@@ -251,6 +287,33 @@ def _size(raw: dict, defaults: dict[str, Fact], where: str) -> Size:
     if not set(size.generations) <= {"V1", "V2"} or not size.generations:
         raise ProfileError(f"{where}: hyperv_generations must be a non-empty list of 'V1'/'V2'")
     return size
+
+
+def _with_health(size: Size, raw: Any, where: str) -> Size:
+    """The size with its [sizes.health] expectations; a size with GPUs cannot go without them."""
+    where = f"{where} [sizes.health]"
+    if raw is None:
+        if size.gpus > 0:
+            raise ProfileError(f"{where}: {size.name} has {size.gpus} GPU(s) but no health expectations: add "
+                               f"[sizes.health] with {', '.join(k for k, (_, w) in HEALTH_FACTS.items() if w == 'gpu')}"
+                               " (each { value, source })")
+        return size
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: must be a table")
+    _check_keys(raw, set(HEALTH_FACTS), where)
+    facts = {k: _fact(v, k, where, HEALTH_FACTS) for k, v in raw.items()}
+    needed = [k for k, (_, when) in HEALTH_FACTS.items()
+              if (when == "gpu" and size.gpus > 0) or (when == "infiniband" and size.infiniband)]
+    missing = [k for k in needed if k not in facts]
+    if missing:
+        raise ProfileError(f"{where}: missing {missing}")
+    vendor = facts.get("gpu_vendor")
+    if vendor is not None and vendor.value not in GPU_VENDORS:
+        raise ProfileError(f"{where}: gpu_vendor must be one of {list(GPU_VENDORS)}, not {vendor.value!r}")
+    conf = facts.get("aznhc_conf")
+    if conf is not None and conf.value and not conf.value.endswith(".conf"):
+        raise ProfileError(f"{where}: aznhc_conf names an AzNHC conf/ file (e.g. nd96asr_v4.conf) or is empty")
+    return dataclasses.replace(size, health=Health(facts))
 
 
 def parse_profile(data: dict, path: str) -> Profile:

@@ -62,7 +62,7 @@ def azure():
 @pytest.fixture
 def session(azure) -> Session:
     return Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
-                   requests_session=azure.requests_session)
+                   requests_session=azure.requests_session, clock=azure.now)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import click
 
 from ..errors import Finding, InputError
 from . import options
+from .health import health_options, with_compact_health
 from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, print_finding, \
     print_findings, request_options
 
@@ -36,15 +37,23 @@ def register(cli: click.Group) -> None:
                        "refuses, or asks at a terminal.")
     @click.option("--currency", default="USD", show_default=True,
                   help="Currency of the cost shown by --what-if and --dry-run (e.g. EUR).")
+    @click.option("--check", is_flag=True, help="After the scale sets succeed, run the health checks on every node "
+                                                "(see 'provision check'); exit 1 unless all pass.")
+    @click.option("--replace-unhealthy", is_flag=True,
+                  help="With --check (implied): delete failing nodes, scale back out, check the new ones.")
+    @click.option("--max-rounds", type=int, default=3, show_default=True, help="Replacement rounds at most.")
+    @health_options
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
-                   fallback_locations, accept_terms, what_if_, allow_scale_in, currency, **values):
+                   fallback_locations, accept_terms, what_if_, allow_scale_in, currency, check, replace_unhealthy,
+                   max_rounds, parallel, node_timeout, nccl, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
         --allow-scale-in or a yes at the prompt; without a terminal it refuses (exit 2).
         """
         from ..deploy.create import create
+        from ..deploy.health import UnhealthyNodes as UnhealthyNodesError
         from ..deploy.progress import progress_for
         from ..pricing import check_currency
         from ..validate import validate
@@ -68,13 +77,20 @@ def register(cli: click.Group) -> None:
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
-                result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
-                                zones=list(zones), fallback_locations=list(fallback_locations),
-                                on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms,
-                                allow_scale_in=allow_scale_in, confirm=confirm, currency=currency)
+                try:
+                    result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
+                                    zones=list(zones), fallback_locations=list(fallback_locations),
+                                    on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms,
+                                    allow_scale_in=allow_scale_in, confirm=confirm, currency=currency, check=check,
+                                    replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
+                                    check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl})
+                except UnhealthyNodesError as exc:  # the result and its health report first, then the error
+                    if exc.result is not None:
+                        emit(with_compact_health(exc.result, obj), obj)
+                    raise
         for f in result.get("preflight", {}).get("findings", []):
             print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
-        emit(result, obj)
+        emit(with_compact_health(result, obj), obj)
 
     def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency):
         from ..changes import report

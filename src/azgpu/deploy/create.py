@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..changes import report as what_if_text
-from ..errors import ValidationFailed
+from ..errors import InputError, ValidationFailed
 from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, validate
@@ -76,7 +76,9 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
            zones: list[str] = (), fallback_locations: list[str] = (), on_event: Callable[[Event], None] = lambda e: None,
            on_notice: Callable[[str], None] = lambda m: None, accept_terms: bool = False,
            allow_scale_in: bool = False, confirm: Callable[[str], bool] | None = None,
-           currency: str = "USD") -> dict[str, Any]:
+           currency: str = "USD", check: bool = False, replace_unhealthy: bool = False,
+           max_rounds: int = 3, before_delete: Callable[[list], None] | None = None,
+           check_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
     accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
@@ -85,7 +87,19 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     SCALE_IN_REFUSED before any write unless allow_scale_in, or confirm(what-if report) says yes;
     then exactly the instances the report names are deleted. dry_run: the what-if comes with the
     result (and its cost, in `currency`), nothing is written.
+    check: after the scale sets succeed, run the health gate (azgpu.deploy.health.gate) and raise
+    health.UnhealthyNodes (with this result under .result) unless every node passes; replace_unhealthy
+    (implies check): replace failing nodes for at most max_rounds rounds, calling before_delete(nodes)
+    while their VMs still exist. check_options: parallel, node_timeout, nccl.
     """
+    check = check or replace_unhealthy
+    if check and (dry_run or not wait):
+        raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
+                         remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
+    if check:  # bad gate options fail before anything is created
+        from .health import validate_options
+
+        validate_options(max_rounds=max_rounds, **{k: v for k, v in (check_options or {}).items() if k != "nccl"})
     resource_group = request.resource_group
     tried = candidates(request, list(zones), list(fallback_locations))
     held = 0  # instances this cluster held before this run: a fallback must not delete them
@@ -130,6 +144,9 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
             continue
         result["resource_group_created"] = created_group
         result["resources"] = [{"name": e.name, "stage": e.stage, "state": e.state} for e in events.values()]
+        if check:
+            _health_gate(session, plan, resource_group, result, replace_unhealthy, max_rounds, before_delete,
+                         check_options or {}, on_notice)
         return result
     raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
 
@@ -141,6 +158,25 @@ def _accept_terms(session, plan) -> None:
         accept_terms(session, plan)
     except Exception as exc:
         raise to_azure_error(exc, f"accepting the marketplace terms of plan {plan.name}") from None
+
+
+def _health_gate(session, plan: Plan, resource_group: str, result: dict[str, Any], replace: bool, max_rounds: int,
+                 before_delete, options: dict[str, Any], on_notice: Callable[[str], None]) -> None:
+    from . import health
+
+    cluster = plan.spec.names.cluster
+    on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace else ""))
+
+    def on_round(r: dict[str, Any]) -> None:
+        bad = len(r["failed"]) + len(r["unreachable"])
+        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
+
+    outcome = health.gate(session, cluster, resource_group, replace=replace, max_rounds=max_rounds,
+                          before_delete=before_delete, on_round=on_round, **options)
+    result["health"] = outcome.as_dict()
+    if not outcome.healthy:
+        raise health.unhealthy_error(result["health"], cluster=cluster, resource_group=resource_group,
+                                     replacing=replace, stopped=outcome.stopped, result=result)
 
 
 def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) -> None:

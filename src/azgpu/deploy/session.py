@@ -164,6 +164,9 @@ class Session:
     requests_session: Callable[[], Any] | None = field(default=None, repr=False)
     # --simulate: prices come from the simulated Azure, not from a cache of real answers.
     simulated: bool = False
+    # What deadlines are measured against (the health gate's per-node timeout); the fake's virtual
+    # clock in tests, so a node that never answers times out without anyone waiting for real.
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self):
         self.cancelled = threading.Event()

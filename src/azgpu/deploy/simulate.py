@@ -53,7 +53,7 @@ def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = N
     with fake:
         session = Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1 if real_time else 0,
                           sleep=None if real_time else fake.sleep, requests_session=fake.requests_session,
-                          simulated=True)
+                          simulated=True, clock=time.monotonic if real_time else fake.now)
         try:
             yield session
         except BaseException:

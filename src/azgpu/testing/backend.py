@@ -15,7 +15,7 @@ from .faults import Faults
 from .lro import Operations, iso
 from .messages import Request, Response
 from .skus import SkuCatalog, normalize_location
-from .store import Store, parse_id
+from .store import Store, key, parse_id
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 INLINE_CHILDREN = {
@@ -35,6 +35,7 @@ class Backend:
         self.now = now
         self.ops = Operations(store, polls=lro_polls, seconds=lro_seconds, now=now, finish=self.finish)
         self.dirty = False  # set by anything that changes the store, so only changes are saved
+        self.run_command_futures: dict = {}  # operation id -> a node script running beside the fake
 
     # -- lookups ---------------------------------------------------------------------------------
     def rg_id(self, rg: str) -> str:
@@ -121,8 +122,10 @@ class Backend:
         if children is not None:
             children[:] = [c for c in children if c.get("name", "").lower() != rid.name.lower()]
         self.store.delete(resource_id)
+        self.store.nodes.pop(key(resource_id), None)
         for below in self.store.under(resource_id):
             self.store.delete(below["id"])
+            self.store.nodes.pop(key(below["id"]), None)
         self.dirty = True
 
     def new_resource(self, resource_id: str, body: dict, *, location: str | None = None) -> dict:
@@ -175,6 +178,11 @@ class Backend:
     def finish(self, op: dict) -> None:
         """Apply a finished operation: the resource succeeds, fails, or goes away."""
         self.dirty = True
+        if op.get("on_finish"):  # actions: Run Command, instance deletion (testing/vm_actions.py)
+            from . import vm_actions
+
+            vm_actions.finish(self, op)
+            return
         target = self.find(op["target"])
         if target is None:
             return

@@ -454,6 +454,77 @@ class FakeAzure:
                 return entry["currentValue"]
         raise KeyError(f"no usage entry {family_or_name!r} in {location}")
 
+    # -- simulated node hardware (the health gate) -------------------------------------------
+    def make_unhealthy(self, instance: str, **fault: Any) -> dict:
+        """Break an existing instance: gpus=7, ib_down=True|'mlx5_ib3', ib_rate=100 (ib_port=...),
+        xid=79, nvidia_smi_hang=True, nvlink_down=True, run_command='timeout'|'no_verdict'.
+
+        instance: the VM's resource id, 'SCALESET/INSTANCE_ID', or its computer name. Returns the
+        node state. Replacement instances land on new simulated hosts and come up healthy.
+        """
+        from . import hardware
+
+        with self._lock:
+            fault = hardware.validate_fault(fault)
+            vm_id = self._vm_id(instance)
+            node = self._store.nodes.get(vm_id.lower())
+            if node is None:
+                from .vm_actions import node_of
+
+                vm = self._backend.find(vm_id)
+                node = node_of(self._backend, vm, self._backend.find(parse_id(vm_id).parent))
+            hardware.apply_fault(node, **fault)
+            self.save()
+            return copy.deepcopy(node)
+
+    def unhealthy_next(self, count: int = 1, **fault: Any) -> None:
+        """The next `count` instances created (in any scale set) come up with this fault."""
+        from . import hardware
+
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        with self._lock:
+            self._store.pending_faults.append({"count": int(count), "fault": hardware.validate_fault(fault)})
+            self.save()
+
+    def degrade_fabric(self, scale_set: str, factor: float) -> None:
+        """Make a scale set's InfiniBand fabric deliver `factor` (0..1) of its all-reduce bandwidth:
+        the fault only a multi-node NCCL check sees."""
+        if not 0 <= factor <= 1:
+            raise ValueError("factor must be between 0 and 1")
+        with self._lock:
+            matches = [r for r in self._store.of_type("Microsoft.Compute/virtualMachineScaleSets")
+                       if scale_set.lower() in (r["name"].lower(), r["id"].lower())]
+            if not matches:
+                raise KeyError(f"no scale set {scale_set!r}")
+            for vmss in matches:
+                self._store.fabric[vmss["id"].lower()] = factor
+            self.save()
+
+    def node(self, instance: str) -> dict:
+        """The simulated hardware state of an instance (a deep copy)."""
+        with self._lock:
+            found = self._store.nodes.get(self._vm_id(instance).lower())
+            if found is None:
+                raise KeyError(f"no simulated node for {instance!r}")
+            return copy.deepcopy(found)
+
+    def _vm_id(self, instance: str) -> str:
+        vm_type = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+        vms = self._store.of_type(vm_type)
+        if instance.startswith("/subscriptions/"):
+            found = [vm for vm in vms if vm["id"].lower() == instance.lower()]
+        elif "/" in instance:
+            vmss, _, number = instance.partition("/")
+            found = [vm for vm in vms if parse_id(vm["id"]).names[0].lower() == vmss.lower()
+                     and vm["instanceId"] == number]
+        else:
+            found = [vm for vm in vms if vm["properties"]["osProfile"]["computerName"].lower() == instance.lower()
+                     or vm["name"].lower() == instance.lower()]
+        if len(found) != 1:
+            raise KeyError(f"no single scale-set instance {instance!r} ({len(found)} match)")
+        return found[0]["id"]
+
     @classmethod
     def load(cls, state_file: str | os.PathLike, **kwargs: Any) -> "FakeAzure":
         """A FakeAzure continuing the state saved in state_file (and saving back to it)."""

@@ -12,6 +12,7 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from . import hardware
 from .errors import ArmError
 from .lro import iso
 from .store import key, same_id, stable_uuid
@@ -194,6 +195,7 @@ def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str
     if vmss.get("zones"):
         vm["zones"] = [vmss["zones"][instance % len(vmss["zones"])]]
     backend.store.put(vm)
+    hardware.new_node(backend.store, vm, vmss)
 
 
 def fault_domain(vm: dict) -> int:
@@ -256,9 +258,12 @@ def reconcile(backend: Backend, vmss: dict) -> None:
         backend.remove(vm["id"])
     next_id = int(current[-1]["instanceId"]) + 1 if current else 0
     current = vms(backend, vmss)
+    # Azure never reuses the id of a deleted instance: scale-out continues after the highest ever.
+    next_id = max(next_id, backend.store.instance_ids.get(key(vmss["id"]), 0))
     next_ip = _allocator(backend)
     for number in range(next_id, next_id + capacity - len(current)):
         _make_vm(backend, vmss, number, next_ip)
+        backend.store.instance_ids[key(vmss["id"])] = number + 1
     backend.dirty = True
 
 

@@ -65,6 +65,8 @@ class Operations:
         self.finish(op)
 
     def _due(self, op: dict) -> bool:
+        if op.get("hang"):  # a Run Command whose node never answers (a fault, or no outbound path)
+            return False
         if self.seconds is not None:
             return self.now() - op["started"] >= self.seconds
         return op["polls"] >= self.polls
@@ -97,16 +99,21 @@ class Operations:
         remaining = self.seconds - (self.now() - op["started"])
         return str(min(10, max(1, math.ceil(remaining))))
 
-    def url(self, op: dict) -> str:
+    def url(self, op: dict, *, monitor: bool = False) -> str:
         base = f"{MANAGEMENT}/subscriptions/{op['subscription']}"
         if op["provider"] == "Microsoft.Resources":
             path = f"/operationresults/{op['id']}"
         else:
-            leaf = "operations" if op["kind"] == "put" else "operationResults"
+            leaf = "operations" if op["kind"] in ("put", "action") else "operationResults"
             path = f"/providers/{op['provider']}/locations/{op['location']}/{leaf}/{op['id']}"
-        return f"{base}{path}?api-version={op['api_version']}"
+        # An action's Location is its status URL with monitor=true, which answers with the result
+        # (a Run Command's output) once done (azure-cli#32286).
+        return f"{base}{path}?api-version={op['api_version']}" + ("&monitor=true" if monitor else "")
 
     def headers(self, op: dict) -> dict:
+        if op["kind"] == "action":
+            return {"Azure-AsyncOperation": self.url(op), "Location": self.url(op, monitor=True),
+                    "Retry-After": self.retry_after(op)}
         header = "Azure-AsyncOperation" if op["kind"] == "put" else "Location"
         return {header: self.url(op), "Retry-After": self.retry_after(op)}
 
@@ -116,4 +123,6 @@ class Operations:
             body["endTime"] = iso(op["ended"])
         if op["status"] == "Failed":
             body["error"] = op["error"]
+        if op["status"] == "Succeeded" and op.get("result") is not None:
+            body["properties"] = {"output": op["result"]}
         return body

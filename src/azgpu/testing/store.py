@@ -100,6 +100,13 @@ class Store:
         # Lower-cased id -> {"created", "changed"} (ISO 8601): what a listing's $expand shows.
         self.times: dict[str, dict[str, str]] = {}
         self.counter = 0
+        # Simulated node hardware by lower-cased VM id (testing/hardware.py), faults queued for the
+        # next new instances, InfiniBand fabric factors by scale set, and the next instance id of each
+        # scale set (Azure never reuses an instance id after a deletion).
+        self.nodes: dict[str, dict] = {}
+        self.pending_faults: list[dict] = []
+        self.fabric: dict[str, float] = {}
+        self.instance_ids: dict[str, int] = {}
 
     # -- resources ---------------------------------------------------------------------------
     def get(self, resource_id: str) -> dict | None:
@@ -143,6 +150,10 @@ class Store:
             "capacity": self.capacity,
             "times": self.times,
             "counter": self.counter,
+            "nodes": self.nodes,
+            "pending_faults": self.pending_faults,
+            "fabric": self.fabric,
+            "instance_ids": self.instance_ids,
         }
 
     def load_json(self, data: dict) -> None:
@@ -158,6 +169,10 @@ class Store:
         self.capacity = data.get("capacity", {})
         self.times = data.get("times", {})
         self.counter = data["counter"]
+        self.nodes = data.get("nodes", {})
+        self.pending_faults = data.get("pending_faults", [])
+        self.fabric = data.get("fabric", {})
+        self.instance_ids = data.get("instance_ids", {})
 
     def save(self, path: str | os.PathLike) -> None:
         # Write then rename, so a CLI process reading the file never sees half of it.

@@ -257,7 +257,19 @@ def delete_instances(backend, req, sub, rg, vmss):
     ids = [str(i) for i in (req.body or {}).get("instanceIds") or []]
     if not ids:
         raise ArmError(400, "InvalidParameter", "Required parameter 'instanceIds' is missing (null).")
-    backend.ops.finish_pending(scale_set["id"])
+    return begin_delete_instances(backend, req, scale_set, ids)
+
+
+def begin_delete_instances(backend, req, scale_set: dict, ids: list[str]) -> Response:
+    """Start deleting these instances of the scale set (also what DELETE of one VM does)."""
+    present = {vm["instanceId"] for vm in instances.vms(backend, scale_set)}
+    for instance in ids:
+        if instance not in present:
+            # Compute's answer for an id that is not (or no longer) an instance (seen in
+            # microsoft/onefuzz#2547 and Azure/azure-cli#25476): 400, not 404.
+            raise ArmError(400, "InvalidParameter",
+                           f"The provided instanceId {instance} is not an active Virtual Machine Scale Set VM instanceId.")
+    backend.refuse_while_running(req, scale_set)
     for vm in instances.vms(backend, scale_set):
         if vm["instanceId"] in ids:
             vm["properties"]["provisioningState"] = "Deleting"

@@ -17,9 +17,20 @@ def _op(backend, op_id: str) -> dict:
 
 @route("GET", PROVIDER_LOCATION + r"/operations/(?P<op_id>[^/]+)")
 def operation_status(backend, req, sub, provider, location, op_id):
+    if req.query.get("monitor") == "true":  # an action's Location: the result itself once done
+        return _monitor(backend, _op(backend, op_id))
     op = backend.ops.poll(_op(backend, op_id))
     headers = {"Retry-After": backend.ops.retry_after(op)} if op["status"] == "InProgress" else {}
     return Response(200, backend.ops.status_body(op), headers)
+
+
+def _monitor(backend, op: dict) -> Response:
+    backend.ops.poll(op)
+    if op["status"] == "InProgress":
+        return Response(202, None, {"Location": backend.ops.url(op, monitor=True), "Retry-After": backend.ops.retry_after(op)})
+    if op["status"] == "Failed":
+        return Response(400, {"error": op["error"]})
+    return Response(200, op["result"]) if op.get("result") is not None else Response(204)
 
 
 def _result(backend, op: dict) -> Response:

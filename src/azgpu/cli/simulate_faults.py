@@ -1,0 +1,101 @@
+"""`provision simulate fault|fabric`: break simulated nodes for the health gate (state file only).
+
+`simulate fault` breaks simulated nodes (or the next ones to be created) so `provision check` and
+`create --check` have something to find; `simulate fabric` slows a scale set's InfiniBand fabric for
+the multi-node NCCL check. Nothing here talks to Azure.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import InputError
+from .options import common, emit
+from .simulate import group
+
+
+def _fake(state: str | None, *, new: bool = False):
+    """The simulated cloud of the state file; new: start one when there is none yet (faults queued
+    for the instances a coming 'create --simulate' makes)."""
+    from ..deploy.simulate import simulated_azure, state_file
+
+    path = state_file(state)
+    if not new and not path.exists():
+        raise InputError(f"no simulated cloud at {path}", code="NO_SIMULATED_CLOUD",
+                         remedy="create one first: 'provision create ... --simulate' (or name it with --simulate-state)")
+    return simulated_azure(state)
+
+
+def _instance(fake, name: str | None, instance: str) -> str:
+    """A computer name, SCALESET/ID, a resource id, or an instance id within cluster NAME."""
+    if instance.isdigit():
+        if not name:
+            raise InputError(f"--instance {instance} is an instance id: name the cluster with -n/--name",
+                             code="MISSING_ARGUMENT", remedy="add -n NAME, or give SCALESET/ID or the computer name")
+        sets = sorted({r["name"] for r in fake.resources(type="Microsoft.Compute/virtualMachineScaleSets")
+                       if (r.get("tags") or {}).get("azgpu-cluster") == name})
+        if len(sets) != 1:
+            raise InputError(f"cluster '{name}' has {len(sets)} scale sets: which one holds instance {instance}?",
+                             code="AMBIGUOUS_INSTANCE", remedy="give it as SCALESET/ID, e.g. " +
+                                                              (f"{sets[0]}/{instance}" if sets else "c1-vmss000/0"))
+        return f"{sets[0]}/{instance}"
+    return instance
+
+
+def register(cli: click.Group) -> None:
+    simulate_group = group(cli)
+
+    @simulate_group.command("fault")
+    @click.option("-n", "--name", default=None, help="Cluster name (to resolve a bare instance id).")
+    @click.option("--instance", "instances", multiple=True,
+                  help="Computer name, SCALESET/INSTANCE_ID, or an instance id with -n (repeatable).")
+    @click.option("--next", "next_count", type=int, default=None,
+                  help="Apply the fault to the next N instances created instead (e.g. before create --check).")
+    @click.option("--gpus", type=int, default=None, help="GPUs the node still shows (e.g. 7 of 8).")
+    @click.option("--ib-down", "ib_down", default=None, help="InfiniBand device to take down (e.g. mlx5_ib3), or 'first'.")
+    @click.option("--ib-rate", type=int, default=None, help="Rate in Gb/s for --ib-port (or the first port).")
+    @click.option("--ib-port", default=None, help="InfiniBand device for --ib-rate.")
+    @click.option("--xid", type=int, default=None, help="An Xid in the kernel log (e.g. 79).")
+    @click.option("--nvidia-smi-hang", is_flag=True, default=None, help="nvidia-smi never answers.")
+    @click.option("--nvlink-down", is_flag=True, default=None, help="NVLink links inactive.")
+    @click.option("--run-command", type=click.Choice(["timeout", "no_verdict"]), default=None,
+                  help="Run Command never returns (timeout) or returns without a verdict.")
+    @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
+    @common
+    def fault_cmd(obj, name, instances, next_count, gpus, ib_down, ib_rate, ib_port, xid, nvidia_smi_hang,
+                  nvlink_down, run_command, simulate_state):
+        """Make simulated nodes unhealthy (a GPU missing, an IB port down or slow, an Xid, a hang ...)."""
+        if bool(instances) == (next_count is not None):
+            raise InputError("name the nodes with --instance, or the next ones to be created with --next N",
+                             code="MISSING_ARGUMENT", remedy="e.g. --next 2 --gpus 7, or --instance c1-000-000003 --xid 79")
+        fault = {"gpus": gpus, "ib_down": True if ib_down == "first" else ib_down, "ib_rate": ib_rate,
+                 "ib_port": ib_port, "xid": xid, "nvidia_smi_hang": nvidia_smi_hang, "nvlink_down": nvlink_down,
+                 "run_command": run_command}
+        fake = _fake(simulate_state, new=next_count is not None)
+        try:
+            if next_count is not None:
+                fake.unhealthy_next(next_count, **fault)
+                result = {"next_instances": next_count, "fault": {k: v for k, v in fault.items() if v}}
+            else:
+                nodes = [fake.make_unhealthy(_instance(fake, name, i), **fault) for i in instances]
+                result = {"nodes": [{"computer_name": n["computer"], "physical_host": n["physical_host"],
+                                     "faults": n["faults"]} for n in nodes]}
+        except (KeyError, ValueError) as exc:
+            raise InputError(str(exc).strip("'\""), code="INVALID_FAULT",
+                             remedy="see 'provision simulate fault --help'") from None
+        emit(result, obj)
+
+    @simulate_group.command("fabric")
+    @click.option("--scale-set", required=True, help="Scale set name.")
+    @click.option("--factor", type=float, required=True, help="Share (0-1) of the normal all-reduce bandwidth.")
+    @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
+    @common
+    def fabric_cmd(obj, scale_set, factor, simulate_state):
+        """Slow down a simulated scale set's InfiniBand fabric (what only 'check --nccl' sees)."""
+        fake = _fake(simulate_state)
+        try:
+            fake.degrade_fabric(scale_set, factor)
+        except (KeyError, ValueError) as exc:
+            raise InputError(str(exc).strip("'\""), code="INVALID_FAULT",
+                             remedy="name a scale set of the simulated cloud and a factor from 0 to 1") from None
+        emit({"scale_set": scale_set, "factor": factor}, obj)

@@ -1,0 +1,647 @@
+"""The health gate: AzNHC (or azgpu's fallback) on every node through Run Command, a result per
+node, and replacing the nodes that fail.
+
+A scale set that reports Succeeded can still hold a node with a GPU missing, an InfiniBand port down
+or slow, or an Xid in its kernel log. `check` runs azgpu/health/node_check.sh on every instance with
+the scale-set VM Run Command (RunShellScript, one call per instance: there is no scale-set-wide Run
+Command), reads the one verdict line the script prints, and reports each node as passed, failed
+(which check, expected and measured) or unreachable (why). `gate` adds the replacement loop of
+`create --check --replace-unhealthy`: delete the failing instances, scale the scale set back to its
+capacity (new instance ids, new hosts), check the new ones, for a bounded number of rounds.
+
+Run Command's limits shape it (Learn linux/run-command, D-rc-linux): one script at a time per VM
+(409 Conflict otherwise: waited out a bounded number of times), no exit code and only the last 4 KB
+of output (hence the verdict line), about 20 s at least and 90 minutes at most, and results only over
+the node's outbound path to Azure (checked on the subnet first, so an unreachable node says why).
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import AzgpuError, AzureError, InputError
+from ..health.results import (FAILED, PASSED, UNREACHABLE, NodeResult, VerdictError, failure_of,
+                              find_verdict, output_streams)
+from ..health.results import _gpus as gpu_refs
+from ..health.script import (AZNHC_CHECK_TIMEOUT, MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT,
+                             PARALLEL, Expectations, run_command_body)
+from ..profiles import Size, find_size, load_profile
+from . import resource_types
+from .deployer import to_azure_error
+from .lifecycle import find_cluster, require
+
+CONFLICT_RETRIES = 3  # another Run Command on the VM (409): wait and try again this many times
+CONFLICT_WAIT = 30.0
+MAX_ROUNDS = 3
+NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
+
+
+class UnhealthyNodes(AzureError):
+    """The health gate did not pass. `report` is the report as a dict; `result` is what `create`
+    had done (with the report under "health") when the gate ran inside create."""
+
+    def __init__(self, message: str, *, code: str, remedy: str, report: dict, result: dict | None = None):
+        super().__init__(message, code=code, remedy=remedy)
+        self.report = report
+        self.result = result
+
+
+@dataclass
+class Instance:
+    scale_set: str
+    instance_id: str
+    resource_id: str
+    computer_name: str
+    vm_id: str | None
+    power_state: str
+    size: str
+
+
+@dataclass
+class HealthReport:
+    """Every node's result (iterate it as a list of NodeResult), the outbound path of each scale set's
+    subnet, and the multi-node NCCL results when they ran."""
+
+    cluster: str
+    resource_group: str
+    nodes: list[NodeResult]
+    scale_sets: list[dict[str, Any]] = field(default_factory=list)
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    nccl: list[dict[str, Any]] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[NodeResult]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, index: int) -> NodeResult:
+        return self.nodes[index]
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == FAILED]
+
+    @property
+    def unreachable(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == UNREACHABLE]
+
+    @property
+    def healthy(self) -> bool:
+        return all(n.passed for n in self.nodes) and all(r["status"] == PASSED for r in self.nccl)
+
+    def as_dict(self) -> dict[str, Any]:
+        counts = {s: sum(1 for n in self.nodes if n.status == s) for s in (PASSED, FAILED, UNREACHABLE)}
+        return {
+            "cluster": self.cluster, "resource_group": self.resource_group, "healthy": self.healthy,
+            "nodes_checked": len(self.nodes), **counts,
+            "warnings": [o["warning"] for o in self.outbound if o.get("warning")],
+            "nodes": [n.as_dict() for n in self.nodes],
+            "nccl": self.nccl,
+            "outbound": self.outbound,
+            "scale_sets": self.scale_sets,
+        }
+
+
+class _Deadline(Exception):
+    """Raised in a Run Command's poller thread when azgpu stops waiting for it."""
+
+
+class _Unreachable(Exception):
+    def __init__(self, code: str, reason: str):
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def validate_options(*, parallel: int = PARALLEL, node_timeout: float = NODE_TIMEOUT,
+                     max_rounds: int = MAX_ROUNDS) -> None:
+    """Refuse out-of-range options before anything runs (create checks them before it deploys)."""
+    _options(parallel, node_timeout)
+    if not 1 <= max_rounds <= 10:
+        raise InputError(f"--max-rounds {max_rounds} is out of range", code="INVALID_MAX_ROUNDS",
+                         remedy="use 1 to 10 replacement rounds (default 3)")
+
+
+def _options(parallel: int, node_timeout: float) -> None:
+    if not 1 <= parallel <= MAX_PARALLEL:
+        raise InputError(f"--parallel {parallel} is out of range", code="INVALID_PARALLEL",
+                         remedy=f"use 1 to {MAX_PARALLEL} Run Commands at a time (default {PARALLEL})")
+    if not MIN_NODE_TIMEOUT <= node_timeout <= MAX_NODE_TIMEOUT:
+        raise InputError(f"--node-timeout {node_timeout:g} is out of range", code="INVALID_NODE_TIMEOUT",
+                         remedy=f"use {MIN_NODE_TIMEOUT:g} to {MAX_NODE_TIMEOUT:g} seconds (Run Command stops a "
+                                f"script after 90 minutes; default {NODE_TIMEOUT:g})")
+
+
+# ------------------------------------------------------------------------------ the cluster's nodes
+
+
+def _expectations(vmss: Any) -> Expectations:
+    profile_id = (vmss.tags or {}).get("azgpu-profile")
+    size: Size
+    try:
+        size = load_profile(profile_id).size(vmss.sku.name) if profile_id else find_size(vmss.sku.name)[1]
+    except AzgpuError:
+        size = find_size(vmss.sku.name)[1]
+    return Expectations.of(size)
+
+
+def _power_state(vm: Any) -> str:
+    for status in getattr(getattr(vm, "instance_view", None), "statuses", None) or []:
+        if (status.code or "").startswith("PowerState/"):
+            return status.code.split("/", 1)[1]
+    return "unknown"
+
+
+def _instances(session, resource_group: str, vmss: Any) -> list[Instance]:
+    vms = session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name, expand="instanceView")
+    out = [Instance(vmss.name, vm.instance_id, vm.id, vm.os_profile.computer_name if vm.os_profile else vm.name,
+                    vm.vm_id, _power_state(vm), vmss.sku.name) for vm in vms]
+    return sorted(out, key=lambda i: int(i.instance_id) if i.instance_id.isdigit() else 0)
+
+
+def _subnet_of(vmss: Any) -> tuple[str | None, bool]:
+    """The subnet of the scale set's primary IP configuration, and whether instances get public IPs."""
+    subnet, public = None, False
+    profile = getattr(vmss, "virtual_machine_profile", None)
+    network = getattr(profile, "network_profile", None)
+    for config in getattr(network, "network_interface_configurations", None) or []:
+        for ipc in getattr(config, "ip_configurations", None) or []:
+            if getattr(ipc, "public_ip_address_configuration", None):
+                public = True
+            sub = getattr(ipc, "subnet", None)
+            if subnet is None and sub is not None and sub.id:
+                subnet = sub.id
+    return subnet, public
+
+
+def _outbound(session, vmss: Any) -> dict[str, Any]:
+    """How the scale set's nodes reach Azure's public addresses, which Run Command needs to return
+    results (Learn linux/run-command): public IPs, a NAT gateway, or the subnet's default outbound
+    access, which is off when defaultOutboundAccess is false (private subnets)."""
+    subnet_id, public = _subnet_of(vmss)
+    out: dict[str, Any] = {"scale_set": vmss.name, "subnet": subnet_id}
+    if public:
+        return {**out, "path": "public IPs", "ok": True}
+    if subnet_id is None:
+        return {**out, "path": "unknown", "ok": True}
+    parts = subnet_id.split("/")
+    try:
+        rg = parts[[x.lower() for x in parts].index("resourcegroups") + 1]  # ARM ids compare case-insensitively
+        vnet, name = parts[-3], parts[-1]
+        subnet = session.network.subnets.get(rg, vnet, name)
+    except Exception:  # another subscription, no read access, a moved network: say it was not checked
+        return {**out, "path": "unknown (the subnet could not be read)", "ok": True}
+    if getattr(subnet, "nat_gateway", None) is not None:
+        return {**out, "path": "NAT gateway", "ok": True}
+    if getattr(subnet, "default_outbound_access", None) is False:
+        return {**out, "path": None, "ok": False,
+                "warning": f"subnet {subnet_id} has no outbound path (no NAT gateway, no public IPs, default outbound "
+                           "access off): Run Command may run the checks but cannot return their results"}
+    return {**out, "path": "default outbound access", "ok": True}
+
+
+# ------------------------------------------------------------------------------ one node
+
+
+def _polling(session, deadline: float, stop: threading.Event):
+    from azure.mgmt.core.polling.arm_polling import ARMPolling
+
+    class RunCommandPolling(ARMPolling):
+        """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled), and
+        whose first status check waits for Retry-After like every later one: azure-core checks right
+        after the POST, which a command of 20 s at least never passes (as the deployer's scale sets)."""
+
+        _waited = False
+
+        def _delay(self) -> None:
+            if stop.is_set() or session.clock() >= deadline:
+                raise _Deadline()
+            super()._delay()
+
+        def update_status(self) -> None:
+            if not self._waited:
+                self._waited = True
+                self._delay()
+            super().update_status()
+
+    return RunCommandPolling(15 if session.polling_interval is None else session.polling_interval)
+
+
+def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
+    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+
+    deadline = session.clock() + timeout
+    ops = session.compute.virtual_machine_scale_set_vms
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            poller = ops.begin_run_command(resource_group, node.scale_set, node.instance_id, body,
+                                           polling=_polling(session, deadline, stop))
+            return poller.result()
+        except _Deadline:
+            raise _Unreachable("timeout", f"no result within {timeout:g} s; Run Command cannot be cancelled, so the "
+                                          "check may still be running there (until it ends, a new check of this "
+                                          "node gets 409 Conflict)") from None
+        except HttpResponseError as exc:
+            if exc.status_code == 409 and attempt < CONFLICT_RETRIES and not stop.is_set():
+                session.pause(CONFLICT_WAIT)
+                continue
+            if exc.status_code == 409:
+                raise _Unreachable("conflict", "another Run Command is still running on this VM (409 Conflict); "
+                                               "run 'provision check' again once it ends") from None
+            err = to_azure_error(exc, "Run Command")
+            raise _Unreachable("run_command_failed", err.message) from None
+        except (ServiceRequestError, ServiceResponseError) as exc:
+            raise _Unreachable("run_command_failed", f"Azure could not be reached: {exc}") from None
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _unreachable(node: Instance, code: str, reason: str) -> NodeResult:
+    return NodeResult(node.scale_set, node.instance_id, node.resource_id, node.computer_name, UNREACHABLE,
+                      reason_code=code, reason=reason, vm_id=node.vm_id, vm_size=node.size)
+
+
+def _tail(text: str, n: int = 200) -> str:
+    text = " ".join(text.split())
+    return text[-n:]
+
+
+def check_node(session, resource_group: str, node: Instance, body: dict, timeout: float,
+               stop: threading.Event) -> NodeResult:
+    """One node: the Run Command, its verdict, a NodeResult (never raises for the node's own trouble)."""
+    if node.power_state not in ("running", "unknown"):
+        return _unreachable(node, "not_running", f"the VM is {node.power_state}, not running")
+    try:
+        result = _run(session, resource_group, node, body, timeout, stop)
+    except _Unreachable as exc:
+        return _unreachable(node, exc.code, exc.reason)
+    stdout, stderr = output_streams(result)
+    try:
+        verdict = find_verdict(stdout)
+    except VerdictError as exc:
+        return _unreachable(node, "no_verdict", f"the node answered with a {exc}")
+    if verdict is None or verdict.get("error"):
+        why = verdict.get("error") if verdict else "no verdict line"
+        return _unreachable(node, "no_verdict", f"Run Command came back without a verdict ({why}); stdout ends "
+                                                f"'{_tail(stdout)}', stderr ends '{_tail(stderr)}'")
+    return _from_verdict(node, verdict)
+
+
+def _from_verdict(node: Instance, v: dict[str, Any]) -> NodeResult:
+    failures = tuple(failure_of(f) for f in v.get("failures") or [] if isinstance(f, dict))
+    more = int(v.get("more") or 0)
+    host = v.get("host") or {}
+    return NodeResult(
+        node.scale_set, node.instance_id, node.resource_id, host.get("computer") or node.computer_name,
+        FAILED if failures or more else PASSED, checker=v.get("checker"), failures=failures, more_failures=more,
+        physical_host=host.get("physical_host") or None, vm_id=node.vm_id, node_vm_id=host.get("vm_id") or None,
+        node_vm_id_source=host.get("vm_id_source") or None, vm_size=host.get("vm_size") or node.size,
+        aznhc=v.get("aznhc"), aznhc_error=v.get("aznhc_error"), gpus_found=v.get("gpus_found"),
+        ib_ports_found=v.get("ib_found"), gpus=gpu_refs(v.get("gpus")), log=v.get("log"), seconds=v.get("seconds"))
+
+
+def _settings(exp: Expectations, node_timeout: float) -> dict[str, Any]:
+    # AzNHC must end on the node before azgpu stops waiting, so its verdict still comes back.
+    return {**exp.settings(), "AZGPU_AZNHC_TIMEOUT": AZNHC_CHECK_TIMEOUT,
+            "AZGPU_AZNHC_BUDGET": int(max(30, node_timeout - 120))}
+
+
+# ------------------------------------------------------------------------------ the cluster
+
+
+def _run_all(session, resource_group: str, jobs: list[tuple[Instance, dict]], timeout: float, parallel: int,
+             on_node: Callable[[NodeResult], None] | None) -> list[NodeResult]:
+    if not jobs:
+        return []
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=min(parallel, len(jobs)))  # each worker only waits on Azure
+    results = []
+    try:
+        futures = [pool.submit(check_node, session, resource_group, node, body, timeout, stop) for node, body in jobs]
+        for future in as_completed(futures):
+            result = future.result()
+            results.append(result)
+            if on_node:
+                on_node(result)
+    except KeyboardInterrupt:
+        stop.set()  # the pollers stop at their next wait; Azure finishes what it runs
+        raise
+    finally:
+        pool.shutdown(wait=not stop.is_set(), cancel_futures=True)
+    return sorted(results, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit() else 0))
+
+
+def _note_outbound(results: list[NodeResult], outbound: dict[str, dict]) -> list[NodeResult]:
+    """A node that did not answer on a subnet without outbound: that is the likely reason, say so."""
+    out = []
+    for r in results:
+        path = outbound.get(r.scale_set)
+        if r.status == UNREACHABLE and r.reason_code in ("timeout", "no_verdict") and path and not path["ok"]:
+            r = NodeResult(**{**r.__dict__, "reason_code": "no_outbound",
+                              "reason": f"{r.reason}; the subnet has no outbound path, which Run Command needs to "
+                                        "return results"})
+        out.append(r)
+    return out
+
+
+def check(session, name: str, resource_group: str, *, instances: set[str] | None = None, parallel: int = PARALLEL,
+          node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
+          on_node: Callable[[NodeResult], None] | None = None) -> HealthReport:
+    """Check every node of the cluster (or only `instances`, VM resource ids), in parallel.
+
+    Returns the HealthReport (a list of NodeResult plus the outbound path and NCCL results); raises
+    only for the cluster as a whole (not found, no permission).
+    """
+    _options(parallel, node_timeout)
+    try:
+        cluster = require(find_cluster(session, name, resource_group))
+        scale_sets = [resource_types.VMSS.get(session, resource_group, v.name) for v in cluster.scale_sets]
+        outbound = [_outbound(session, v) for v in scale_sets]
+        jobs: list[tuple[Instance, dict]] = []
+        sets = []
+        for vmss in scale_sets:
+            exp = _expectations(vmss)
+            body = run_command_body("check", _settings(exp, node_timeout))
+            listed = _instances(session, resource_group, vmss)
+            sets.append({"name": vmss.name, "size": vmss.sku.name, "capacity": vmss.sku.capacity,
+                         "instances": [i.instance_id for i in listed], "expected": exp.__dict__})
+            wanted = [i for i in listed if instances is None or i.resource_id.lower() in instances]
+            jobs += [(i, body) for i in wanted]
+    except AzgpuError:
+        raise
+    except Exception as exc:
+        raise to_azure_error(exc, f"cluster {name} in {resource_group}") from None
+    results = _run_all(session, resource_group, jobs, node_timeout, parallel, on_node)
+    results = _note_outbound(results, {o["scale_set"]: o for o in outbound})
+    report = HealthReport(name, resource_group, results, sets, outbound)
+    if nccl:
+        report.nccl = nccl_check(session, resource_group, scale_sets, report, node_timeout)
+    return report
+
+
+# ------------------------------------------------------------------------------ multi-node NCCL
+
+
+def _ips(session, resource_group: str, vmss_name: str) -> dict[str, str]:
+    out = {}
+    for nic in session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(
+            resource_group, vmss_name):
+        instance = nic.virtual_machine.id.rsplit("/", 1)[-1] if nic.virtual_machine else ""
+        ip = next((c.private_ip_address for c in nic.ip_configurations or [] if c.private_ip_address), None)
+        if ip and nic.primary is not False:
+            out.setdefault(instance, ip)
+    return out
+
+
+def check_node_raw(session, resource_group: str, node: Instance, mode: str, settings: dict,
+                   timeout: float) -> dict[str, Any]:
+    """Run one NCCL step on a node; the verdict, or {"ok": False, "error": why}."""
+    stop = threading.Event()
+    try:
+        result = _run(session, resource_group, node, run_command_body(mode, settings), timeout, stop)
+    except _Unreachable as exc:
+        return {"ok": False, "error": f"{node.computer_name}: {exc.reason}"}
+    stdout, stderr = output_streams(result)
+    try:
+        verdict = find_verdict(stdout)
+    except VerdictError as exc:
+        return {"ok": False, "error": f"{node.computer_name}: {exc}"}
+    if verdict is None:
+        return {"ok": False, "error": f"{node.computer_name}: no verdict; stderr ends '{_tail(stderr)}'"}
+    return verdict
+
+
+def nccl_check(session, resource_group: str, scale_sets: list[Any], report: HealthReport,
+               timeout: float) -> list[dict[str, Any]]:
+    """all_reduce_perf across the nodes of each InfiniBand domain (scale set) that passed, against the
+    size's expected bus bandwidth: what a bad fabric shows and single-node checks miss.
+
+    mpirun reaches the other nodes over ssh as the admin user with a key made on the launcher for this
+    check: the private key never leaves it, the others accept it only from the launcher's address and
+    only for NCCL_KEY_HOURS (authorized_keys from= and expiry-time=), and it is removed afterwards.
+    """
+    out = []
+    for vmss in scale_sets:
+        exp = _expectations(vmss)
+        passed = [n for n in report.nodes if n.scale_set == vmss.name and n.passed]
+        entry: dict[str, Any] = {"scale_set": vmss.name, "nodes": len(passed), "expected_busbw_gbps":
+                                 exp.nccl_busbw_gbps or None, "measured_busbw_gbps": None}
+        if exp.ib_ports == 0:
+            out.append({**entry, "status": "skipped", "message": f"{vmss.sku.name} has no InfiniBand"})
+            continue
+        if len(passed) < 2:
+            out.append({**entry, "status": "skipped", "message": "fewer than 2 healthy nodes in the scale set"})
+            continue
+        ips = _ips(session, resource_group, vmss.name)
+        nodes = [Instance(n.scale_set, n.instance_id, n.resource_id, n.computer_name, n.vm_id, "running",
+                          vmss.sku.name) for n in passed if n.instance_id in ips]
+        if len(nodes) < 2:
+            out.append({**entry, "status": "skipped", "message": "fewer than 2 healthy nodes with a private IP"})
+            continue
+        launcher, others = nodes[0], nodes[1:]
+        try:
+            profile = load_profile((vmss.tags or {})["azgpu-profile"])
+        except (KeyError, AzgpuError):
+            profile = find_size(vmss.sku.name)[0]
+        admin = getattr(getattr(getattr(vmss, "virtual_machine_profile", None), "os_profile", None),
+                        "admin_username", None) or "azureuser"
+        base = {**exp.settings(), "AZGPU_ADMIN_USER": admin}
+        entry.update(launcher=launcher.computer_name)
+        key = check_node_raw(session, resource_group, launcher, "nccl-keygen", base, timeout)
+        if not key.get("ok") or not key.get("pubkey"):
+            out.append({**entry, "status": "error", "message": f"no key on the launcher: {key.get('error')}"})
+            continue
+        expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=NCCL_KEY_HOURS))
+        trust = {**base, "AZGPU_NCCL_PUBKEY": key["pubkey"], "AZGPU_NCCL_FROM": ips[launcher.instance_id],
+                 "AZGPU_NCCL_EXPIRY": expiry.strftime("%Y%m%d%H%M")}
+        try:
+            with ThreadPoolExecutor(max_workers=min(PARALLEL, len(others))) as pool:
+                trusted = list(pool.map(lambda n: check_node_raw(session, resource_group, n, "nccl-trust", trust,
+                                                                 timeout), others))
+            refused = [t.get("error") for t in trusted if not t.get("ok")]
+            if refused:
+                out.append({**entry, "status": "error", "message": f"could not set up ssh: {refused[0]}"})
+                continue
+            hosts = " ".join(ips[n.instance_id] for n in nodes)
+            env = " ".join(f"{k}={v}" for k, v in (profile.nccl.get("env") or {}).items())
+            ran = check_node_raw(session, resource_group, launcher, "nccl-run",
+                                 {**base, "AZGPU_NCCL_HOSTS": hosts, "AZGPU_NCCL_ENV": env,
+                                  "AZGPU_NCCL_TIMEOUT": int(max(60, timeout - 60))}, timeout)
+        finally:
+            with ThreadPoolExecutor(max_workers=min(PARALLEL, len(others))) as pool:
+                list(pool.map(lambda n: check_node_raw(session, resource_group, n, "nccl-untrust",
+                                                       {"AZGPU_ADMIN_USER": admin}, timeout), others))
+        if not ran.get("ok"):
+            out.append({**entry, "status": "error", "message": f"all_reduce_perf did not run: {ran.get('error')}"})
+            continue
+        busbw = ran.get("busbw_gbps")
+        entry.update(measured_busbw_gbps=busbw, ranks=ran.get("ranks"), size_bytes=ran.get("size_bytes"))
+        if ran.get("wrong"):
+            out.append({**entry, "status": FAILED, "message": f"{ran['wrong']} wrong values in the reduction"})
+        elif exp.nccl_busbw_gbps and (busbw or 0) < exp.nccl_busbw_gbps:
+            out.append({**entry, "status": FAILED, "message": f"bus bandwidth {busbw} GB/s is below the "
+                                                              f"{exp.nccl_busbw_gbps:g} GB/s expected of "
+                                                              f"{vmss.sku.name}"})
+        else:
+            note = "" if exp.nccl_busbw_gbps else f" (no documented figure for {vmss.sku.name}: not judged)"
+            out.append({**entry, "status": PASSED, "message": f"bus bandwidth {busbw} GB/s{note}"})
+    return out
+
+
+# ------------------------------------------------------------------------------ replacing nodes
+
+
+REPLACEABLE = {"timeout", "no_verdict", "run_command_failed"}
+
+
+def replaceable(node: NodeResult) -> bool:
+    """Failed nodes, and nodes that never answered for a reason of their own (a hung node times out);
+    not a node busy with another Run Command, stopped, or behind a subnet without outbound."""
+    return node.status == FAILED or (node.status == UNREACHABLE and node.reason_code in REPLACEABLE)
+
+
+@dataclass
+class GateResult:
+    report: HealthReport
+    rounds: list[dict[str, Any]]
+    replaced: list[dict[str, Any]]
+    stopped: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.report.healthy
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.report.as_dict(), "rounds": self.rounds, "replaced": self.replaced,
+                "stopped": self.stopped}
+
+
+def _round(number: int, report_nodes: list[NodeResult], action: str) -> dict[str, Any]:
+    return {"round": number, "action": action, "checked": len(report_nodes),
+            "passed": sum(1 for n in report_nodes if n.status == PASSED),
+            "failed": [n.computer_name for n in report_nodes if n.status == FAILED],
+            "unreachable": [n.computer_name for n in report_nodes if n.status == UNREACHABLE]}
+
+
+def _replace(session, resource_group: str, bad: list[NodeResult], report: HealthReport) -> set[str]:
+    """Delete the bad instances, scale each scale set back to its capacity; the new instances' ids."""
+    by_set: dict[str, list[str]] = {}
+    for node in bad:
+        by_set.setdefault(node.scale_set, []).append(node.instance_id)
+    sets = {s["name"]: s for s in report.scale_sets}
+    ops = session.compute.virtual_machine_scale_sets
+    try:
+        pollers = [resource_types.VMSS.begin_delete_instances(session, resource_group, name, ids)
+                   for name, ids in by_set.items()]
+        for poller in pollers:
+            poller.result()
+        pollers = [ops.begin_update(resource_group, name, {"sku": {"name": sets[name]["size"],
+                                                                 "capacity": sets[name]["capacity"]}})
+                   for name in by_set]
+        for poller in pollers:
+            poller.result()
+        new: set[str] = set()
+        for name in by_set:
+            before = set(sets[name]["instances"])
+            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, name):
+                if vm.instance_id not in before:
+                    new.add(vm.id.lower())
+    except Exception as exc:
+        raise to_azure_error(exc, "replacing unhealthy instances") from None
+    return new
+
+
+def gate(session, name: str, resource_group: str, *, replace: bool = False, max_rounds: int = MAX_ROUNDS,
+         before_delete: Callable[[list[NodeResult]], None] | None = None, parallel: int = PARALLEL,
+         node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
+         on_node: Callable[[NodeResult], None] | None = None,
+         on_round: Callable[[dict[str, Any]], None] | None = None) -> GateResult:
+    """Check the cluster; with replace, delete the nodes that fail, scale back out and check the new
+    ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
+    (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted."""
+    validate_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
+    report = check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout, nccl=nccl,
+                   on_node=on_node)
+    rounds = [_round(0, report.nodes, "check")]
+    if on_round:
+        on_round(rounds[-1])
+    replaced: list[dict[str, Any]] = []
+    stopped = None
+    checked = report.nodes
+    while replace and not report.healthy:
+        bad = [n for n in report.nodes if replaceable(n)]
+        if not bad:
+            stopped = ("no node can be replaced: " + ("the multi-node bandwidth is low while every node passed on its "
+                                                      "own (see nccl)" if report.nccl else "the remaining nodes are "
+                                                      "unreachable for reasons a new instance does not fix"))
+            break
+        if len(rounds) > max_rounds:
+            stopped = f"still unhealthy after {max_rounds} replacement round(s)"
+            break
+        fresh = [n for n in checked if n in bad]
+        if len(checked) > 1 and len(fresh) == len(checked):
+            stopped = (f"every node checked in the last round ({len(checked)}) failed: that points at the image, the "
+                       "driver or the network rather than the hosts, so none was replaced")
+            break
+        if before_delete:
+            before_delete(list(bad))
+        new = _replace(session, resource_group, bad, report)
+        replaced += [{"round": len(rounds), "scale_set": n.scale_set, "instance_id": n.instance_id,
+                      "computer_name": n.computer_name, "physical_host": n.physical_host, "resource_id": n.resource_id,
+                      "summary": n.summary()} for n in bad]
+        again = check(session, name, resource_group, instances=new, parallel=parallel, node_timeout=node_timeout,
+                      nccl=False, on_node=on_node)
+        gone = {n.resource_id.lower() for n in bad}
+        nodes = [n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes
+        report = HealthReport(name, resource_group,
+                              sorted(nodes, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit()
+                                                           else 0)), again.scale_sets, again.outbound)
+        if nccl:
+            vmss = [resource_types.VMSS.get(session, resource_group, s["name"]) for s in report.scale_sets]
+            report.nccl = nccl_check(session, resource_group, vmss, report, node_timeout)
+        checked = again.nodes
+        rounds.append(_round(len(rounds), again.nodes, f"replaced {len(bad)}"))
+        if on_round:
+            on_round(rounds[-1])
+    return GateResult(report, rounds, replaced, stopped)
+
+
+def unhealthy_error(report: dict[str, Any], *, cluster: str, resource_group: str, replacing: bool,
+                    stopped: str | None = None, result: dict | None = None) -> UnhealthyNodes:
+    """The error a gate that did not pass ends with: which nodes, why, what to do."""
+    nodes = report["nodes"]
+    failed = [n for n in nodes if n["status"] == FAILED]
+    unreachable = [n for n in nodes if n["status"] == UNREACHABLE]
+    nccl = [r for r in report.get("nccl", []) if r["status"] != PASSED and r["status"] != "skipped"]
+    parts = [f"{len(failed)} of {len(nodes)} node(s) failed"] if failed else []
+    if unreachable:
+        parts.append(f"{len(unreachable)} unreachable")
+    if nccl:
+        parts.append(f"the multi-node NCCL check did not pass in {len(nccl)} scale set(s)")
+    shown = "; ".join(f"{n['computer_name']} ({n['summary']})" for n in (failed + unreachable)[:4])
+    more = f"; and {len(failed) + len(unreachable) - 4} more" if len(failed) + len(unreachable) > 4 else ""
+    message = ", ".join(parts) + (f": {shown}{more}" if shown else f": {nccl[0]['message']}" if nccl else "")
+    where = f"-n {cluster} -g {resource_group}"
+    if failed or not unreachable:
+        code = "UNHEALTHY_NODES"
+        if replacing:
+            remedy = (f"{stopped or 'the replacement rounds ended'}; the nodes are left for inspection: see the report "
+                      f"('provision check {where} -o table') and each node's log under /var/log/azgpu/")
+        else:
+            remedy = (f"inspect them ('provision check {where} -o table', logs under /var/log/azgpu/ on the node), or "
+                      f"replace them: 'provision create ... --check --replace-unhealthy'")
+    elif all(n.get("reason_code") == "no_outbound" for n in unreachable):
+        code = "NO_OUTBOUND_PATH"
+        subnet = next((o["subnet"] for o in report.get("outbound", []) if not o.get("ok")), "the cluster's subnet")
+        remedy = (f"attach a NAT gateway (or another explicit outbound path) to {subnet}: Run Command returns results "
+                  f"only over outbound 443 to Azure, then run 'provision check {where}' again")
+    else:
+        code = "NODES_UNREACHABLE"
+        remedy = (f"run 'provision check {where}' again once the VMs run and their VM agent is ready; a node that "
+                  "times out again is likely hung: replace it with 'provision create ... --check --replace-unhealthy'")
+    return UnhealthyNodes(message, code=code, remedy=remedy, report=report, result=result)

@@ -1,0 +1,43 @@
+"""The Guest Health Reporting impact category of a failure: a pure function of the failure.
+
+GHR (preview) takes `impactCategory` = Resource.Hpc.Unhealthy.* for a broken host (D-ghr-cat). AzNHC
+maps its own fault codes in triggerGHR/config/nhc_fault_dictionary.cfg (R-nhc-ghr); its generic Xid
+failure (NHC2001) is made specific with the Xid number here, and the fallback's findings map by kind.
+NHCNA means the check itself was not set up, which says nothing about the host: no category.
+"""
+
+from __future__ import annotations
+
+from .results import Failure
+
+PREFIX = "Resource.Hpc.Unhealthy."
+# triggerGHR/config/nhc_fault_dictionary.cfg at 0e0a1ac2 (NHC2006 is not in it).
+FAULT_CODES = {
+    "NHC2001": "HpcGenericFailure", "NHC2002": "MissingIB", "NHC2003": "IBPerformance", "NHC2004": "IBPortDown",
+    "NHC2005": "IBPortFlapping", "NHC2007": "HpcRowRemapFailure", "NHC2008": "HpcInforomCorruption",
+    "NHC2009": "HpcMissingGpu", "NHC2010": "ManualInvestigation", "NHC2011": "XID95UncontainedECCError",
+    "NHC2012": "XID94ContainedECCError", "NHC2013": "XID79FallenOffBus", "NHC2014": "XID48DoubleBitECC",
+    "NHC2015": "UnhealthyGPUNvidiasmi", "NHC2016": "NvLink", "NHC2017": "HpcDcgmiThermalReport",
+    "NHC2018": "ECCPageRetirementTableFull", "NHC2019": "DBEOverLimit", "NHC2020": "HpcGpuDcgmDiagFailure",
+    "NHC2021": "GPUMemoryBWFailure", "NHC2022": "CPUPerformance", "NHC2023": "HpcGenericFailure",
+}
+XIDS = {79: "XID79FallenOffBus", 94: "XID94ContainedECCError", 95: "XID95UncontainedECCError",
+        48: "XID48DoubleBitECC"}
+KINDS = {
+    "missing_gpu": "HpcMissingGpu", "ib_missing": "MissingIB", "ib_port_down": "IBPortDown",
+    "ib_port_rate": "IBPerformance", "ib_bandwidth": "IBPerformance", "ib_port_flapping": "IBPortFlapping",
+    "nvidia_smi": "UnhealthyGPUNvidiasmi", "nvidia_smi_hang": "UnhealthyGPUNvidiasmi",
+    "nvidia_smi_error": "UnhealthyGPUNvidiasmi", "nvlink": "NvLink", "nccl_bandwidth": "ManualInvestigation",
+}
+NOT_THE_HOST = {"aznhc_setup", "aznhc_timeout"}
+
+
+def impact_category(failure: Failure) -> str | None:
+    """Resource.Hpc.Unhealthy.<category>, or None when the failure says nothing about the host."""
+    if failure.fault_code == "NHCNA" or failure.kind in NOT_THE_HOST:
+        return None
+    if failure.kind == "xid" and failure.xid is not None:
+        return PREFIX + XIDS.get(failure.xid, "GpuXIDError")
+    if failure.fault_code in FAULT_CODES:
+        return PREFIX + FAULT_CODES[failure.fault_code]
+    return PREFIX + KINDS.get(failure.kind, "HpcGenericFailure")

@@ -1,0 +1,113 @@
+"""What a node of a size is expected to show, and the Run Command body that checks it.
+
+The script is azgpu/health/node_check.sh with its settings (AZGPU_*) written above it, sent as the
+`script` lines of a RunShellScript action Run Command: no parameters, whose passing differs between
+Run Command versions, and no file download, which would need the node's outbound path twice.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+MARKER = "# azgpu node health check, verdict version 1"
+VERDICT_VERSION = 1
+# The Xids AzNHC's check_gpu_xid fails a node on (customTests/azure_gpu_xid.nhc, R-nhc-tests), plus the
+# ECC Xids 94 and 95 that Guest Health Reporting has categories for (D-ghr-cat).
+FAULT_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94, 95, 119, 120)
+# A GPU shows a little less memory than documented (a real H100 80GB HBM3: 81559 MiB, 99.6 % of
+# 80 GiB, gpu-samples/h100-80gb-hbm3): the fallback accepts down to this share of the documented size.
+GPU_MEMORY_SHARE = 0.95
+AZNHC_CHECK_TIMEOUT = 500  # seconds per AzNHC check: its own default (run-health-checks.sh -t)
+
+# Scale-set VM Run Commands are throttled at 4 per minute per instance (bucket 12) and 500 per minute
+# per subscription (bucket 1,500) (Learn compute-throttling-limits, D-compute-throttle). azgpu sends one
+# per instance per round, and a check takes 20 s at the very least, so 100 in flight start at most 300
+# a minute: inside the subscription's refill rate with room for everything else running there, and
+# their status polls (Retry-After paced) stay far below the 5,000 a minute of operation GETs.
+PARALLEL = 100
+MAX_PARALLEL = 500
+NODE_TIMEOUT = 3600.0  # seconds azgpu waits for one node's verdict: AzNHC with -a runs bandwidth tests
+MIN_NODE_TIMEOUT = 60.0
+MAX_NODE_TIMEOUT = 5400.0  # Run Command's own limit: 90 minutes (Learn linux/run-command)
+_NAME = re.compile(r"AZGPU_[A-Z0-9_]+")
+
+
+@cache
+def node_script_text() -> str:
+    return resources.files("azgpu.health").joinpath("node_check.sh").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """[sizes.health] of one size, as the node script takes it."""
+
+    size: str
+    gpus: int
+    gpu_vendor: str
+    gpu_memory_gib: float
+    nvlink: bool
+    ib_ports: int
+    ib_rate_gbps: int
+    aznhc_conf: str
+    nccl_busbw_gbps: float
+
+    @classmethod
+    def of(cls, size) -> "Expectations":
+        """From a profiles.Size; a size without GPUs expects none and checks no InfiniBand either."""
+        h = size.health
+        get = (lambda k, d=None: h.get(k, d)) if h is not None else (lambda k, d=None: d)
+        return cls(size=size.name, gpus=int(get("gpus", 0)), gpu_vendor=get("gpu_vendor", "nvidia"),
+                   gpu_memory_gib=float(get("gpu_memory_gib", 0) or 0), nvlink=bool(get("nvlink", False)),
+                   ib_ports=int(get("ib_ports", 0)), ib_rate_gbps=int(get("ib_rate_gbps", 0)),
+                   aznhc_conf=get("aznhc_conf", ""), nccl_busbw_gbps=float(get("nccl_busbw_gbps", 0) or 0))
+
+    @property
+    def gpu_memory_mib_min(self) -> int:
+        return int(self.gpu_memory_gib * 1024 * GPU_MEMORY_SHARE)
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "AZGPU_EXPECT_GPUS": self.gpus,
+            "AZGPU_GPU_VENDOR": self.gpu_vendor,
+            "AZGPU_GPU_MEMORY_MIB_MIN": self.gpu_memory_mib_min,
+            "AZGPU_CHECK_NVLINK": int(self.nvlink),
+            "AZGPU_EXPECT_IB_PORTS": self.ib_ports,
+            "AZGPU_EXPECT_IB_RATE": self.ib_rate_gbps,
+            "AZGPU_XIDS": " ".join(map(str, FAULT_XIDS)),
+        }
+
+
+def script_lines(mode: str, settings: dict[str, Any]) -> list[str]:
+    """The `script` lines: a shebang (Run Command's extension runs script.sh as a file), the settings,
+    then node_check.sh. Values are quoted for the shell; names must be AZGPU_*."""
+    head = ["#!/bin/bash", MARKER, f"AZGPU_MODE={shlex.quote(mode)}"]
+    for name, value in settings.items():
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"not an AZGPU_* setting name: {name!r}")
+        if value is None:
+            continue
+        head.append(f"{name}={shlex.quote(str(value))}")
+    return head + node_script_text().splitlines()
+
+
+def run_command_body(mode: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The RunCommandInput body in REST shape (what the SDK sends as is)."""
+    return {"commandId": "RunShellScript", "script": script_lines(mode, settings)}
+
+
+def settings_of(script: list[str]) -> dict[str, str]:
+    """The AZGPU_* settings written above node_check.sh in script lines (what the fake reads back)."""
+    out: dict[str, str] = {}
+    for line in script:
+        if line.startswith("# azgpu's on-node health check"):
+            break
+        name, eq, value = line.partition("=")
+        if eq and _NAME.fullmatch(name):
+            parts = shlex.split(value) if value else [""]
+            out[name] = parts[0] if parts else ""
+    return out
