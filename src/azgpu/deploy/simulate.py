@@ -30,7 +30,6 @@ def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = N
     from ..testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 
     path = state_file(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
     real_time = latency > 0
     fake = FakeAzure(DEFAULT_SUBSCRIPTION, lro_seconds=latency if real_time else None, lro_polls=1,
                      clock=time.time if real_time else None, state_file=path)

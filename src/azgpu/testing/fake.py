@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -23,10 +24,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import requests
 import responses
 from azure.core.pipeline.transport import RequestsTransport
+from filelock import Timeout
 
 from . import images, quota, routes
 from .backend import Backend
-from .errors import ArmError, NotImplementedInFake
+from .errors import ArmError, NotImplementedInFake, StateFileBusy, StateFileError
 from .faults import Fault, Faults
 from .messages import Request, Response
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
@@ -68,8 +70,16 @@ class FakeAzure:
         self._faults = Faults()
         self._backend = Backend(subscription_id, self._store, self._skus, self._faults,
                                 lro_polls=lro_polls, lro_seconds=lro_seconds, now=self.now)
-        if self.state_file and self.state_file.exists():
-            self._store.load(self.state_file)
+        self._file_lock = _state_lock(self.state_file) if self.state_file else None
+        self._synced: tuple | None = None  # the state file as last read or written here (_signature)
+        if self.state_file:
+            try:
+                self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StateFileError(self.state_file, f"cannot be created: {exc.strerror}",
+                                     "pass a --simulate-state FILE in a directory you can write") from None
+        with self._transaction():
+            pass
 
     # -- context ---------------------------------------------------------------------------------
     def __enter__(self) -> "FakeAzure":
@@ -99,7 +109,6 @@ class FakeAzure:
             self._mock.stop()
             self._mock.reset()
             self._mock = None
-        self.save()
 
     @staticmethod
     def _join_pollers(timeout: float = 10) -> None:
@@ -122,7 +131,7 @@ class FakeAzure:
 
     # -- the HTTP side ---------------------------------------------------------------------------
     def _answer(self, prepared: requests.PreparedRequest):
-        with self._lock:
+        with self._transaction():
             url = urlsplit(prepared.url)
             path = unquote(url.path)
             query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -147,9 +156,6 @@ class FakeAzure:
                 log(None)
                 raise
             log(response.status)
-            if self._backend.dirty:
-                self._backend.dirty = False
-                self.save()
             return _wire(response, method)
 
     def _dispatch(self, req: Request) -> Response:
@@ -172,7 +178,7 @@ class FakeAzure:
 
         With resource_group, the resources inside that group (not the group itself).
         """
-        with self._lock:
+        with self._transaction():
             out = []
             for resource in self._store.resources.values():
                 if type and resource.get("type", "").lower() != type.lower():
@@ -185,13 +191,17 @@ class FakeAzure:
             return out
 
     def get(self, resource_id: str) -> dict | None:
-        with self._lock:
+        with self._transaction():
             found = self._backend.find(resource_id)
             return copy.deepcopy(found) if found is not None else None
 
     def add_resource(self, resource_id: str, body: dict) -> dict:
-        """Store a resource as if it existed already (provisioning Succeeded; scale sets get instances)."""
-        with self._lock:
+        """Store a resource as if it existed already (provisioning Succeeded; scale sets get instances).
+
+        A resource group too: add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/rg",
+        {"location": "eastus"}).
+        """
+        with self._transaction():
             resource = self._backend.new_resource(resource_id, body)
             resource["properties"].setdefault("provisioningState", "Succeeded")
             if resource["type"] == "Microsoft.Network/virtualNetworks":
@@ -216,19 +226,19 @@ class FakeAzure:
                                           share=share))
 
     def set_sku(self, location: str, size: str, **overrides: Any) -> None:
-        with self._lock:
+        with self._transaction():
             self._skus.set(location, size, overrides)
             self.save()
 
     def set_quota(self, location: str, family_or_name: str, *, limit: int | None = None, usage: int | None = None) -> None:
         """Set a usage entry's limit and/or its usage outside the fake's own scale sets."""
-        with self._lock:
+        with self._transaction():
             quota.set_quota(self._store, self._skus, location, family_or_name, limit, usage)
             self.save()
 
     def add_image(self, location: str, publisher: str, offer: str, sku: str, version: str, *,
                   hyper_v_generation: str = "V2", architecture: str = "x64") -> None:
-        with self._lock:
+        with self._transaction():
             self._store.images.append(images.added_image(location, publisher, offer, sku, version,
                                                          hyper_v_generation, architecture))
             self.save()
@@ -249,19 +259,81 @@ class FakeAzure:
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike | None = None) -> None:
         """Write the state to path, or to state_file; without either, do nothing."""
-        target = path or self.state_file
-        if target:
+        if path is not None and (self.state_file is None or Path(path) != self.state_file):
             with self._lock:
-                self._store.save(target)
+                self._store.save(path)
+            return
+        if self.state_file:
+            with self._transaction():
+                self._backend.dirty = True
+
+    # -- the state file, shared by processes -----------------------------------------------------
+    @contextmanager
+    def _transaction(self):
+        """One change (or read) of the state, serialised with every other process using the same
+        state file: under the file's lock, read the file again if another process wrote it since,
+        then write it back when something changed. Two `provision --simulate` commands at once thus
+        both keep their resources; a process that held the lock too long makes the other fail clearly."""
+        with self._lock:
+            if self._file_lock is None:
+                yield
+                if self._backend.dirty:
+                    self._backend.dirty = False
+                return
+            try:
+                self._file_lock.acquire()
+            except Timeout:
+                raise StateFileBusy(self.state_file, LOCK_TIMEOUT) from None
+            except OSError as exc:
+                raise StateFileError(self.state_file, f"cannot be locked: {exc.strerror}",
+                                     "pass a --simulate-state FILE in a directory you can write") from None
+            try:
+                current = _signature(self.state_file)
+                if current != self._synced:
+                    if current is None:
+                        self._store.clear()  # deleted: an empty cloud, as a fresh file would be
+                    else:
+                        self._store.load(self.state_file)
+                    self._synced = current
+                yield
+                if self._backend.dirty:
+                    self._backend.dirty = False
+                    self._store.save(self.state_file)
+                    self._synced = _signature(self.state_file)
+            finally:
+                self._file_lock.release()
 
     def reset(self) -> None:
         """Forget every resource, operation, override, fault, logged request and sleep."""
-        with self._lock:
+        with self._transaction():
             self._store.clear()
             self._faults.clear()
             self.requests.clear()
             self.sleeps.clear()
             self.save()
+
+
+# A request holds the lock for milliseconds; a wait this long means the other process is stuck.
+LOCK_TIMEOUT = 60.0
+
+
+def _state_lock(path: Path):
+    """An inter-process lock beside the state file (filelock: fcntl on POSIX, msvcrt on Windows)."""
+    from filelock import FileLock
+
+    # thread_local=False: the fake's own RLock already serialises its threads; the file lock orders processes.
+    return FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT, thread_local=False)
+
+
+def _signature(path: Path) -> tuple | None:
+    """What identifies one written version of the file (each save renames a new file into place)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateFileError(path, f"cannot be read: {exc.strerror}") from None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def _json_body(raw: Any) -> Any:
