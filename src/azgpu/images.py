@@ -80,7 +80,7 @@ def catalog() -> dict[str, Image]:
         for key in ("name", "urn", "generations", "architecture", "source"):
             if key not in entry:
                 raise ProfileError(f"{where}: missing key '{key}'")
-        if not URN_RE.match(entry["urn"]):
+        if not URN_RE.fullmatch(entry["urn"]):
             raise ProfileError(f"{where}: 'urn' {entry['urn']!r} is not publisher:offer:sku:version")
         fields = dict(entry)
         for key in ("generations", "series"):
@@ -107,7 +107,7 @@ def resolve(ref: str) -> Image:
     ref = ref.strip()
     if ref.lower() in catalog():
         return catalog()[ref.lower()]
-    if URN_RE.match(ref):
+    if URN_RE.fullmatch(ref):
         found = _by_urn().get(_key(ref))
         if found:
             if found.version.lower() != ref.split(":")[3].lower():

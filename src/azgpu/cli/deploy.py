@@ -11,8 +11,8 @@ import click
 
 from ..errors import Finding, InputError
 from . import options
-from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, print_finding, \
-    print_findings, request_options
+from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
+    print_finding, print_findings, request_options, validated_with
 
 
 def register(cli: click.Group) -> None:
@@ -31,10 +31,12 @@ def register(cli: click.Group) -> None:
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge)."""
         from ..deploy.create import create
         from ..deploy.progress import progress_for
-        from ..validate import validate
+        from ..validate import check_fallbacks
 
         request = make_request(values)
-        spec = validate(request, command="create")  # offline findings first: nothing touches Azure on bad input
+        # Offline findings first, the flags of create itself with them: nothing touches Azure on bad input.
+        spec = validated_with(request, "create", [*check_fallbacks(zones, fallback_locations),
+                                                  *number_findings(timeout=timeout, latency=simulate_latency)])
         print_findings(spec.findings, verbose=obj["verbose"])
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
@@ -55,7 +57,7 @@ def register(cli: click.Group) -> None:
         """Provisioning and power state per scale set and instance (exit 3 if the cluster does not exist)."""
         from ..deploy.lifecycle import status
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             emit(status(session, name, resource_group), obj)
 
@@ -70,7 +72,7 @@ def register(cli: click.Group) -> None:
         """What schedulers need: hostfile, Slurm node lines per InfiniBand domain, NCCL environment."""
         from ..deploy import lifecycle
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             out = lifecycle.outputs(session, name, resource_group)
         if fmt == "json":
@@ -89,7 +91,7 @@ def register(cli: click.Group) -> None:
         """Wait until every scale set of the cluster has succeeded (after --no-wait)."""
         from ..deploy.lifecycle import wait
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, timeout=timeout, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             interval = 0 if simulate and simulate_latency == 0 else 5
             emit(wait(session, name, resource_group, timeout=timeout, interval=interval), obj)
@@ -104,7 +106,7 @@ def register(cli: click.Group) -> None:
         """Delete only the resources azgpu created for this cluster (and its resource group if azgpu made it and it is empty)."""
         from ..deploy.lifecycle import destroy, find_cluster, require
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, latency=simulate_latency)
         if not yes and not sys.stdin.isatty():
             raise InputError("destroy needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
                              remedy="add --yes to delete without asking")

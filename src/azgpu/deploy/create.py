@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import ValidationFailed
 from ..plan import Plan, build_plan
 from ..request import Request
-from ..validate import Spec, validate
+from ..validate import Spec, check_fallbacks, validate
 from .azure_errors import CapacityError
 from .deployer import Deployer, Event, is_ours, list_group, to_azure_error
 from .lifecycle import destroy, find_cluster
@@ -55,6 +55,9 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
            on_notice: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does."""
     resource_group = request.resource_group
+    bad = [f for f in check_fallbacks(zones, fallback_locations) if f.is_error]
+    if bad:
+        raise ValidationFailed(bad)
     tried = candidates(request, list(zones), list(fallback_locations))
     for attempt, (location, zone) in enumerate(tried):
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
