@@ -43,7 +43,7 @@ def test_profiles_list_cli(run):
 def test_profiles_list_table(run):
     rc, out, _ = run("profiles", "list", "-o", "table")
     assert rc == 0
-    assert out.splitlines()[0].split()[:2] == ["Id", "Series"]
+    assert out.splitlines()[0].split()[:2] == ["ID", "Series"]
     assert len(out.splitlines()) == 2 + len(PROFILE_IDS)
 
 

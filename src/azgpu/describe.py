@@ -93,3 +93,9 @@ def image_rows(profile_id: str | None = None) -> list[dict[str, Any]]:
             "series": list(img.series), "legacy": img.legacy, "verified": img.verified,
         })
     return rows
+
+
+def image_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `images list -o table` shows: one line per image; the legacy note only as a flag
+    (-o json has it in full)."""
+    return [{**row, "legacy": "yes" if row["legacy"] else ""} for row in rows]

@@ -6,10 +6,12 @@ Importing this module is cheap: the Azure SDK is imported only inside the comman
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import click
 
 from ..errors import Finding, InputError
+from ..output import listing
 from . import options
 from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
@@ -94,7 +96,19 @@ def register(cli: click.Group) -> None:
         cluster_args(name, resource_group, timeout=timeout, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             interval = 0 if simulate and simulate_latency == 0 else 5
-            emit(wait(session, name, resource_group, timeout=timeout, interval=interval), obj)
+            seen: dict[str, str] = {}
+
+            def changed(cluster) -> None:  # one line per scale set whose state changed
+                for vmss in cluster.scale_sets:
+                    state = str(getattr(vmss.provisioning_state, "value", vmss.provisioning_state))
+                    if seen.get(vmss.name) != state:
+                        seen[vmss.name] = state
+                        log(f"{vmss.name}: {state}")
+
+            result = wait(session, name, resource_group, timeout=timeout, interval=interval, on_update=changed)
+            changed(SimpleNamespace(scale_sets=[SimpleNamespace(name=s["name"], provisioning_state=s["provisioning_state"])
+                                                for s in result["scale_sets"]]))
+            emit(result, obj)
 
     @cli.command("destroy")
     @click.option("-n", "--name", default=None, help="Cluster name.")
@@ -115,9 +129,11 @@ def register(cli: click.Group) -> None:
             if not yes:
                 items = [r.name for r in cluster.resources]
                 click.echo(f"This deletes {len(items)} resource(s) of cluster '{name}' in '{resource_group}': "
-                           f"{', '.join(items)}", err=True)
+                           f"{listing(items)}", err=True)
                 if not click.confirm("Continue?", err=True):
-                    raise click.Abort()
-            result = destroy(session, name, resource_group,
-                             on_update=(lambda kind, n, state: log(f"{n}: {state}")) if obj["verbose"] else None)
+                    # Answering no is the user's decision, not a failure or an interruption.
+                    log("destroy cancelled: nothing was deleted")
+                    return
+            # One line per resource on stderr as it goes (a CI log shows the teardown while it runs).
+            result = destroy(session, name, resource_group, on_update=lambda kind, n, state: log(f"{n}: {state}"))
         emit(result, obj)

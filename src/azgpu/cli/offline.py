@@ -47,9 +47,9 @@ def register(cli: click.Group) -> None:
     @common
     def images_list(obj, profile):
         """List catalog images (Azure HPC images and common marketplace images)."""
-        from ..describe import image_rows
+        from ..describe import image_rows, image_table
 
-        emit(image_rows(profile), obj)
+        emit(image_rows(profile), obj, table=image_table)
 
     @cli.command("validate")
     @request_options

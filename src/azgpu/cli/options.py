@@ -16,8 +16,9 @@ from ..output import FORMATS, check_query, render
 # ------------------------------------------------------------------------------------ printing
 
 
-def emit(result: Any, ctx_obj: dict) -> None:
-    text = render(result, ctx_obj["output"], ctx_obj["query"])
+def emit(result: Any, ctx_obj: dict, table=None) -> None:
+    """Print a result on stdout; table: the summary -o table shows (see output.render)."""
+    text = render(result, ctx_obj["output"], ctx_obj["query"], table=table)
     if text:
         click.echo(text, nl=False)
 

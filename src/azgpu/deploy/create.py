@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ValidationFailed
+from ..plain import plain
 from ..plan import Plan, build_plan
 from ..request import Request
 from ..validate import Spec, check_fallbacks, validate
@@ -66,7 +67,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         plan, pf = prepare(session, spec, listed)
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         if dry_run:
-            return result
+            return plain(result)
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
         created_group = deployer.ensure_resource_group(location, exists=listed is not None)
         try:
@@ -80,7 +81,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
             continue
         result["resource_group_created"] = created_group
         result["resources"] = [{"name": e.name, "stage": e.stage, "state": e.state} for e in events.values()]
-        return result
+        return plain(result)
     raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
 
 
