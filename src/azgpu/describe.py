@@ -6,7 +6,7 @@ from typing import Any
 
 from .images import catalog
 from .profiles import Profile, Size, list_profiles
-from .sources import cite
+from .sources import cite, describe_seed, seed_title
 
 
 def profile_row(profile: Profile) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def profile_row(profile: Profile) -> dict[str, Any]:
         "infiniband": f"{default.ib_ports} x {default.ib_rate_gbps} Gb/s" if default.infiniband else "no",
         "arch": default.arch,
         "retired": default.retired or "",
-        "seeds": list(profile.seeds),
+        "seeds": [seed_title(s) for s in profile.seeds],
     }
 
 
@@ -57,7 +57,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         "id": profile.id,
         "series": profile.series,
         "description": profile.description,
-        "seeds": list(profile.seeds),
+        "seeds": [describe_seed(s) for s in profile.seeds],
         "default_size": profile.default_size,
         "sizes": [size_detail(s) for s in profile.sizes],
         "images": {
@@ -76,7 +76,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         ],
         "scale_set": _cited(profile.scale_set),
         "discrepancies": [
-            {"seed": d.seed, "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
+            {"seed": seed_title(d.seed), "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
             for d in profile.discrepancies
         ],
     }
