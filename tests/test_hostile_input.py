@@ -142,6 +142,15 @@ CORPUS = {
                             "--simulate-state", "{state_garbage_json}"], 2, "SIMULATE_STATE_INVALID"),
     "state file is a directory": (["status", "-n", "demo", "-g", "rg", "--simulate", "--simulate-latency", "0",
                                    "--simulate-state", "{dir}"], 2, "SIMULATE_STATE_INVALID"),
+    "/dev/zero as state file": (["status", "-n", "demo", "-g", "rg", "--simulate", "--simulate-latency", "0",
+                                 "--simulate-state", "/dev/zero"], 2, "SIMULATE_STATE_INVALID"),
+    "FIFO as state file": (["status", "-n", "demo", "-g", "rg", "--simulate", "--simulate-latency", "0",
+                            "--simulate-state", "{fifo}"], 2, "SIMULATE_STATE_INVALID"),
+    # Azure: the subscription goes into every request path
+    "subscription with a path": (["status", "-n", "demo", "-g", "rg", "--subscription", "../other"], 2,
+                                 "INVALID_SUBSCRIPTION"),
+    "subscription by name": (["status", "-n", "demo", "-g", "rg", "--subscription", "My Subscription"], 2,
+                             "INVALID_SUBSCRIPTION"),
     # what does not exist
     "status of no cluster": (["status", *CLUSTER], 3, "CLUSTER_NOT_FOUND"),
     # the command line itself

@@ -73,6 +73,10 @@ class FakeAzure:
         self._file_lock = _state_lock(self.state_file) if self.state_file else None
         self._synced: tuple | None = None  # the state file as last read or written here (_signature)
         if self.state_file:
+            if self.state_file.exists() and not (self.state_file.is_file() or self.state_file.is_dir()):
+                # A device or FIFO: reading it would never end (/dev/zero) or never start (a FIFO).
+                raise StateFileError(self.state_file, "is not a regular file",
+                                     "pass the path of a file: --simulate-state DIR/simulate.json")
             try:
                 self.state_file.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
