@@ -120,6 +120,7 @@ CORPUS = {
     "nodes in Arabic-Indic digits": ([*RENDER, "--nodes", "\u0661\u0662"], 2, "INVALID_NODES"),
     "nodes 4.0": ([*RENDER, "--nodes", "4.0"], 2, "INVALID_NODES"),
     "nodes empty": ([*RENDER, "--nodes", ""], 2, "INVALID_NODES"),
+    "nodes with 5000 digits": ([*RENDER, "--nodes", "9" * 5000], 2, "INVALID_NODES"),
     "max price 1_0": ([*RENDER, "--spot", "--max-price", "1_0"], 2, "INVALID_MAX_PRICE"),
     "max price inf": ([*RENDER, "--spot", "--max-price", "inf"], 2, "INVALID_MAX_PRICE"),
     "OS disk 0x10": ([*RENDER, "--os-disk-size-gb", "0x10"], 2, "INVALID_OS_DISK_SIZE_GB"),

@@ -81,10 +81,12 @@ def _shown(value: Any) -> str:
 def _to_int(key: str, value: Any, findings: list[Finding]) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and INT_RE.fullmatch(value.strip()):
+    digits = isinstance(value, str) and INT_RE.fullmatch(value.strip())
+    if digits and len(value.strip()) <= 30:  # far beyond any limit, short of int()'s own 4300-digit error
         return int(value.strip())
     findings.append(Finding(
         f"INVALID_{key.upper()}",
+        f"{_flag(key)} {_shown(value)} is far too large" if digits else
         f"{_flag(key)} must be a whole number, not {_shown(value)}",
         f"pass a whole number, e.g. {_flag(key)} 4",
         field=key,

@@ -8,7 +8,6 @@ Azure SDK loads only inside the commands that talk to Azure.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
@@ -42,11 +41,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI in-process and return the exit code (tests call this directly)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get(DEBUG_ENV))
-    # The Azure SDK logs its own reports (DefaultAzureCredential's 13 lines on every credential it
-    # tried) through Python's last-resort handler; azgpu's one ERROR line says it, --debug shows them.
-    quiet_sdk = None if debug else logging.NullHandler()
-    if quiet_sdk:
-        logging.getLogger("azure").addHandler(quiet_sdk)
     try:
         cli.main(args=args, prog_name="provision", standalone_mode=False, obj={"debug": debug})
     except ValidationFailed as exc:
@@ -80,8 +74,5 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
-    finally:
-        if quiet_sdk:
-            logging.getLogger("azure").removeHandler(quiet_sdk)
     return 0
 

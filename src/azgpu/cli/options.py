@@ -200,11 +200,23 @@ def session_for(subscription, simulate, latency, state):
         with simulated_session(latency=DEFAULT_LATENCY if latency is None else latency, state=state) as session:
             yield session
         return
+    import logging
+
     from ..deploy.session import Session, default_credential, resolve_subscription
 
-    session = Session(resolve_subscription(subscription), default_credential())
-    session.check_credential()
-    yield session
+    # The Azure SDK logs its own reports (DefaultAzureCredential's 13 lines on every credential it
+    # tried) through Python's last-resort handler; azgpu's one ERROR line says it, --debug shows them.
+    ctx = click.get_current_context(silent=True)
+    quiet = None if (ctx and (ctx.obj or {}).get("debug")) else logging.NullHandler()
+    if quiet:
+        logging.getLogger("azure").addHandler(quiet)
+    try:
+        session = Session(resolve_subscription(subscription), default_credential())
+        session.check_credential()
+        yield session
+    finally:
+        if quiet:
+            logging.getLogger("azure").removeHandler(quiet)
 
 
 def log(message: str) -> None:
