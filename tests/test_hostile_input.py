@@ -152,6 +152,12 @@ CORPUS = {
                                  "INVALID_SUBSCRIPTION"),
     "subscription by name": (["status", "-n", "demo", "-g", "rg", "--subscription", "My Subscription"], 2,
                              "INVALID_SUBSCRIPTION"),
+    # NUL cannot come from a shell, but main(argv) takes it from Python
+    "cluster file path with NUL": (["render", "-f", "a\0b", "--out-dir", "{out}"], 2, "CLUSTER_FILE_NOT_FOUND"),
+    "out-dir with NUL": ([*RENDER, "--out-dir", "out\0"], 2, "INVALID_OUT_DIR"),
+    "state file path with NUL": (["status", "-n", "demo", "-g", "rg", "--simulate", "--simulate-latency", "0",
+                                  "--simulate-state", "s\0.json"], 2, "SIMULATE_STATE_INVALID"),
+    "key path with NUL": ([*RENDER, "--ssh-key", "id\0.pub"], 2, "INVALID_SSH_KEY"),
     # what does not exist
     "status of no cluster": (["status", *CLUSTER], 3, "CLUSTER_NOT_FOUND"),
     # the command line itself
@@ -354,3 +360,34 @@ def test_written_files_are_regular_files(run, tmp_path):
     rc, _, _ = render_to(run, tmp_path / "out")
     assert rc == 0
     assert all(stat.S_ISREG(p.lstat().st_mode) for p in (tmp_path / "out").iterdir())
+
+
+# ------------------------------------------------------------------------------ any argument list
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+VALUES = ["", " ", "\n", "x", "-1", "0", "1", "3", "1e9", "nan", "inf", "1_0", "\u0661", "[x]", "'", "${x}", "a=b", "=",
+          "/", "../x", "\x1b[2J", "\udcff", "\x00", "eastus", "ndv2", "demo", "rg", KEY, "/dev/null", "10.0.0.0/8", "*",
+          "TrustedLaunch", "ubuntu-hpc-2204", "a:b:c:d", "9" * 40, PRIVATE]
+FLAGS = ["--profile", "--size", "--nodes", "-l", "-g", "-n", "--image", "--admin-username", "--ssh-key",
+         "--os-disk-size-gb", "--data-disks", "--max-price", "--zone", "--vnet-address-prefix", "--subnet-id",
+         "--ssh-source", "--security-type", "--max-ib-domain", "--tag", "-f", "--query", "-o", "--format", "--timeout",
+         "--zones", "--fallback-locations", "--simulate-latency", "--subscription"]
+COMMANDS = [["validate"], ["plan"], ["render", "--out-dir", "out"], ["create", *SIM], ["status", *SIM], ["outputs", *SIM],
+            ["destroy", "--yes", *SIM], ["wait", *SIM], ["profiles", "show"], ["images", "list"]]
+
+
+@settings(max_examples=120, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(COMMANDS), base=st.booleans(),
+       pairs=st.lists(st.tuples(st.sampled_from(FLAGS), st.one_of(st.sampled_from(VALUES), st.text(max_size=8))),
+                      max_size=4))
+def test_no_argument_list_gives_a_traceback(run, tmp_path, command, base, pairs):
+    argv = [a.replace("{state}", str(tmp_path / "state.json")) for a in command]
+    if base:
+        argv += ["--profile", "ndv2", "-n", "demo", "-g", "rg", "-l", "eastus", "--ssh-key", KEY, "--simulate-latency", "0"]
+    argv += [a for pair in pairs for a in pair]
+    rc, out, err = run(*argv)  # an exception out of main() fails the test with its traceback
+    assert rc in (0, 1, 2, 3), (rc, err)
+    assert "Traceback" not in err and all(line.isprintable() for line in err.splitlines()), err
+    assert SECRET not in err + out

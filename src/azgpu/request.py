@@ -327,6 +327,9 @@ def read_cluster_file(path: str) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"cluster file '{path}' is not valid TOML: {exc}", code="CLUSTER_FILE_INVALID",
                          remedy="fix the TOML syntax (see examples/*.toml)") from None
+    except ValueError:  # a NUL in the path (possible from Python, not from a shell)
+        raise InputError(f"cluster file {_shown(path)} is not a valid path", code="CLUSTER_FILE_NOT_FOUND",
+                         remedy="check the path given to -f/--file") from None
     nested = [k for k, v in data.items() if isinstance(v, dict) and k not in ("tags", "tag")]
     if nested:
         raise InputError(f"cluster file '{path}' has table(s) {nested}; only top-level keys and [tags] are allowed",

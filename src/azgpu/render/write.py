@@ -22,8 +22,9 @@ def _error(message: str, remedy: str = "pass a writable --out-dir") -> InputErro
 
 def write_files(out_dir: str, files: dict[str, str]) -> Path:
     """Write every file of `files` (name -> text) into out_dir, or none of them; returns the directory."""
-    if not out_dir.strip():
-        raise _error("--out-dir is empty", "pass a directory, e.g. --out-dir out")
+    if not out_dir.strip() or "\0" in out_dir:
+        raise _error("--out-dir is empty" if not out_dir.strip() else "--out-dir is not a valid path",
+                     "pass a directory, e.g. --out-dir out")
     directory = Path(out_dir).expanduser()
     if directory.exists() and not directory.is_dir():
         raise _error(f"--out-dir '{out_dir}' is a file", "pass a directory path")

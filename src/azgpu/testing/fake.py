@@ -73,6 +73,8 @@ class FakeAzure:
         self._file_lock = _state_lock(self.state_file) if self.state_file else None
         self._synced: tuple | None = None  # the state file as last read or written here (_signature)
         if self.state_file:
+            if "\0" in str(self.state_file):
+                raise StateFileError(self.state_file, "is not a valid path", "pass the path of a file")
             if self.state_file.exists() and not (self.state_file.is_file() or self.state_file.is_dir()):
                 # A device or FIFO: reading it would never end (/dev/zero) or never start (a FIFO).
                 raise StateFileError(self.state_file, "is not a regular file",
