@@ -43,7 +43,7 @@ def test_profiles_list_cli(run):
 def test_profiles_list_table(run):
     rc, out, _ = run("profiles", "list", "-o", "table")
     assert rc == 0
-    assert out.splitlines()[0].split()[:2] == ["Id", "Series"]
+    assert out.splitlines()[0].split()[:2] == ["ID", "Series"]
     assert len(out.splitlines()) == 2 + len(PROFILE_IDS)
 
 
@@ -177,7 +177,7 @@ def test_profiles_show_gives_every_requirement_a_source(run):
 
 def test_profiles_show_prints_nd_v1_p40_against_the_seed_v100(run):
     (disc,) = [d for d in show(run, "nd")["discrepancies"] if "V100" in d["seed_claim"]]
-    assert disc["seed"] == "000_3e0044d5aedef198.txt"
+    assert disc["seed"] == "Azure ND-Series: AI and Deep Learning GPU Virtual Machines"
     assert "P40" in disc["documented"]
     assert disc["source"]
 
@@ -227,6 +227,8 @@ BROKEN = {
                                 ["ndv2.toml", "default_size"]),
     "id does not match the file": ("ndv2.toml", 'id = "ndv2"', 'id = "nd-v2"', ["ndv2.toml", "'id'"]),
     "invalid toml": ("ndv2.toml", 'id = "ndv2"', 'id = "ndv2', ["ndv2.toml", "not valid TOML"]),
+    "seed without an entry in seeds.toml": ("ndv2.toml", 'seeds = ["001_2e93371591e7fc2e.txt"',
+                                            'seeds = ["009_0000000000000000.txt"', ["ndv2.toml", "seeds.toml"]),
 }
 
 
@@ -270,3 +272,33 @@ def test_image_plan_without_its_name_fails(profile_copy):
     with pytest.raises(ProfileError) as info:
         images.catalog()
     assert "'plan' must be a table with publisher, product and name" in str(info.value)
+
+
+# ------------------------------------------------------------------------------ seeds by what they are
+
+SEED_FILE_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
+
+
+@pytest.mark.parametrize("argv", [["profiles", "list"], ["profiles", "list", "-o", "table"],
+                                  *(["profiles", "show", p, "-o", fmt] for p in PROFILE_IDS for fmt in ("json", "table"))],
+                         ids=lambda argv: " ".join(argv[1:]))
+def test_profiles_never_show_a_seed_by_its_file_name(run, argv):
+    rc, out, err = run(*argv)
+    assert rc == 0, err
+    assert not SEED_FILE_NAME.search(out), SEED_FILE_NAME.search(out)
+
+
+def test_profiles_show_says_what_each_seed_is(run):
+    detail = show(run, "ndv2")
+    assert detail["seeds"] == [
+        "seed document 'NDv2-series' (Microsoft's NDv2 size page as of 2020-02-03)",
+        "seed document 'Azure ND-Series: AI and Deep Learning GPU Virtual Machines' (an undated overview of the ND "
+        "family; several of its claims contradict Microsoft Learn)"]
+
+
+def test_every_cited_seed_has_a_title_and_a_role():
+    from azgpu.sources import seeds
+
+    cited = {s for p in list_profiles() for s in p.seeds} | {d.seed for p in list_profiles() for d in p.discrepancies}
+    assert cited and cited <= set(seeds())
+    assert all(entry["title"] and entry["role"] for entry in seeds().values())

@@ -194,7 +194,7 @@ def test_ctrl_c_while_the_network_is_being_created(env, listener, tmp_path):
 
 def test_ctrl_c_right_after_the_scale_set_put(env, listener):
     run = Run(create_args(), env)
-    run.wait_for_line("c1-vnet: succeeded")  # the scale set's PUT goes out now
+    run.wait_for_line("c1-vnet (vnet): succeeded")  # the scale set's PUT goes out now
     took = run.interrupt()
     assert_interrupted_cleanly(run, took, listener)
     assert_rerun_converges(env, listener)
@@ -202,7 +202,7 @@ def test_ctrl_c_right_after_the_scale_set_put(env, listener):
 
 def test_ctrl_c_while_the_scale_set_is_polled(env, listener):
     run = Run(create_args(), env)
-    run.wait_for_line("c1-vnet: succeeded")
+    run.wait_for_line("c1-vnet (vnet): succeeded")
     threading.Event().wait(0.7)  # midway through the scale set's operation: its poller waits Retry-After
     took = run.interrupt()
     assert_interrupted_cleanly(run, took, listener)
@@ -211,7 +211,7 @@ def test_ctrl_c_while_the_scale_set_is_polled(env, listener):
 
 def test_a_second_ctrl_c_prints_no_traceback_either(env, listener):
     run = Run(create_args(), env)
-    run.wait_for_line("c1-vnet: succeeded")
+    run.wait_for_line("c1-vnet (vnet): succeeded")
     threading.Event().wait(0.3)
     took = run.interrupt(times=2)
     assert_interrupted_cleanly(run, took, listener)

@@ -39,16 +39,31 @@ def read_custom_data(value: str, findings: list[Finding]) -> str | None:
     text = value
     if not _is_cloud_init(value) and "\n" not in value:
         path = Path(value.strip()).expanduser()
+        from .request import read_bounded  # a FIFO or /dev/zero must neither block nor fill memory
+
         try:
-            raw = path.read_bytes()
+            # A little more than Azure takes is enough to say the file is too large.
+            raw = read_bounded(path, limit=4 * MAX_CUSTOM_DATA_BYTES)
         except FileNotFoundError:
             findings.append(Finding("CUSTOM_DATA_NOT_FOUND", f"--custom-data file '{value}' does not exist",
+                                    "pass the path of a cloud-config (#cloud-config) or script (#!) file",
+                                    field="custom_data"))
+            return None
+        except IsADirectoryError as exc:
+            findings.append(Finding("CUSTOM_DATA_UNREADABLE", f"--custom-data file '{value}' is "
+                                    f"{exc.args[0] if exc.args else 'a directory'}",
                                     "pass the path of a cloud-config (#cloud-config) or script (#!) file",
                                     field="custom_data"))
             return None
         except OSError as exc:
             findings.append(Finding("CUSTOM_DATA_UNREADABLE", f"cannot read --custom-data file '{value}': {exc.strerror}",
                                     "check the path and its permissions", field="custom_data"))
+            return None
+        if len(raw) > 4 * MAX_CUSTOM_DATA_BYTES:
+            findings.append(Finding("CUSTOM_DATA_TOO_LARGE", f"--custom-data file '{value}' is larger than "
+                                    f"{4 * MAX_CUSTOM_DATA_BYTES:,} bytes; Azure takes at most {MAX_CUSTOM_DATA_BYTES:,} "
+                                    "bytes of custom data", "keep --custom-data small: download larger setup from "
+                                    "storage in a script", field="custom_data"))
             return None
         try:
             text = raw.decode("utf-8")

@@ -6,7 +6,7 @@ from typing import Any
 
 from .images import catalog
 from .profiles import Profile, Size, list_profiles
-from .sources import cite
+from .sources import cite, describe_seed, seed_title
 
 
 def profile_row(profile: Profile) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def profile_row(profile: Profile) -> dict[str, Any]:
         "infiniband": f"{default.ib_ports} x {default.ib_rate_gbps} Gb/s" if default.infiniband else "no",
         "arch": default.arch,
         "retired": default.retired or "",
-        "seeds": list(profile.seeds),
+        "seeds": [seed_title(s) for s in profile.seeds],
     }
 
 
@@ -59,7 +59,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         "id": profile.id,
         "series": profile.series,
         "description": profile.description,
-        "seeds": list(profile.seeds),
+        "seeds": [describe_seed(s) for s in profile.seeds],
         "default_size": profile.default_size,
         "sizes": [size_detail(s) for s in profile.sizes],
         "images": {
@@ -79,7 +79,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         "scale_set": _cited(profile.scale_set),
         "placement": _cited(profile.placement or {}),
         "discrepancies": [
-            {"seed": d.seed, "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
+            {"seed": seed_title(d.seed), "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
             for d in profile.discrepancies
         ],
     }
@@ -96,3 +96,9 @@ def image_rows(profile_id: str | None = None) -> list[dict[str, Any]]:
             "series": list(img.series), "legacy": img.legacy, "verified": img.verified,
         })
     return rows
+
+
+def image_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `images list -o table` shows: one line per image; the legacy note only as a flag
+    (-o json has it in full)."""
+    return [{**row, "legacy": "yes" if row["legacy"] else ""} for row in rows]

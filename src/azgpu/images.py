@@ -193,7 +193,7 @@ def catalog() -> dict[str, Image]:
         for key in ("name", "urn", "generations", "architecture", "source"):
             if key not in entry:
                 raise ProfileError(f"{where}: missing key '{key}'")
-        if not URN_RE.match(entry["urn"]):
+        if not URN_RE.fullmatch(entry["urn"]):
             raise ProfileError(f"{where}: 'urn' {entry['urn']!r} is not publisher:offer:sku:version")
         fields = dict(entry)
         for key in ("generations", "series"):
@@ -232,7 +232,7 @@ def resolve(ref: str) -> Image:
             raise InputError(f"image '{ref}' is not an image ID azgpu knows", code="INVALID_IMAGE_ID",
                              remedy=f"pass one of these forms: {forms}")
         return Image(name=ref, urn=ref, known=False, verified=False, image_id=image_id)
-    if URN_RE.match(ref):
+    if URN_RE.fullmatch(ref):
         found = _by_urn().get(_key(ref))
         if found:
             if found.version.lower() != ref.split(":")[3].lower():

@@ -47,7 +47,7 @@ def check(kind: str, name: str) -> str | None:
     rule = RULES[kind]
     if not rule.min_len <= len(name) <= rule.max_len:
         return f"{rule.kind} name '{name}' has {len(name)} characters; Azure allows {rule.min_len}-{rule.max_len}"
-    if not rule.pattern.match(name) or name.isdigit():
+    if not rule.pattern.fullmatch(name) or name.isdigit():  # fullmatch: "$" lets a final newline through
         return f"{rule.kind} name '{name}' is not allowed: {rule.describe}"
     return None
 

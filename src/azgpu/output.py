@@ -55,20 +55,48 @@ def _scalar(value: Any) -> str:
 
 
 WIDE = 60
+# Column and row names: snake_case keys read as words, with the acronyms and units spelled as
+# people write them ('gpus' is GPUs, 'ib_domain' IB domain), not 'Gpus' or 'Ib Domain'.
+WORDS = {
+    "gpu": "GPU", "gpus": "GPUs", "vcpus": "vCPUs", "cpus": "CPUs", "ib": "IB", "id": "ID", "ids": "IDs",
+    "ip": "IP", "ips": "IPs", "os": "OS", "urn": "URN", "hpc": "HPC", "ofed": "OFED", "cuda": "CUDA",
+    "nccl": "NCCL", "gib": "GiB", "gb": "GB", "gbps": "Gb/s", "nics": "NICs", "nic": "NIC", "sku": "SKU",
+    "vm": "VM", "vms": "VMs", "vmss": "VMSS", "infiniband": "InfiniBand", "url": "URL", "api": "API",
+}
+
+
+def header(key: str) -> str:
+    words = [WORDS.get(w.lower(), w) for w in str(key).split("_") if w]
+    if words and words[0] == words[0].lower():
+        words[0] = words[0][:1].upper() + words[0][1:]
+    return " ".join(words)
+
+
+def listing(items, limit: int = 6) -> str:
+    """Names for a message: all of a few, the first few and a count of many (100 scale sets)."""
+    items = [str(i) for i in items]
+    if len(items) <= limit:
+        return ", ".join(items)
+    return f"{', '.join(items[:limit - 1])} and {len(items) - limit + 1} more"
+
+
+def _empty(value: Any) -> bool:
+    return isinstance(value, (list, dict)) and not value
 
 
 def _records(rows: list[dict], columns: list[str]) -> str:
     """Rows with long text (discrepancies, findings) as blocks of 'key  value' lines: nothing cut."""
-    width = max(len(c) for c in columns)
+    width = max(len(header(c)) for c in columns)
     blocks = []
     for row in rows:
-        lines = [f"{c.replace('_', ' ').title().ljust(width)}  {' '.join(_scalar(row.get(c)).split())}" for c in columns
+        lines = [f"{header(c).ljust(width)}  {' '.join(_scalar(row.get(c)).split())}" for c in columns
                  if _scalar(row.get(c))]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _grid(rows: list[dict]) -> str:
+def _grid(rows: list[dict], top: bool = False) -> str:
+    """Rows as a table; a nested section with long text as records (top-level lists stay tables)."""
     columns: list[str] = []
     for row in rows:
         for key, value in row.items():
@@ -76,10 +104,12 @@ def _grid(rows: list[dict]) -> str:
                     isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
                 columns.append(key)
     cells = [[" ".join(_scalar(row.get(c)).split()) for c in columns] for row in rows]
-    if any(len(v) > WIDE and v.count(" ") >= 8 for r in cells for v in r):  # prose, not a list of names
+    prose = any(isinstance(row.get(c), str) and len(row[c]) > WIDE and row[c].count(" ") >= 8 for row in rows
+                for c in columns)  # long text (a message), not a list of names joined by ', '
+    if prose and not top:
         return _records(rows, columns)
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    head = "  ".join(c.replace("_", " ").title().ljust(w) for c, w in zip(columns, widths))
+    widths = [max([len(header(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    head = "  ".join(header(c).ljust(w) for c, w in zip(columns, widths))
     rule = "  ".join("-" * w for w in widths)
     body = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join([head.rstrip(), rule, *body])
@@ -88,34 +118,48 @@ def _grid(rows: list[dict]) -> str:
 def to_table(result: Any) -> str:
     if isinstance(result, list):
         if result and all(isinstance(r, dict) for r in result):
-            return _grid(result)
+            return _grid(result, top=True)
+        if result and all(isinstance(r, (list, tuple)) for r in result):  # --query 'x[].[a, b]'
+            return _grid([{f"column{i + 1}": v for i, v in enumerate(r)} for r in result], top=True)
         return "\n".join(_scalar(r) for r in result)
     if isinstance(result, dict):
         parts, scalars = [], []
         for key, value in result.items():
-            if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-                parts.append(f"\n{key.replace('_', ' ').title()}\n{_grid(value)}")
-            elif isinstance(value, dict) and value and any(isinstance(v, (dict, list)) for v in value.values()):
-                parts.append(f"\n{key.replace('_', ' ').title()}\n{to_table(value)}")
+            if _empty(value):
+                continue  # an empty list (no findings, no notes) is no row
+            if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+                parts.append(f"\n{header(key)}\n{_grid(value)}")
+            elif isinstance(value, dict) and any(isinstance(v, (dict, list)) for v in value.values()):
+                parts.append(f"\n{header(key)}\n{to_table(value)}")
             else:
-                scalars.append((key, _scalar(value)))
+                scalars.append((header(key), _scalar(value)))
         width = max((len(k) for k, _ in scalars), default=0)
-        head = "\n".join(f"{k.replace('_', ' ').title().ljust(width)}  {v}" for k, v in scalars)
+        head = "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in scalars)
         return (head + "".join(parts)).strip("\n")
     return _scalar(result)
 
 
 def to_tsv(result: Any) -> str:
+    """az's tsv: one line per item of a list, its values separated by tabs, nested objects left out."""
     if isinstance(result, list):
-        return "\n".join(to_tsv(r) for r in result)
-    if isinstance(result, dict):
-        return "\t".join(_scalar(v) for v in result.values() if not isinstance(v, (dict, list)) or
+        return "\n".join(_tsv_row(r) for r in result)
+    return _tsv_row(result)
+
+
+def _tsv_row(value: Any) -> str:
+    if isinstance(value, dict):
+        return "\t".join(_scalar(v) for v in value.values() if not isinstance(v, (dict, list)) or
                          (isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v)))
-    return _scalar(result)
+    if isinstance(value, (list, tuple)):
+        return "\t".join(_scalar(v) for v in value if not isinstance(v, (dict, list)))
+    return _scalar(value)
 
 
-def render(result: Any, fmt: str, query: str | None = None) -> str:
-    """The text to print on stdout ('' for none)."""
+def render(result: Any, fmt: str, query: str | None = None, table=None) -> str:
+    """The text to print on stdout ('' for none). table: what -o table shows of the result when no
+    --query chose (az's table transformers): a summary of the columns that fit on a screen."""
+    if fmt == "table" and table is not None and not query:
+        result = table(result)
     result = apply_query(result, query)
     if fmt == "none":
         return ""

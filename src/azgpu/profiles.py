@@ -224,9 +224,15 @@ def _sources(value: Any, where: str) -> tuple[str, ...]:
     if keys:
         unknown = [k for k in keys if not known_source(k)]
         if unknown:
-            raise ProfileError(f"{where}: unknown source(s) {unknown}: add them to profiles/sources.toml or cite seed:<file>")
+            raise ProfileError(f"{where}: unknown source(s) {unknown}: add them to profiles/sources.toml (seed:<file> to profiles/seeds.toml)")
         return keys
     raise ProfileError(f"{where}: 'source' must name a source (a key of profiles/sources.toml or seed:<file>)")
+
+
+def _seed(name: Any, where: str) -> str:
+    if not isinstance(name, str) or not known_source(f"seed:{name}"):
+        raise ProfileError(f"{where}: unknown seed document {name!r}: add it to profiles/seeds.toml")
+    return name
 
 
 def _fact(raw: Any, name: str, where: str, table: dict | None = None) -> Fact:
@@ -363,7 +369,7 @@ def parse_profile(data: dict, path: str) -> Profile:
         _check_keys(d, {"seed", "claim", "documented", "source"}, w)
         discrepancies.append(
             Discrepancy(
-                _require(d, "seed", str, w),
+                _seed(_require(d, "seed", str, w), f"{w}.seed"),
                 _require(d, "claim", str, w),
                 _require(d, "documented", str, w),
                 _sources(d.get("source"), f"{w}.source"),
@@ -388,7 +394,7 @@ def parse_profile(data: dict, path: str) -> Profile:
         id=_require(data, "id", str, where),
         series=_require(data, "series", str, where),
         description=data.get("description", ""),
-        seeds=tuple(data.get("seeds", ())),
+        seeds=tuple(_seed(s, f"{where} seeds") for s in data.get("seeds", ())),
         default_size=_require(data, "default_size", str, where),
         sizes=sizes,
         default_image=_require(images, "default", str, f"{where} [images]"),
@@ -418,7 +424,7 @@ def profiles_dir() -> Path:
 
 
 def profile_ids() -> list[str]:
-    return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.stem not in ("images", "sources", "regions"))
+    return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.stem not in ("images", "sources", "regions", "seeds"))
 
 
 def _read_toml(path: Path) -> dict:

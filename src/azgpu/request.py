@@ -6,6 +6,9 @@ business, so that every finding (bad type or broken rule) is reported at once.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -73,79 +76,177 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+# Whole numbers and decimals in ASCII only: Python's int() and float() also take '1_000', Arabic-Indic
+# digits, 'nan' and 'inf', none of which a person means as a node count or a price.
+INT_RE = re.compile(r"[+-]?[0-9]+")
+FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# Bytes that were not UTF-8 arrive as lone surrogates (Python's surrogateescape): not text.
+NOT_TEXT = re.compile(r"[\ud800-\udfff]")
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message shows it: one line, no control characters, not too long."""
+    text = ascii(value) if isinstance(value, str) and not value.isprintable() else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _to_int(key: str, value: Any, findings: list[Finding]) -> int | None:
-    if isinstance(value, bool):
-        value = str(value)
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        findings.append(Finding(
-            f"INVALID_{key.upper()}",
-            f"{_flag(key)} must be a whole number, not {value!r}",
-            f"pass a whole number, e.g. {_flag(key)} 4",
-            field=key,
-        ))
-        return None
+    digits = isinstance(value, str) and INT_RE.fullmatch(value.strip())
+    if digits and len(value.strip()) <= 30:  # far beyond any limit, short of int()'s own 4300-digit error
+        return int(value.strip())
+    findings.append(Finding(
+        f"INVALID_{key.upper()}",
+        f"{_flag(key)} {_shown(value)} is far too large" if digits else
+        f"{_flag(key)} must be a whole number, not {_shown(value)}",
+        f"pass a whole number, e.g. {_flag(key)} 4",
+        field=key,
+    ))
+    return None
 
 
 def _to_bool(key: str, value: Any, findings: list[Finding]) -> bool:
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
     if text in ("1", "true", "yes", "on"):
         return True
     if text in ("0", "false", "no", "off", ""):
         return False
-    findings.append(Finding(f"INVALID_{key.upper()}", f"{_flag(key)} must be true or false, not {value!r}",
+    findings.append(Finding(f"INVALID_{key.upper()}", f"{_flag(key)} must be true or false, not {_shown(value)}",
                             "use true or false", field=key))
     return False
 
 
 def _to_float(key: str, value: Any, findings: list[Finding]) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        findings.append(Finding(f"INVALID_{key.upper()}", f"{_flag(key)} must be a number, not {value!r}",
-                                f"pass a number, e.g. {_flag(key)} -1 (pay up to the on-demand price)", field=key))
-        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)  # nan and inf too: the rules say why a price cannot be either
+    if isinstance(value, str) and FLOAT_RE.fullmatch(value.strip()):
+        return float(value.strip())
+    findings.append(Finding(f"INVALID_{key.upper()}", f"{_flag(key)} must be a number, not {_shown(value)}",
+                            f"pass a number, e.g. {_flag(key)} -1 (pay up to the on-demand price)", field=key))
+    return None
+
+
+def _tag_error(message: str) -> Finding:
+    return Finding("INVALID_TAG", message, 'write tags as --tag team=ml, or in a cluster file as [tags] team = "ml"',
+                   field="tags")
 
 
 def _tags(value: Any, findings: list[Finding]) -> dict[str, str]:
+    """Tags from a table (cluster file, Python), 'key=value' text or a list of them (--tag)."""
+    out: dict[str, str] = {}
     if isinstance(value, dict):
-        return {str(k): str(v) for k, v in value.items()}
-    items = [value] if isinstance(value, str) else list(value or ())
-    out = {}
+        for key, val in value.items():
+            if isinstance(key, str) and isinstance(val, str):
+                out[key] = val
+            else:
+                findings.append(_tag_error(f"tag {_shown(key)} = {_shown(val)}: tag names and values are text"))
+        return out
+    if isinstance(value, str):
+        items = [value]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        findings.append(_tag_error(f"tags must be a table or a list of 'key=value', not {_shown(value)}"))
+        return out
     for item in items:
-        key, sep, val = str(item).partition("=")
+        key, sep, val = item.partition("=") if isinstance(item, str) else ("", "", "")
         if not sep or not key.strip():
-            findings.append(Finding("INVALID_TAG", f"--tag {item!r} is not key=value", "write tags as --tag team=ml",
+            findings.append(Finding("INVALID_TAG", f"--tag {_shown(item)} is not key=value", "write tags as --tag team=ml",
                                     field="tags"))
             continue
         out[key.strip()] = val.strip()
     return out
 
 
+def _merge_tags(earlier: dict[str, str], later: dict[str, str]) -> dict[str, str]:
+    """Later tags win per name; Azure compares tag names without case, so 'Team' replaces 'team'."""
+    replaced = {k.lower() for k in later}
+    return {**{k: v for k, v in earlier.items() if k.lower() not in replaced}, **later}
+
+
+# A public key file is a line or two; anything bigger (or a device, a FIFO) is not one, and reading
+# it whole could exhaust memory (/dev/zero) or block forever (a FIFO nobody writes to).
+MAX_KEY_FILE = 64 * 1024
+MAX_CLUSTER_FILE = 1024 * 1024
+
+
+def looks_private(text: str) -> bool:
+    """OpenSSH/PEM private keys, PuTTY key files, or a bare OpenSSH private key body."""
+    if text.startswith(("ssh-", "ecdsa-", "sk-")) and "\n" not in text.strip():
+        return False  # one public key line, whatever its comment says
+    return ("PRIVATE KEY" in text or text.lstrip().startswith("PuTTY-User-Key-File")
+            or "b3BlbnNzaC1rZXktdjE" in text)  # base64 of the private format's magic 'openssh-key-v1'
+
+
+def read_bounded(path: Path, limit: int = MAX_KEY_FILE) -> bytes:
+    """At most limit + 1 bytes of a regular file, without blocking on FIFOs or devices."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
+            raise IsADirectoryError(kind)
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_ssh_key(value: str, findings: list[Finding]) -> str | None:
-    """A literal OpenSSH public key, or the path of a file holding one."""
+    """A literal OpenSSH public key, or the path of a file holding one. Key material never appears
+    in a finding: a private key passed by mistake must not end up in a terminal or a CI log."""
     text = value.strip()
+    if looks_private(text):
+        findings.append(Finding("SSH_KEY_PRIVATE", "the --ssh-key value looks like a private key; azgpu needs the "
+                                "public key (and never prints or stores a private one)",
+                                "pass the public key file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
+        return None
     if text.startswith(("ssh-", "ecdsa-", "sk-")):
         return text
+    if not text or "\n" in text or len(text) > 4096 or NOT_TEXT.search(text) or "\0" in text:
+        findings.append(Finding("INVALID_SSH_KEY", "the --ssh-key value is neither an OpenSSH public key nor the path "
+                                "of a file", "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
+        return None
     path = Path(text).expanduser()
+    shown = _shown(text)
     try:
-        content = path.read_text().strip()
+        raw = read_bounded(path)
     except FileNotFoundError:
-        findings.append(Finding("SSH_KEY_NOT_FOUND", f"SSH public key file '{text}' does not exist",
+        findings.append(Finding("SSH_KEY_NOT_FOUND", f"SSH public key file {shown} does not exist",
                                 "pass an existing .pub file or the key itself: --ssh-key ~/.ssh/id_ed25519.pub "
                                 "(create one with ssh-keygen -t ed25519)", field="ssh_key"))
         return None
+    except IsADirectoryError as exc:
+        findings.append(Finding("SSH_KEY_UNREADABLE", f"SSH public key file {shown} is {exc.args[0] if exc.args else 'a directory'}",
+                                "pass the path of a .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
+        return None
     except OSError as exc:
-        findings.append(Finding("SSH_KEY_UNREADABLE", f"cannot read SSH public key file '{text}': {exc.strerror}",
+        findings.append(Finding("SSH_KEY_UNREADABLE", f"cannot read SSH public key file {shown}: {exc.strerror}",
                                 "check the path and its permissions", field="ssh_key"))
         return None
-    if "PRIVATE KEY" in content:
-        findings.append(Finding("SSH_KEY_PRIVATE", f"'{text}' is a private key; azgpu needs the public key",
+    if len(raw) > MAX_KEY_FILE:
+        findings.append(Finding("INVALID_SSH_KEY", f"SSH public key file {shown} is larger than {MAX_KEY_FILE // 1024} KiB: "
+                                "not a public key", "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
+                                field="ssh_key"))
+        return None
+    try:
+        content = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        findings.append(Finding("INVALID_SSH_KEY", f"SSH public key file {shown} is not text (binary or not UTF-8): "
+                                "not an OpenSSH public key", "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
+                                field="ssh_key"))
+        return None
+    if looks_private(content):
+        findings.append(Finding("SSH_KEY_PRIVATE", f"{shown} is a private key; azgpu needs the public key",
                                 f"pass the .pub file instead, e.g. --ssh-key {text}.pub", field="ssh_key"))
         return None
     return content
@@ -193,16 +294,23 @@ def default_ssh_key() -> str | None:
 
 
 def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "", **values: Any) -> Request:
-    """A Request from a mapping (cluster file, CLI) and/or keyword values; never raises for bad values."""
-    raw = {**(mapping or {}), **values}
+    """A Request from a mapping (cluster file, CLI) and/or keyword values; never raises for bad values.
+
+    Keyword values override the mapping's, except tags, which merge: a keyword tag replaces only the
+    mapping's tag of the same name (as --tag does over a cluster file's [tags]).
+    """
     findings: list[Finding] = []
+    raw = {**(mapping or {}), **values}
     generate = raw.get("generate_ssh_keys", raw.get("generate-ssh-keys"))
     if generate is not None and _to_bool("generate_ssh_keys", generate, []):
-        _generate_ssh_keys(raw, findings)
+        _generate_ssh_keys(raw, findings)  # names the key it made, or the one that exists, when none was given
+        if raw.get("ssh_key") is not None and all(
+                source.get(k) is None for source in (mapping or {}, values) for k in ("ssh_key", "ssh-key")):
+            values = {**values, "ssh_key": raw["ssh_key"]}
     clean: dict[str, Any] = {}
     where = f" in {origin}" if origin else ""
-    for key, value in raw.items():
-        name = key.replace("-", "_")
+    for key, value in [*(mapping or {}).items(), *values.items()]:
+        name = key.replace("-", "_") if isinstance(key, str) else str(key)
         if name == "tag":
             name = "tags"
         if name == "identity":
@@ -211,9 +319,9 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
             import difflib  # only for suggestions on an error: not on every start
             near = difflib.get_close_matches(name, sorted(KEYS), n=1, cutoff=0.6)
             hint = f"did you mean '{near[0].replace('_', '-')}'? " if near else ""
-            findings.append(Finding("UNKNOWN_KEY", f"unknown key '{key}'{where}",
+            findings.append(Finding("UNKNOWN_KEY", f"unknown key {_shown(key)}{where}",
                                     f"{hint}allowed keys: {', '.join(sorted(k.replace('_', '-') for k in KEYS))}",
-                                    field=key))
+                                    field=str(key)))
             continue
         if value is None:
             continue
@@ -224,19 +332,25 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
         elif name in FLOATS:
             value = _to_float(name, value, findings)
         elif name == "tags":
-            value = _tags(value, findings)
-        elif name == "ssh_key":
-            value = read_ssh_key(str(value), findings)
+            value = _merge_tags(clean.get("tags", {}), _tags(value, findings))
         elif name == "identities":
             value = _identities(value, findings)
-        elif name == "custom_data" and isinstance(value, str):
-            from .cloud_init import read_custom_data
-
-            value = read_custom_data(value, findings)
+        elif name == "zone" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # zone = 1 in a cluster file means zone "1"
         elif not isinstance(value, str):
-            findings.append(Finding(f"INVALID_{name.upper()}", f"{_flag(name)} must be text, not {value!r}{where}",
+            findings.append(Finding(f"INVALID_{name.upper()}", f"{_flag(name)} must be text, not {_shown(value)}{where}",
                                     f"quote the value{where}", field=name))
             continue
+        elif NOT_TEXT.search(value):
+            findings.append(Finding(f"INVALID_{name.upper()}", f"{_flag(name)} is not text: it holds bytes that are not "
+                                    f"UTF-8{where}", f"pass {_flag(name)} as UTF-8 text", field=name))
+            continue
+        elif name == "ssh_key":
+            value = read_ssh_key(value, findings)
+        elif name == "custom_data":
+            from .cloud_init import read_custom_data  # only when asked
+
+            value = read_custom_data(value, findings)
         if value is not None:
             clean[name] = value
     if "profile" not in clean:
@@ -244,7 +358,8 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
             findings.append(Finding("MISSING_PROFILE", "no profile given",
                                     "pass --profile ID or --size SIZE ('provision profiles list')", field="profile"))
         clean["profile"] = ""
-    if "ssh_key" not in clean and "ssh_key" not in raw:
+    given = {str(k).replace("-", "_") for k in [*(mapping or {}), *values]}
+    if "ssh_key" not in clean and "ssh_key" not in given:
         default = default_ssh_key()
         if default:
             clean["ssh_key"] = read_ssh_key(default, findings)
@@ -255,20 +370,26 @@ def read_cluster_file(path: str) -> dict[str, Any]:
     """A cluster file (TOML) whose keys are the long flag names; raises InputError when unreadable."""
     file = Path(path).expanduser()
     try:
-        with file.open("rb") as fh:
-            data = tomllib.load(fh)
+        raw = read_bounded(file, limit=MAX_CLUSTER_FILE)
+        if len(raw) > MAX_CLUSTER_FILE:
+            raise InputError(f"cluster file {_shown(path)} is larger than {MAX_CLUSTER_FILE // 1024} KiB: not a cluster file",
+                             code="CLUSTER_FILE_INVALID", remedy="pass a cluster file such as examples/nd-a100-v4.toml")
+        data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(f"cluster file '{path}' does not exist", code="CLUSTER_FILE_NOT_FOUND",
                          remedy="check the path given to -f/--file") from None
-    except IsADirectoryError:
-        raise InputError(f"cluster file '{path}' is a directory", code="CLUSTER_FILE_UNREADABLE",
-                         remedy="pass the path of a .toml file to -f/--file") from None
+    except IsADirectoryError as exc:
+        raise InputError(f"cluster file {_shown(path)} is {exc.args[0] if exc.args else 'a directory'}",
+                         code="CLUSTER_FILE_UNREADABLE", remedy="pass the path of a .toml file to -f/--file") from None
     except OSError as exc:
         raise InputError(f"cannot read cluster file '{path}': {exc.strerror}", code="CLUSTER_FILE_UNREADABLE",
                          remedy="check the file's permissions") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"cluster file '{path}' is not valid TOML: {exc}", code="CLUSTER_FILE_INVALID",
                          remedy="fix the TOML syntax (see examples/*.toml)") from None
+    except ValueError:  # a NUL in the path (possible from Python, not from a shell)
+        raise InputError(f"cluster file {_shown(path)} is not a valid path", code="CLUSTER_FILE_NOT_FOUND",
+                         remedy="check the path given to -f/--file") from None
     nested = [k for k, v in data.items() if isinstance(v, dict) and k not in ("tags", "tag")]
     if nested:
         raise InputError(f"cluster file '{path}' has table(s) {nested}; only top-level keys and [tags] are allowed",

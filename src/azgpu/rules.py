@@ -261,7 +261,7 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
     if size.infiniband and len(ctx.scale_sets) > 1:
         yield _f("IB_DOMAIN_SPLIT",
                  f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(ctx.scale_sets)} scale sets "
-                 f"({', '.join(map(str, ctx.scale_sets))}); InfiniBand does not span scale sets",
+                 f"({_counts(ctx.scale_sets)}); InfiniBand does not span scale sets",
                  "schedule tightly coupled jobs within one scale set (the outputs group nodes per domain), "
                  "or raise --max-ib-domain up to 300 after Azure support raised the limit",
                  ("D-setupib", "D-vmss-pg"), "warning", "nodes")
@@ -273,6 +273,14 @@ def _rack_multiple(profile: Profile) -> tuple[int, tuple[str, ...]] | None:
         if rule.name == "rack_multiple":
             return int(rule.args["multiple"]), rule.source
     return None
+
+
+def _counts(sizes: list[int]) -> str:
+    """Scale-set sizes as '100 x 100 + 1 x 50': readable at 10,000 nodes too."""
+    groups: dict[int, int] = {}
+    for n in sizes:
+        groups[n] = groups.get(n, 0) + 1
+    return " + ".join(f"{count} x {size} VMs" for size, count in groups.items())
 
 
 def ofed(ctx: Context) -> Iterator[Finding]:

@@ -31,10 +31,34 @@ def sources() -> dict[str, Source]:
     return out
 
 
+@cache
+def seeds() -> dict[str, dict[str, str]]:
+    """The seed documents (profiles/seeds.toml): file name -> title and role."""
+    try:
+        raw = read_toml(data_dir("profiles") / "seeds.toml")
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"seeds.toml: not valid TOML: {exc}") from None
+    for name, entry in raw.items():
+        if not isinstance(entry, dict) or not entry.get("title") or not entry.get("role"):
+            raise ProfileError(f"seeds.toml: [\"{name}\"] needs 'title' and 'role'")
+    return raw
+
+
+def seed_title(name: str) -> str:
+    """A seed document by its title (its file name means nothing to a user, who cannot open it)."""
+    entry = seeds().get(name)
+    return entry["title"] if entry else name
+
+
+def describe_seed(name: str) -> str:
+    entry = seeds().get(name)
+    return f"seed document '{entry['title']}' ({entry['role']})" if entry else f"seed document {name}"
+
+
 def describe_source(key: str) -> str:
     """A source key as a person reads it: title and address."""
     if key.startswith("seed:"):
-        return f"seed document {key[5:]} (../shared/seeds)"
+        return describe_seed(key[5:])
     src = sources().get(key)
     return f"{src.title} <{src.url}>" if src else key
 
@@ -44,5 +68,5 @@ def cite(keys: tuple[str, ...] | list[str]) -> str:
 
 
 def known_source(key: str) -> bool:
-    return key.startswith("seed:") or key in sources()
+    return key[5:] in seeds() if key.startswith("seed:") else key in sources()
 

@@ -26,9 +26,10 @@ RESERVED_USERNAMES = {
     "server", "sql", "support", "support_388945a0", "sys", "test2", "test3", "user4", "user5",
 }
 SSH_KEY_RE = re.compile(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|sk-ssh-ed25519@openssh\.com|"
-                        r"sk-ecdsa-sha2-nistp256@openssh\.com) ([A-Za-z0-9+/]+={0,3})(?: .*)?$")
-SUBNET_ID_RE = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\.Network/"
-                          r"virtualNetworks/[^/]+/subnets/[^/]+$", re.IGNORECASE)
+                        r"sk-ecdsa-sha2-nistp256@openssh\.com) ([A-Za-z0-9+/]+={0,3})(?: [^\x00-\x1f\x7f]*)?$")
+SUBNET_ID_RE = re.compile(r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Network/"
+                          r"virtualNetworks/(?P<vnet>[^/]+)/subnets/(?P<subnet>[^/]+)", re.IGNORECASE)
+SUBSCRIPTION_RE = re.compile(r"[0-9A-Za-z-]{1,64}")  # a GUID in Azure; its characters at least
 INTERNET = {"*", "internet", "any", "0.0.0.0/0"}
 IDENTITY_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.ManagedIdentity/"
                             r"userAssignedIdentities/[^/\s]+$", re.IGNORECASE)
@@ -116,7 +117,7 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
                          "pass --ssh-key ~/.ssh/id_ed25519.pub (create one with ssh-keygen -t ed25519)", "ssh_key")]
         return [_err("SSH_KEY_NOT_SET", "no SSH public key given: main.parameters.json leaves sshPublicKey for you to fill",
                      "pass --ssh-key PATH to fill it", "ssh_key", severity="warning")]
-    match = SSH_KEY_RE.match(key.strip())
+    match = SSH_KEY_RE.fullmatch(key.strip())
     valid = bool(match)
     if match:
         try:
@@ -129,6 +130,25 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
     return []
 
 
+def _check_subnet_id(subnet_id: str) -> list[Finding]:
+    """A subnet resource ID whose every segment has only the characters Azure allows there: anything
+    else (quotes, brackets, spaces, control characters) cannot name a subnet and would end up in
+    templates and request URLs."""
+    match = SUBNET_ID_RE.fullmatch(subnet_id)
+    problems = []
+    if match:
+        if not SUBSCRIPTION_RE.fullmatch(match["sub"]):
+            problems.append(f"subscription '{match['sub']}' is not a subscription ID")
+        problems += [p for kind in ("resource_group", "vnet", "subnet")
+                     if (p := naming.check(kind, match[{"resource_group": "rg"}.get(kind, kind)]))]
+    if match and not problems:
+        return []
+    detail = f": {'; '.join(problems)}" if problems else ""
+    return [_err("INVALID_SUBNET_ID", f"--subnet-id {subnet_id!r} is not a subnet resource ID{detail}",
+                 "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/SUBNET",
+                 "subnet_id", naming.NAMING_SOURCE)]
+
+
 def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.IPv4Network | None, str | None]:
     out: list[Finding] = []
     vnet = None
@@ -137,10 +157,7 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
         out.append(_err("CONFLICTING_NETWORK", "--vnet-address-prefix and --subnet-id exclude each other",
                         "pass --subnet-id to use an existing subnet, or --vnet-address-prefix for a new network", "subnet_id"))
     if req.subnet_id:
-        if not SUBNET_ID_RE.match(req.subnet_id):
-            out.append(_err("INVALID_SUBNET_ID", f"'{req.subnet_id}' is not a subnet resource ID",
-                            "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/SUBNET",
-                            "subnet_id"))
+        out += _check_subnet_id(req.subnet_id)
     else:
         prefix = req.vnet_address_prefix or DEFAULT_VNET_PREFIX
         try:
@@ -183,18 +200,68 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
     return out, vnet, ssh_source
 
 
+# Azure's tag limits (Microsoft Learn, tag-resources, "Limitations"): 50 name/value pairs per
+# resource, names up to 512 characters without <>%&\?/, values up to 256 characters; names are
+# case-insensitive for operations, so two names differing only in case are one tag.
+MAX_TAGS = 50
+MAX_TAG_NAME = 512
+MAX_TAG_VALUE = 256
+TAG_NAME_FORBIDDEN = set("<>%&\\?/")
+# The tags azgpu puts on every resource it creates (plan.cluster_tags): they count against the 50.
+OWN_TAGS = 3
+# Control characters (and lone surrogates: bytes that were not UTF-8) break logs, terminals and the
+# templates a person reviews; no tag needs them.
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 def _check_tags(tags: dict[str, str]) -> list[Finding]:
     out = []
+    seen: dict[str, str] = {}
     for key, value in tags.items():
+        shown = ascii(key) if UNPRINTABLE.search(key) else f"'{key[:80]}{'...' if len(key) > 80 else ''}'"
         if key.lower() in RESERVED_TAGS:
-            out.append(_err("RESERVED_TAG", f"tag '{key}' is set by azgpu to find its resources", "choose another tag name",
+            out.append(_err("RESERVED_TAG", f"tag {shown} is set by azgpu to find its resources", "choose another tag name",
                             "tags"))
-        elif len(key) > 512 or len(value) > 256 or set(key) & set("<>%&\\?/"):
-            out.append(_err("INVALID_TAG", f"tag '{key}' breaks Azure's tag rules (name <= 512 characters without <>%&\\?/, "
-                            "value <= 256)", "shorten or rename the tag", "tags", "D-tags"))
-    if len(tags) + len(RESERVED_TAGS) > 50:
-        out.append(_err("INVALID_TAG", f"{len(tags)} tags: Azure allows 50 per resource and azgpu uses {len(RESERVED_TAGS)}",
-                        "pass fewer --tag options", "tags", "D-tags"))
+        elif not key.strip():
+            out.append(_err("INVALID_TAG", "a tag has an empty name", "write tags as --tag team=ml", "tags", "D-tags"))
+        elif len(key) > MAX_TAG_NAME:
+            out.append(_err("INVALID_TAG", f"tag name {shown} has {len(key)} characters; Azure allows {MAX_TAG_NAME}",
+                            "shorten the tag name", "tags", "D-tags"))
+        elif set(key) & TAG_NAME_FORBIDDEN:
+            out.append(_err("INVALID_TAG", f"tag name {shown} contains {''.join(sorted(set(key) & TAG_NAME_FORBIDDEN))}: "
+                            "Azure forbids < > % & \\ ? / in tag names", "rename the tag", "tags", "D-tags"))
+        elif UNPRINTABLE.search(key) or UNPRINTABLE.search(value):
+            out.append(_err("INVALID_TAG", f"tag {shown} has control characters or bytes that are not UTF-8 text in its "
+                            "name or value", "use printable text in tag names and values", "tags"))
+        elif len(value) > MAX_TAG_VALUE:
+            out.append(_err("INVALID_TAG", f"the value of tag {shown} has {len(value)} characters; Azure allows "
+                            f"{MAX_TAG_VALUE}", "shorten the value", "tags", "D-tags"))
+        elif key.lower() in seen:
+            out.append(_err("DUPLICATE_TAG", f"tags {seen[key.lower()]!r} and {key!r} are one tag: Azure compares tag "
+                            "names without case", "keep one of them", "tags", "D-tags"))
+        seen.setdefault(key.lower(), key)
+    if len(tags) + OWN_TAGS > MAX_TAGS:
+        out.append(_err("TOO_MANY_TAGS", f"{len(tags)} tags: Azure allows {MAX_TAGS} per resource and azgpu adds "
+                        f"{OWN_TAGS} of its own, so at most {MAX_TAGS - OWN_TAGS} can be given", "pass fewer tags",
+                        "tags", "D-tags"))
+    return out
+
+
+ZONES = ("1", "2", "3")
+
+
+def check_fallbacks(zones, locations) -> list[Finding]:
+    """--zones and --fallback-locations, checked before anything is created: a bad one would otherwise
+    surface only after a capacity error, once the first attempt's scale sets were already removed."""
+    out = []
+    for zone in zones or ():
+        if zone not in ZONES:
+            out.append(_err("INVALID_ZONES", f"--zones must list zones 1, 2 or 3, not {zone!r}", "e.g. --zones 1 2 3",
+                            "zone", "D-zones"))
+    for loc in locations or ():
+        for f in _check_location(loc, "create"):
+            out.append(Finding("INVALID_FALLBACK_LOCATIONS", f"--fallback-locations: {f.message}", f.remedy, f.source,
+                               f.severity, "fallback_locations"))
     return out
 
 
@@ -260,7 +327,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
 
     if not req.name:
         findings.append(_err("MISSING_NAME", "no cluster name given", "pass -n/--name, e.g. -n train01", "name"))
-    elif not naming.CLUSTER_NAME_RE.match(req.name):
+    elif not naming.CLUSTER_NAME_RE.fullmatch(req.name):
         findings.append(_err("INVALID_NAME",
                              f"cluster name '{req.name}' must be 2-50 lowercase letters, digits or hyphens, start with a letter "
                              "and end with a letter or digit", "e.g. -n train01", "name", naming.NAMING_SOURCE))
@@ -271,7 +338,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
     elif req.resource_group is not None and (problem := naming.check("resource_group", req.resource_group)):
         findings.append(_err("INVALID_RESOURCE_GROUP", problem, "e.g. -g ml-rg", "resource_group", naming.NAMING_SOURCE))
 
-    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", req.admin_username) or req.admin_username in RESERVED_USERNAMES:
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", req.admin_username) or req.admin_username in RESERVED_USERNAMES:
         findings.append(_err("INVALID_ADMIN_USERNAME",
                              f"admin username '{req.admin_username}' is reserved or not a Linux user name (1-32 lowercase "
                              "letters, digits, '_', '-')", "e.g. --admin-username azureuser", "admin_username", "D-linux-faq"))
@@ -284,7 +351,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
                              "pass --security-type Standard", "security_type", "D-tl"))
         canonical = "Standard"
     req = req.with_changes(security_type=canonical)
-    if req.zone is not None and req.zone not in ("1", "2", "3"):
+    if req.zone is not None and req.zone not in ZONES:
         findings.append(_err("INVALID_ZONE", f"--zone must be 1, 2 or 3, not '{req.zone}'", "pass --zone 1, or omit it",
                              "zone", "D-zones"))
 
@@ -309,7 +376,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
             ctx.request = req.with_changes(nodes=0)
         findings += rules.run(ctx)
         windows = bool(image and image.is_windows)
-        if req.name and naming.CLUSTER_NAME_RE.match(req.name):
+        if req.name and naming.CLUSTER_NAME_RE.fullmatch(req.name):
             for kind, derived in naming.Names(req.name).derived(len(ctx.scale_sets), windows=windows):
                 if problem := naming.check(kind, derived):
                     findings.append(_err("INVALID_DERIVED_NAME", problem, "choose a shorter -n/--name", "name",

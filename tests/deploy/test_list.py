@@ -88,7 +88,7 @@ def test_a_cluster_whose_scale_sets_are_gone_still_shows_with_no_nodes(azure, se
 def test_table_and_query(three, cli):
     rc, out, err = cli("list", "-o", "table")
     assert rc == 0, err
-    assert out.splitlines()[0].split()[:4] == ["Name", "Resource", "Group", "Location"]
+    assert out.splitlines()[0].split()[:4] == ["Name", "Resource", "group", "Location"]
     rc, out, err = cli("list", "--query", "[?total > `2`].name", "-o", "tsv")
     assert out.split() == ["c2"]
 

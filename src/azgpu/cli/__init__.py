@@ -18,7 +18,7 @@ import click
 
 from ..errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, ValidationFailed
 from . import deploy, health, listing, offline, outputs, simulate, simulate_faults
-from .options import print_findings
+from .options import one_line, print_findings
 
 DEBUG_ENV = "AZGPU_DEBUG"
 # click 8.2 renamed NoArgsIsHelp to NoArgsIsHelpError (a UsageError); click 8.1 has neither and
@@ -83,9 +83,9 @@ def _main(argv: list[str] | None) -> int:
             raise
         return EXIT_INPUT
     except AzgpuError as exc:
-        click.echo(f"ERROR: [{exc.code}] {exc.message}", err=True)
+        click.echo(f"ERROR: [{exc.code}] {one_line(exc.message)}", err=True)
         if exc.remedy:
-            click.echo(f"  remedy: {exc.remedy}", err=True)
+            click.echo(f"  remedy: {one_line(exc.remedy)}", err=True)
         if debug:
             raise
         return exc.exit_code
@@ -95,7 +95,7 @@ def _main(argv: list[str] | None) -> int:
         return 0
     except click.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "provision"
-        click.echo(f"ERROR: [USAGE] {exc.format_message()}", err=True)
+        click.echo(f"ERROR: [USAGE] {one_line(exc.format_message())}", err=True)
         click.echo(f"  remedy: see '{command} --help'", err=True)
         return EXIT_INPUT
     except click.exceptions.Exit as exc:

@@ -6,14 +6,16 @@ Importing this module is cheap: the Azure SDK is imported only inside the comman
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import click
 
 from ..errors import Finding, InputError
+from ..output import listing
 from . import options
 from .health import health_options, with_compact_health
-from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, print_finding, \
-    print_findings, request_options
+from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
+    print_finding, print_findings, request_options, validated_with
 
 
 def register(cli: click.Group) -> None:
@@ -56,18 +58,21 @@ def register(cli: click.Group) -> None:
         from ..deploy.health import UnhealthyNodes as UnhealthyNodesError
         from ..deploy.progress import progress_for
         from ..pricing import check_currency
-        from ..validate import validate
+        from ..validate import check_fallbacks
 
         if what_if_ and dry_run:
             raise InputError("--what-if and --dry-run both preview the deployment", code="CONFLICTING_OPTIONS",
                              remedy="pass one: --what-if for the changes, --dry-run for the plan and preflight")
         check_currency(currency)
         request = make_request(values)
-        spec = validate(request, command="create")  # offline findings first: nothing touches Azure on bad input
+        # Offline findings first, the flags of create itself with them: nothing touches Azure on bad input.
+        spec = validated_with(request, "create", [*check_fallbacks(zones, fallback_locations),
+                                                  *number_findings(timeout=timeout, latency=simulate_latency)])
         print_findings(spec.findings, verbose=obj["verbose"])
         if what_if_:
             _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency)
             return
+
         def ask(report: str) -> bool:
             click.echo(report, err=True)
             return click.confirm("Delete these instances and go on?", default=False, err=True)
@@ -116,7 +121,7 @@ def register(cli: click.Group) -> None:
         """Provisioning and power state per scale set and instance (exit 3 if the cluster does not exist)."""
         from ..deploy.lifecycle import status
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             emit(status(session, name, resource_group), obj)
 
@@ -130,10 +135,22 @@ def register(cli: click.Group) -> None:
         """Wait until every scale set of the cluster has succeeded (after --no-wait)."""
         from ..deploy.lifecycle import wait
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, timeout=timeout, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             interval = 0 if simulate and simulate_latency == 0 else 5
-            emit(wait(session, name, resource_group, timeout=timeout, interval=interval), obj)
+            seen: dict[str, str] = {}
+
+            def changed(cluster) -> None:  # one line per scale set whose state changed
+                for vmss in cluster.scale_sets:
+                    state = str(getattr(vmss.provisioning_state, "value", vmss.provisioning_state))
+                    if seen.get(vmss.name) != state:
+                        seen[vmss.name] = state
+                        log(f"{vmss.name}: {state}")
+
+            result = wait(session, name, resource_group, timeout=timeout, interval=interval, on_update=changed)
+            changed(SimpleNamespace(scale_sets=[SimpleNamespace(name=s["name"], provisioning_state=s["provisioning_state"])
+                                                for s in result["scale_sets"]]))
+            emit(result, obj)
 
     @cli.command("destroy")
     @click.option("-n", "--name", default=None, help="Cluster name.")
@@ -145,7 +162,7 @@ def register(cli: click.Group) -> None:
         """Delete only the resources azgpu created for this cluster (and its resource group if azgpu made it and it is empty)."""
         from ..deploy.lifecycle import destroy, find_cluster, require
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, latency=simulate_latency)
         if not yes and not sys.stdin.isatty():
             raise InputError("destroy needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
                              remedy="add --yes to delete without asking")
@@ -154,9 +171,11 @@ def register(cli: click.Group) -> None:
             if not yes:
                 items = [r.name for r in cluster.resources]
                 click.echo(f"This deletes {len(items)} resource(s) of cluster '{name}' in '{resource_group}': "
-                           f"{', '.join(items)}", err=True)
+                           f"{listing(items)}", err=True)
                 if not click.confirm("Continue?", err=True):
-                    raise click.Abort()
-            result = destroy(session, name, resource_group,
-                             on_update=(lambda kind, n, state: log(f"{n}: {state}")) if obj["verbose"] else None)
+                    # Answering no is the user's decision, not a failure or an interruption.
+                    log("destroy cancelled: nothing was deleted")
+                    return
+            # One line per resource on stderr as it goes (a CI log shows the teardown while it runs).
+            result = destroy(session, name, resource_group, on_update=lambda kind, n, state: log(f"{n}: {state}"))
         emit(result, obj)

@@ -96,7 +96,7 @@ def register(cli: click.Group) -> None:
         Run Command; exit 0 only when every node passed."""
         from ..deploy import health
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             report = health.check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout,
                                   nccl=nccl, on_node=node_logger(obj))

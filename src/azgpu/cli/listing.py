@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import InputError
 from . import options
 from .options import azure_options, common, emit
 
@@ -16,7 +17,11 @@ def register(cli: click.Group) -> None:
     def list_cmd(obj, resource_group, subscription, simulate, simulate_latency, simulate_state):
         """Every azgpu cluster: name, group, location, profile, size, nodes running/total, InfiniBand domains,
         created. One listing of the subscription (found by azgpu's tags) plus one instance listing per scale set."""
+        from .. import naming
         from ..deploy.inventory import list_clusters
 
+        if resource_group is not None and (problem := naming.check("resource_group", resource_group)):
+            # Checked before it goes into a request URL: a '/' would address another resource.
+            raise InputError(problem, code="INVALID_RESOURCE_GROUP", remedy="e.g. -g ml-rg")
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             emit(list_clusters(session, resource_group), obj)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..errors import InputError
@@ -49,9 +47,9 @@ def register(cli: click.Group) -> None:
     @common
     def images_list(obj, profile):
         """List catalog images (Azure HPC images and common marketplace images)."""
-        from ..describe import image_rows
+        from ..describe import image_rows, image_table
 
-        emit(image_rows(profile), obj)
+        emit(image_rows(profile), obj, table=image_table)
 
     @cli.command("validate")
     @request_options
@@ -102,16 +100,9 @@ def register(cli: click.Group) -> None:
 
             files["main.bicep"] = render_bicep(plan)
             files["main.bicepparam"] = render_bicepparam(plan)
-        directory = Path(out_dir)
-        if directory.exists() and not directory.is_dir():
-            raise InputError(f"--out-dir '{out_dir}' is a file", code="INVALID_OUT_DIR", remedy="pass a directory path")
+        from ..render.write import write_files
+
+        directory = write_files(out_dir, files)
         print_findings(spec.findings, verbose=obj["verbose"])
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            for name, text in files.items():
-                (directory / name).write_text(text)
-        except OSError as exc:
-            raise InputError(f"cannot write to '{out_dir}': {exc.strerror}", code="INVALID_OUT_DIR",
-                             remedy="pass a writable --out-dir") from None
         emit({"out_dir": str(directory), "files": [{"name": n, "bytes": len(t.encode())} for n, t in files.items()],
               "resources": len(plan.resources), "scale_sets": [r.name for r in plan.scale_sets]}, obj)

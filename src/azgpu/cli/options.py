@@ -4,6 +4,7 @@ cluster files, and the session (Azure or --simulate) of the commands that talk t
 from __future__ import annotations
 
 import functools
+import re
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,17 +17,34 @@ from ..output import FORMATS, check_query, render
 # ------------------------------------------------------------------------------------ printing
 
 
-def emit(result: Any, ctx_obj: dict) -> None:
-    text = render(result, ctx_obj["output"], ctx_obj["query"])
+def emit(result: Any, ctx_obj: dict, table=None) -> None:
+    """Print a result on stdout; table: the summary -o table shows (see output.render)."""
+    text = render(result, ctx_obj["output"], ctx_obj["query"], table=table)
     if text:
         click.echo(text, nl=False)
 
 
+# Private key material, whichever field it was pasted into: PEM/OpenSSH armour (to its end line, or
+# to the end of the text when cut short), the OpenSSH private format's base64 magic, PuTTY files.
+PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)"
+                         r"|[A-Za-z0-9+/=]*b3BlbnNzaC1rZXktdjE[A-Za-z0-9+/=]*|PuTTY-User-Key-File.*", re.DOTALL)
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: a newline or an escape sequence in a user's value (a name, a
+    path) must not break the one-line format or drive the terminal, and a private key pasted into
+    any flag is never echoed (it would end up in a terminal's scrollback or a CI log)."""
+    text = PRIVATE_KEY.sub("<private key material, not shown>", text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def print_finding(f: Finding) -> None:
     label = {"error": "ERROR", "warning": "WARNING", "note": "NOTE"}[f.severity]
-    click.echo(f"{label}: [{f.code}] {f.message}", err=True)
+    click.echo(f"{label}: [{f.code}] {one_line(f.message)}", err=True)
     if f.remedy:
-        click.echo(f"  remedy: {f.remedy}", err=True)
+        click.echo(f"  remedy: {one_line(f.remedy)}", err=True)
 
 
 def print_findings(findings, *, verbose: bool = False) -> None:
@@ -58,23 +76,38 @@ def common(fn):
     return wrapper
 
 
+class Deferred(click.ParamType):
+    """A number flag that --help shows with its type but that stays text until the request is built,
+    so that every bad value is reported together with every other finding (click would stop at the
+    first one)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def convert(self, value, param, ctx):
+        return value
+
+
+INTEGER = Deferred("integer")
+NUMBER = Deferred("float")
+
 REQUEST_OPTIONS = [
     click.option("-f", "--file", "cluster_file", default=None, help="Cluster file (TOML) with the same keys as the flags."),
     click.option("--profile", default=None, help="Series profile id ('provision profiles list')."),
     click.option("--size", default=None, help="VM size or alias (default: the profile's)."),
-    click.option("--nodes", default=None, help="Number of VMs."),
+    click.option("--nodes", type=INTEGER, default=None, help="Number of VMs."),
     click.option("-l", "--location", default=None, help="Azure region, e.g. eastus."),
     click.option("-g", "--resource-group", default=None, help="Resource group."),
     click.option("-n", "--name", default=None, help="Cluster name (names and tags every resource)."),
     click.option("--image", default=None, help="Catalog image name or URN (default: the profile's HPC image)."),
     click.option("--admin-username", default=None, help="Linux admin user [azureuser]."),
     click.option("--ssh-key", default=None, help="SSH public key file or the key itself [~/.ssh/id_ed25519.pub]."),
-    click.option("--os-disk-size-gb", default=None, help="OS disk size in GiB."),
+    click.option("--os-disk-size-gb", type=INTEGER, default=None, help="OS disk size in GiB."),
     click.option("--ephemeral-os-disk", is_flag=True, default=None, help="Place the OS disk on the local resource disk."),
-    click.option("--data-disks", default=None, help="Number of empty data disks per VM."),
-    click.option("--data-disk-size-gb", default=None, help="Size of each data disk in GiB [1024]."),
+    click.option("--data-disks", type=INTEGER, default=None, help="Number of empty data disks per VM."),
+    click.option("--data-disk-size-gb", type=INTEGER, default=None, help="Size of each data disk in GiB [1024]."),
     click.option("--spot", is_flag=True, default=None, help="Use spot (low-priority) capacity."),
-    click.option("--max-price", default=None, help="Spot max price in USD/hour; -1 = up to on-demand."),
+    click.option("--max-price", type=NUMBER, default=None, help="Spot max price in USD/hour; -1 = up to on-demand."),
     click.option("--zone", default=None, help="Availability zone (1, 2 or 3)."),
     click.option("--vnet-address-prefix", default=None, help="Address space of the new VNet [10.0.0.0/16]."),
     click.option("--subnet-id", default=None, help="Existing subnet resource ID instead of a new VNet."),
@@ -84,7 +117,7 @@ REQUEST_OPTIONS = [
                       "locked-down networks (no downloads, no Run Command results)."),
     click.option("--ssh-source", default=None, help="CIDR allowed to reach SSH (22/tcp); none by default."),
     click.option("--security-type", default=None, help="Standard (default for GPU sizes) or TrustedLaunch."),
-    click.option("--max-ib-domain", default=None, help="VMs per InfiniBand scale set [100; up to 300 if raised]."),
+    click.option("--max-ib-domain", type=INTEGER, default=None, help="VMs per InfiniBand scale set [100; up to 300 if raised]."),
     click.option("--tag", "tags", multiple=True, help="Tag key=value (repeatable)."),
     click.option("--custom-data", default=None, metavar="FILE",
                  help="cloud-init for every node (a #cloud-config or a script), merged with azgpu's own."),
@@ -112,19 +145,29 @@ def make_request(values: dict[str, Any]):
 
     cluster_file = values.pop("cluster_file", None)
     base = read_cluster_file(cluster_file) if cluster_file else {}
-    if "tag" in base:
-        base["tags"] = base.pop("tag")
     flags = {k: v for k, v in values.items() if v is not None and not (k in ("tags", "identities") and not v)}
-    if "tags" in flags and "tags" in base:
-        file_tags = base.pop("tags")
-        flags["tags"] = [f"{k}={v}" for k, v in (file_tags.items() if isinstance(file_tags, dict) else [])] + list(flags["tags"])
-    return build_request({**base, **flags}, origin=cluster_file or "")
+    # Flags win over the file's values; --tag replaces only the file's tag of the same name.
+    return build_request(base, origin=cluster_file or "", **flags)
 
 
 def validated(values: dict[str, Any], command: str):
     from ..validate import validate
 
     return validate(make_request(values), command=command)
+
+
+def validated_with(request, command: str, extra: list[Finding]):
+    """validate(request) with the findings of the command's own flags, all reported together."""
+    from ..errors import ValidationFailed
+    from ..validate import validate
+
+    try:
+        spec = validate(request, command=command)
+    except ValidationFailed as exc:
+        raise ValidationFailed([*exc.findings, *extra]) from None
+    if any(f.is_error for f in extra):
+        raise ValidationFailed([*spec.findings, *extra])
+    return spec
 
 
 # ------------------------------------------------------------------------------------ Azure
@@ -192,28 +235,73 @@ def session_for(subscription, simulate, latency, state):
     if simulate:
         from ..deploy.simulate import DEFAULT_LATENCY, simulated_session
 
+        if bad := number_findings(latency=latency):
+            raise InputError(bad[0].message, code=bad[0].code, remedy=bad[0].remedy)
+
         with simulated_session(latency=DEFAULT_LATENCY if latency is None else latency, state=state) as session:
             if budget is not None:
                 session.set_throttle_budget(budget)
             yield session
         return
+    import logging
+
     from ..deploy.session import Session, default_credential, resolve_subscription
 
-    session = Session(resolve_subscription(subscription), default_credential(), throttle_budget=budget)
-    session.check_credential()
+    # The Azure SDK logs its own reports (DefaultAzureCredential's 13 lines on every credential it
+    # tried) through Python's last-resort handler; azgpu's one ERROR line says it, --debug shows them.
+    ctx = click.get_current_context(silent=True)
+    quiet = None if (ctx and (ctx.obj or {}).get("debug")) else logging.NullHandler()
+    if quiet:
+        logging.getLogger("azure").addHandler(quiet)
     try:
-        yield session
-    except BaseException:
-        session.cancel()  # Ctrl-C: every wait of every thread ends now
-        raise
+        session = Session(resolve_subscription(subscription), default_credential(), throttle_budget=budget)
+        session.check_credential()
+        try:
+            yield session
+        except BaseException:
+            session.cancel()  # Ctrl-C: every wait of every thread ends now
+            raise
+    finally:
+        if quiet:
+            logging.getLogger("azure").removeHandler(quiet)
 
 
 def log(message: str) -> None:
     click.echo(message, err=True)
 
 
-def cluster_args(name, resource_group):
+def cluster_args(name, resource_group, *, timeout: float | None = None, latency: float | None = None):
+    """-n and -g of a command that finds an existing cluster, checked like create checks them before
+    they go into a request URL (a '/' in a group name would address another resource); with the
+    command's --timeout and --simulate-latency, every finding at once."""
+    from .. import naming
+    from ..errors import ValidationFailed
+
     missing = [flag for flag, v in (("-n/--name", name), ("-g/--resource-group", resource_group)) if not v]
     if missing:
         raise InputError(f"{' and '.join(missing)} required", code="MISSING_ARGUMENT",
                          remedy="name the cluster: -n NAME -g RESOURCE_GROUP")
+    findings = []
+    if not naming.CLUSTER_NAME_RE.fullmatch(name):
+        findings.append(Finding("INVALID_NAME", f"cluster name {name!r} is not a name azgpu gives clusters (2-50 "
+                                "lowercase letters, digits or hyphens)", "check -n/--name ('provision create' names it)",
+                                field="name"))
+    if problem := naming.check("resource_group", resource_group):
+        findings.append(Finding("INVALID_RESOURCE_GROUP", problem, "check -g/--resource-group", field="resource_group"))
+    findings += number_findings(timeout=timeout, latency=latency)
+    if any(f.is_error for f in findings):
+        raise ValidationFailed(findings)
+
+
+def number_findings(*, timeout: float | None = None, latency: float | None = None) -> list[Finding]:
+    """--timeout (seconds, above 0) and --simulate-latency (seconds, 0 or more): finite numbers."""
+    import math
+
+    out = []
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        out.append(Finding("INVALID_TIMEOUT", f"--timeout must be a number of seconds above 0, not {timeout:g}",
+                           "pass e.g. --timeout 3600, or leave it out to wait as long as Azure works", field="timeout"))
+    if latency is not None and not (math.isfinite(latency) and latency >= 0):
+        out.append(Finding("INVALID_SIMULATE_LATENCY", f"--simulate-latency must be 0 or more seconds, not {latency:g}",
+                           "pass e.g. --simulate-latency 0 (instant) or 3", field="simulate_latency"))
+    return out

@@ -89,7 +89,7 @@ def register(cli: click.Group) -> None:
         from ..deploy import lifecycle
         from ..scheduler_files import render_files, slurm_stream
 
-        cluster_args(name, resource_group)
+        cluster_args(name, resource_group, latency=simulate_latency)
         _check(fmt, obj["query"], address, slots, out_dir)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             out = lifecycle.outputs(session, name, resource_group)

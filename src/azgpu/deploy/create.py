@@ -8,9 +8,10 @@ from typing import Any
 
 from ..changes import report as what_if_text
 from ..errors import InputError, ValidationFailed
+from ..plain import plain
 from ..plan import Plan, build_plan
 from ..request import Request
-from ..validate import Spec, validate
+from ..validate import Spec, check_fallbacks, validate
 from .azure_errors import CapacityError
 from .deployer import Deployer, Event, is_ours, list_group, to_azure_error
 from .lifecycle import destroy, find_cluster
@@ -101,6 +102,9 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
 
         validate_options(max_rounds=max_rounds, **{k: v for k, v in (check_options or {}).items() if k != "nccl"})
     resource_group = request.resource_group
+    bad = [f for f in check_fallbacks(zones, fallback_locations) if f.is_error]
+    if bad:
+        raise ValidationFailed(bad)
     tried = candidates(request, list(zones), list(fallback_locations))
     held = 0  # instances this cluster held before this run: a fallback must not delete them
     for attempt, (location, zone) in enumerate(tried):
@@ -117,7 +121,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         if dry_run:
             cost = cost_of(session, plan, analysis, currency)
             result["what_if"] = report_of(analysis, deployer, cost=cost).as_dict()
-            return result
+            return plain(result)
         if analysis.deleted and not allow_scale_in:
             if confirm is None or not confirm(what_if_text(report_of(analysis, deployer))):
                 raise refusal(analysis, plan.spec.names.cluster, resource_group, declined=confirm is not None)
@@ -147,7 +151,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         if check:
             _health_gate(session, plan, resource_group, result, replace_unhealthy, max_rounds, before_delete,
                          check_options or {}, on_notice)
-        return result
+        return plain(result)
     raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AzgpuError, AzureError, NotFoundError
+from ..output import listing
+from ..plain import plain
 from ..profiles import find_size, load_profile
 from ..racks import group as group_racks
 from . import resource_types
@@ -66,11 +68,12 @@ def require(cluster: Cluster) -> Cluster:
 
 
 def _translated(fn):
-    """SDK errors of any call inside a lifecycle command become typed errors with remedies."""
+    """SDK errors of any call inside a lifecycle command become typed errors with remedies; results
+    are plain data."""
     @functools.wraps(fn)
     def wrapper(session, name, resource_group, *args, **kwargs):
         try:
-            return fn(session, name, resource_group, *args, **kwargs)
+            return plain(fn(session, name, resource_group, *args, **kwargs))  # SDK enums become their values
         except AzgpuError:
             raise
         except Exception as exc:
@@ -238,7 +241,7 @@ def wait(session, name: str, resource_group: str, *, timeout: float | None = Non
             on_update(cluster)
         failed = [n for n, s in states.items() if s in ("failed", "canceled")]
         if failed:
-            raise AzureError(f"scale set(s) {', '.join(failed)} failed", code="PROVISIONING_FAILED",
+            raise AzureError(f"scale set(s) {listing(failed)} failed", code="PROVISIONING_FAILED",
                              remedy="run 'provision create' again to retry them")
         if all(s == "succeeded" for s in states.values()):
             return status(session, name, resource_group)

@@ -11,7 +11,7 @@ from .deployer import Event
 
 
 class NullProgress:
-    """No display: scripts, pipes, CI and -o json get results on stdout and nothing else."""
+    """No display at all (a caller that passes no log)."""
 
     def __init__(self, log=None):
         self.log = log
@@ -29,6 +29,40 @@ class NullProgress:
     def notice(self, message: str) -> None:
         if self.log:
             self.log(message)
+
+
+class LineProgress:
+    """Without a terminal (CI, pipes, -o json): one line on stderr per change of a resource's state,
+    so a log shows what is happening while it happens; results stay alone on stdout."""
+
+    def __init__(self, log):
+        self.log = log
+        self.started = time.monotonic()
+        self._last: dict[str, tuple] = {}
+        self._lock = threading.Lock()  # scale sets report from worker threads
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, event: Event) -> None:
+        state = (event.state, event.done, event.error)
+        with self._lock:
+            if event.state == "pending" or self._last.get(event.key) == state:
+                return
+            self._last[event.key] = state
+            line = f"[{time.monotonic() - self.started:4.0f} s] {event.name} ({event.stage}): {event.state}"
+            if event.stage == "scale-set":
+                line += f", {event.done}/{event.total} VMs"
+            if event.error:
+                line += f": {event.error}"
+            self.log(line)
+
+    def notice(self, message: str) -> None:
+        with self._lock:
+            self.log(f"[{time.monotonic() - self.started:4.0f} s] {message}")
 
 
 class LiveProgress:
@@ -91,4 +125,4 @@ class LiveProgress:
 def progress_for(title: str, output: str, *, verbose: bool = False, log=None):
     if output != "json" and sys.stderr.isatty():
         return LiveProgress(title)
-    return NullProgress(log if verbose else None)
+    return LineProgress(log) if log else NullProgress()

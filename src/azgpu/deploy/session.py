@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import Any
 from ..errors import AzureError, InputError
 
 SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
+SUBSCRIPTION_ID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 # Bounded retries for throttling (429 honours Retry-After), 5xx and dropped connections.
 RETRY = {"retry_total": 8, "retry_connect": 4, "retry_read": 4, "retry_status": 6, "retry_backoff_factor": 0.8,
          "retry_backoff_max": 60}
@@ -54,6 +56,11 @@ def resolve_subscription(explicit: str | None) -> str:
         raise InputError("no Azure subscription selected", code="NO_SUBSCRIPTION",
                          remedy=f"pass --subscription ID, set {SUBSCRIPTION_ENV}, or run 'az login' and "
                                 "'az account set -s ID'")
+    if not SUBSCRIPTION_ID_RE.fullmatch(sub):
+        # It goes into every request path: a name or a '/' would address something else.
+        where = "--subscription" if explicit else SUBSCRIPTION_ENV if os.environ.get(SUBSCRIPTION_ENV) else "az's default"
+        raise InputError(f"subscription {sub!r} (from {where}) is not a subscription ID", code="INVALID_SUBSCRIPTION",
+                         remedy="pass the subscription's ID, a GUID: az account show --query id -o tsv")
     return sub
 
 

@@ -31,9 +31,8 @@ def simulated_azure(state: str | None = None, **kwargs):
     """The simulated subscription kept in the state file (a FakeAzure, not started)."""
     from ..testing import DEFAULT_SUBSCRIPTION, FakeAzure
 
-    path = state_file(state)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return FakeAzure(DEFAULT_SUBSCRIPTION, state_file=path, quota_limits=SIMULATED_QUOTA, **kwargs)
+    # FakeAzure makes the folder, under the state file's own checks (SIMULATE_STATE_INVALID).
+    return FakeAzure(DEFAULT_SUBSCRIPTION, state_file=state_file(state), quota_limits=SIMULATED_QUOTA, **kwargs)
 
 
 @contextmanager

@@ -14,11 +14,16 @@ ARM_TYPES = {"string": "string", "int": "int", "bool": "bool", "array": "array",
 
 
 def _literal(value: Any) -> Any:
-    """Escape literal strings ARM would evaluate: '[x]' is an expression, '[[x]' the text '[x]'."""
+    """Escape literal strings ARM would evaluate: '[x]' is an expression, '[[x]' the text '[x]'.
+
+    Property names too: ARM evaluates an expression used as a property name (a tag name taken from a
+    parameter, as Microsoft Learn's tag-resources page does), so a tag named '[resourceGroup().name]'
+    would otherwise become the group's name.
+    """
     if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
         return "[" + value
     if isinstance(value, dict):
-        return {k: _literal(v) for k, v in value.items()}
+        return {_literal(k): _literal(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_literal(v) for v in value]
     return value

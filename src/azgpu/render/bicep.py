@@ -10,14 +10,34 @@ from ..expr import EXPR_TYPES
 from ..plan import Plan
 from ..resources import cache_dir, data_dir
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Bicep's limits on a bare property name (Azure/bicep src/Bicep.Core/LanguageConstants.cs:
+# MaxIdentifierLength = 255; true, false and null are keywords everywhere). Any other name is quoted.
+MAX_IDENTIFIER = 255
+KEYWORDS = {"true", "false", "null"}
 INDENT = "  "
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_NEEDS_ESCAPE = re.compile(r"[\\'\x00-\x1f\x7f-\x9f\u2028\u2029]|\$\{")
+
+
+def _escape(match: re.Match) -> str:
+    text = match.group()
+    if text == "${":
+        return "\\${"
+    # Other control characters (and the Unicode line separators) as \u{...}: printable in review,
+    # never a line break inside a one-line string.
+    return _ESCAPES.get(text) or f"\\u{{{ord(text):X}}}"
 
 
 def bicep_string(text: str) -> str:
-    escaped = (text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
-               .replace("\t", "\\t").replace("${", "\\${"))
-    return f"'{escaped}'"
+    return f"'{_NEEDS_ESCAPE.sub(_escape, text)}'"
+
+
+def bicep_key(name: str) -> str:
+    """A property name: bare when Bicep reads it as an identifier, quoted otherwise."""
+    if IDENTIFIER.fullmatch(name) and name not in KEYWORDS and len(name) <= MAX_IDENTIFIER:
+        return name
+    return bicep_string(name)
 
 
 def bicep_value(value: Any, level: int = 0) -> str:
@@ -38,7 +58,7 @@ def bicep_value(value: Any, level: int = 0) -> str:
     if isinstance(value, dict):
         if not value:
             return "{}"
-        lines = [f"{inner}{k if IDENTIFIER.match(k) else bicep_string(k)}: {bicep_value(v, level + 1)}" for k, v in value.items()]
+        lines = [f"{inner}{bicep_key(k)}: {bicep_value(v, level + 1)}" for k, v in value.items()]
         return "{\n" + "\n".join(lines) + f"\n{pad}}}"
     if isinstance(value, list):
         if not value:

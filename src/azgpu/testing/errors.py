@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import EXIT_AZURE, AzgpuError, InputError
+
 
 class NotImplementedInFake(NotImplementedError):
     """A request the fake does not implement.
@@ -96,3 +98,28 @@ def operation_in_progress(op: dict, method: str, target: dict, status_url: str) 
                         "information on your operations, please refer to https://aka.ms/activitylog.")
     return ArmError(409, "ResourceGroupBeingDeleted",
                     f"The resource group '{name}' is in deprovisioning state and cannot perform this operation.")
+
+
+class StateFileError(InputError):
+    """A state file that cannot be used: unreadable, not JSON, not a FakeAzure state, another version.
+
+    An InputError (exit 2 in the CLI): the file, not Azure, is wrong, and nothing was sent anywhere.
+    """
+
+    def __init__(self, path, problem: str, remedy: str = ""):
+        self.path = str(path)
+        super().__init__(f"simulated Azure state file '{path}' {problem}", code="SIMULATE_STATE_INVALID",
+                         remedy=remedy or f"delete it to start an empty simulated cloud (rm '{path}'), or pass another "
+                                          "--simulate-state FILE")
+
+
+class StateFileBusy(AzgpuError):
+    """Another process held the state file's lock for longer than the wait allows."""
+
+    exit_code = EXIT_AZURE
+
+    def __init__(self, path, seconds: float):
+        super().__init__(f"simulated Azure state file '{path}' stayed locked by another process for {seconds:g} s",
+                         code="SIMULATE_STATE_BUSY",
+                         remedy=f"let the other 'provision --simulate' command finish (its lock is '{path}.lock'), "
+                                "or pass another --simulate-state FILE")

@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -28,10 +29,11 @@ import requests
 import responses
 from azure.core.pipeline.transport import RequestsTransport
 from requests.adapters import HTTPAdapter
+from filelock import Timeout
 
 from . import galleries, images, marketplace, quota, retail_prices, routes
 from .backend import Backend
-from .errors import ArmError, NotImplementedInFake, OfflineError
+from .errors import ArmError, NotImplementedInFake, OfflineError, StateFileBusy, StateFileError
 from .faults import Fault, Faults
 from .messages import Request, Response
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
@@ -81,8 +83,22 @@ class FakeAzure:
         self._faults = Faults()
         self._backend = Backend(subscription_id, self._store, self._skus, self._faults,
                                 lro_polls=lro_polls, lro_seconds=lro_seconds, now=self.now)
-        if self.state_file and self.state_file.exists():
-            self._store.load(self.state_file)
+        self._file_lock = _state_lock(self.state_file) if self.state_file else None
+        self._synced: tuple | None = None  # the state file as last read or written here (_signature)
+        if self.state_file:
+            if "\0" in str(self.state_file):
+                raise StateFileError(self.state_file, "is not a valid path", "pass the path of a file")
+            if self.state_file.exists() and not (self.state_file.is_file() or self.state_file.is_dir()):
+                # A device or FIFO: reading it would never end (/dev/zero) or never start (a FIFO).
+                raise StateFileError(self.state_file, "is not a regular file",
+                                     "pass the path of a file: --simulate-state DIR/simulate.json")
+            try:
+                self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StateFileError(self.state_file, f"cannot be created: {exc.strerror}",
+                                     "pass a --simulate-state FILE in a directory you can write") from None
+        with self._transaction():
+            pass
 
     # -- context ---------------------------------------------------------------------------------
     def __enter__(self) -> "FakeAzure":
@@ -124,7 +140,6 @@ class FakeAzure:
             self._mock.stop()
             self._mock.reset()
             self._mock = None
-        self.save()
 
     @staticmethod
     def _join_pollers(timeout: float = 10) -> None:
@@ -173,7 +188,7 @@ class FakeAzure:
 
     # -- the HTTP side ---------------------------------------------------------------------------
     def _answer(self, prepared: requests.PreparedRequest):
-        with self._lock:
+        with self._transaction():
             url = urlsplit(prepared.url)
             path = unquote(url.path)
             query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -204,9 +219,6 @@ class FakeAzure:
                 log(None)
                 raise
             log(response.status)
-            if self._backend.dirty:
-                self._backend.dirty = False
-                self.save()
             return _wire(response, method)
 
     def _dispatch(self, req: Request) -> Response:
@@ -229,7 +241,7 @@ class FakeAzure:
 
         With resource_group, the resources inside that group (not the group itself).
         """
-        with self._lock:
+        with self._transaction():
             out = []
             for resource in self._store.resources.values():
                 if type and resource.get("type", "").lower() != type.lower():
@@ -242,13 +254,17 @@ class FakeAzure:
             return out
 
     def get(self, resource_id: str) -> dict | None:
-        with self._lock:
+        with self._transaction():
             found = self._backend.find(resource_id)
             return copy.deepcopy(found) if found is not None else None
 
     def add_resource(self, resource_id: str, body: dict) -> dict:
-        """Store a resource as if it existed already (provisioning Succeeded; scale sets get instances)."""
-        with self._lock:
+        """Store a resource as if it existed already (provisioning Succeeded; scale sets get instances).
+
+        A resource group too: add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/rg",
+        {"location": "eastus"}).
+        """
+        with self._transaction():
             resource = self._backend.new_resource(resource_id, body)
             resource["properties"].setdefault("provisioningState", "Succeeded")
             if resource["type"] == "Microsoft.Network/virtualNetworks":
@@ -283,13 +299,13 @@ class FakeAzure:
                                           answer_headers=headers))
 
     def set_sku(self, location: str, size: str, **overrides: Any) -> None:
-        with self._lock:
+        with self._transaction():
             self._skus.set(location, size, overrides)
             self.save()
 
     def set_quota(self, location: str, family_or_name: str, *, limit: int | None = None, usage: int | None = None) -> None:
         """Set a usage entry's limit and/or its usage outside the fake's own scale sets."""
-        with self._lock:
+        with self._transaction():
             quota.set_quota(self._store, self._skus, location, family_or_name, limit, usage)
             self.save()
 
@@ -297,7 +313,7 @@ class FakeAzure:
         """At most max_vms VMs of `size` in the location (or in one zone of it), across all scale sets;
         a scale set that would go beyond fails with AllocationFailed (ZonalAllocationFailed in a
         zone). max_vms=None lifts the limit."""
-        with self._lock:
+        with self._transaction():
             limits = self._store.capacity.setdefault(normalize_location(location), {}).setdefault(size.lower(), {})
             if max_vms is None:
                 limits.pop(str(zone or ""), None)
@@ -318,7 +334,7 @@ class FakeAzure:
         "scheduledDeprecationTime": "2025-01-01T00:00:00+00:00"}.
         """
         props = images.properties(hyper_v_generation, architecture, plan=plan, features=features, deprecation=deprecation)
-        with self._lock:
+        with self._transaction():
             self._store.images.append(images.added_image(location, publisher, offer, sku, version, props))
             self.save()
 
@@ -328,12 +344,12 @@ class FakeAzure:
 
         offer is the plan's product (the image's offer); plan is the plan's name.
         """
-        with self._lock:
+        with self._transaction():
             marketplace.set_accepted(self._store, publisher, offer, plan, accepted, self.now())
             self.save()
 
     def terms_accepted(self, publisher: str, offer: str, plan: str) -> bool:
-        with self._lock:
+        with self._transaction():
             return marketplace.accepted(self._store, publisher, offer, plan)
 
     # -- custom images, identities (what a cluster references but azgpu does not create) ----------
@@ -363,7 +379,7 @@ class FakeAzure:
         community_name publishes the gallery to the community under that public name; shared_name shares
         it directly (Groups) under that unique name. body replaces the generated REST body, e.g. with a
         REST-spec example's."""
-        with self._lock:
+        with self._transaction():
             gallery_id = f"{self._backend.rg_id(resource_group)}/providers/{galleries.GALLERY_TYPE}/{gallery}"
             sharing: dict = {"permissions": "Private"}
             if community_name:
@@ -385,7 +401,7 @@ class FakeAzure:
                                   replica_count: int = 1, shallow: bool = False, body: dict | None = None) -> str:
         """A version of a gallery image definition, replicated to `regions` (replication_state: one state for
         all, or per region, e.g. {"westus": "Replicating"}); returns its ID."""
-        with self._lock:
+        with self._transaction():
             image = self._store.get(image_id)
             if image is None:
                 raise KeyError(f"no gallery image {image_id!r}: add it with add_gallery_image first")
@@ -400,7 +416,7 @@ class FakeAzure:
                           hyper_v_generation: str = "V2", os_type: str = "Linux", os_state: str = "Generalized",
                           body: dict | None = None) -> str:
         """A managed image (Microsoft.Compute/images); returns its ID."""
-        with self._lock:
+        with self._transaction():
             image_body = body if body is not None else {"location": location, "properties": {
                 "storageProfile": {"osDisk": {"osType": os_type, "osState": os_state, "storageAccountType": "Premium_LRS"},
                                    "dataDisks": []},
@@ -412,7 +428,7 @@ class FakeAzure:
                                       zones: list[str] | None = None, vm_sizes: list[str] | None = None,
                                       body: dict | None = None) -> str:
         """An existing proximity placement group (not azgpu's: no tags), with an intent when vm_sizes is given."""
-        with self._lock:
+        with self._transaction():
             ppg_body = body if body is not None else {"location": location, "properties": {
                 "proximityPlacementGroupType": "Standard", **({"intent": {"vmSizes": list(vm_sizes)}} if vm_sizes else {})}}
             if zones and body is None:
@@ -424,7 +440,7 @@ class FakeAzure:
     def add_user_assigned_identity(self, resource_group: str, name: str, *, location: str = "eastus",
                                    body: dict | None = None) -> str:
         """A user-assigned managed identity; returns its ID."""
-        with self._lock:
+        with self._transaction():
             resource_id = f"{self._backend.rg_id(resource_group)}/providers/{galleries.IDENTITY_TYPE}/{name}"
             identity_body = body if body is not None else {"location": location, "tags": {}, "properties": {
                 "tenantId": stable_uuid("tenant", self.subscription_id), "principalId": stable_uuid("principal", resource_id),
@@ -433,25 +449,26 @@ class FakeAzure:
 
     def usages(self, location: str) -> list[dict]:
         """The location's usage entries as the Usage API lists them (name, currentValue, limit)."""
-        with self._lock:
+        with self._transaction():
             return copy.deepcopy(quota.usages(self._store, self._skus, location))
 
     def capacity_limits(self) -> dict[str, dict[str, dict[str, int]]]:
         """set_capacity's limits: location -> size -> zone ("" for the whole location) -> max VMs."""
-        with self._lock:
+        with self._transaction():
             return copy.deepcopy(self._store.capacity)
 
     def sku_overrides(self) -> list[dict]:
         """set_sku's changes, in the order they apply: [{"location", "size", "overrides"}]."""
-        with self._lock:
+        with self._transaction():
             return copy.deepcopy(self._store.sku_overrides)
 
     def usage(self, location: str, family_or_name: str) -> int:
         """currentValue of one usage entry, matched like the Usage API's names (case and spaces ignored)."""
         wanted = quota.norm(family_or_name)
-        for entry in quota.usages(self._store, self._skus, location):
-            if wanted in (quota.norm(entry["name"]["value"]), quota.norm(entry["name"]["localizedValue"])):
-                return entry["currentValue"]
+        with self._transaction():
+            for entry in quota.usages(self._store, self._skus, location):
+                if wanted in (quota.norm(entry["name"]["value"]), quota.norm(entry["name"]["localizedValue"])):
+                    return entry["currentValue"]
         raise KeyError(f"no usage entry {family_or_name!r} in {location}")
 
     # -- simulated node hardware (the health gate) -------------------------------------------
@@ -464,7 +481,7 @@ class FakeAzure:
         """
         from . import hardware
 
-        with self._lock:
+        with self._transaction():
             fault = hardware.validate_fault(fault)
             vm_id = self._vm_id(instance)
             node = self._store.nodes.get(vm_id.lower())
@@ -483,7 +500,7 @@ class FakeAzure:
 
         if count < 1:
             raise ValueError("count must be at least 1")
-        with self._lock:
+        with self._transaction():
             self._store.pending_faults.append({"count": int(count), "fault": hardware.validate_fault(fault)})
             self.save()
 
@@ -492,7 +509,7 @@ class FakeAzure:
         the fault only a multi-node NCCL check sees."""
         if not 0 <= factor <= 1:
             raise ValueError("factor must be between 0 and 1")
-        with self._lock:
+        with self._transaction():
             matches = [r for r in self._store.of_type("Microsoft.Compute/virtualMachineScaleSets")
                        if scale_set.lower() in (r["name"].lower(), r["id"].lower())]
             if not matches:
@@ -503,7 +520,7 @@ class FakeAzure:
 
     def node(self, instance: str) -> dict:
         """The simulated hardware state of an instance (a deep copy)."""
-        with self._lock:
+        with self._transaction():
             found = self._store.nodes.get(self._vm_id(instance).lower())
             if found is None:
                 raise KeyError(f"no simulated node for {instance!r}")
@@ -533,14 +550,53 @@ class FakeAzure:
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike | None = None) -> None:
         """Write the state to path, or to state_file; without either, do nothing."""
-        target = path or self.state_file
-        if target:
+        if path is not None and (self.state_file is None or Path(path) != self.state_file):
             with self._lock:
-                self._store.save(target)
+                self._store.save(path)
+            return
+        if self.state_file:
+            with self._transaction():
+                self._backend.dirty = True
+
+    # -- the state file, shared by processes -----------------------------------------------------
+    @contextmanager
+    def _transaction(self):
+        """One change (or read) of the state, serialised with every other process using the same
+        state file: under the file's lock, read the file again if another process wrote it since,
+        then write it back when something changed. Two `provision --simulate` commands at once thus
+        both keep their resources; a process that held the lock too long makes the other fail clearly."""
+        with self._lock:
+            if self._file_lock is None:
+                yield
+                if self._backend.dirty:
+                    self._backend.dirty = False
+                return
+            try:
+                self._file_lock.acquire()
+            except Timeout:
+                raise StateFileBusy(self.state_file, LOCK_TIMEOUT) from None
+            except OSError as exc:
+                raise StateFileError(self.state_file, f"cannot be locked: {exc.strerror}",
+                                     "pass a --simulate-state FILE in a directory you can write") from None
+            try:
+                current = _signature(self.state_file)
+                if current != self._synced:
+                    if current is None:
+                        self._store.clear()  # deleted: an empty cloud, as a fresh file would be
+                    else:
+                        self._store.load(self.state_file)
+                    self._synced = current
+                yield
+                if self._backend.dirty:
+                    self._backend.dirty = False
+                    self._store.save(self.state_file)
+                    self._synced = _signature(self.state_file)
+            finally:
+                self._file_lock.release()
 
     def reset(self) -> None:
         """Forget every resource, operation, override, fault, logged request and sleep."""
-        with self._lock:
+        with self._transaction():
             self._store.clear()
             self._faults.clear()
             self.requests.clear()
@@ -570,6 +626,29 @@ class _OfflineAdapter(HTTPAdapter):
 
     get_connection = _refuse
     get_connection_with_tls_context = _refuse
+
+
+# A request holds the lock for milliseconds; a wait this long means the other process is stuck.
+LOCK_TIMEOUT = 60.0
+
+
+def _state_lock(path: Path):
+    """An inter-process lock beside the state file (filelock: fcntl on POSIX, msvcrt on Windows)."""
+    from filelock import FileLock
+
+    # thread_local=False: the fake's own RLock already serialises its threads; the file lock orders processes.
+    return FileLock(f"{path}.lock", timeout=LOCK_TIMEOUT, thread_local=False)
+
+
+def _signature(path: Path) -> tuple | None:
+    """What identifies one written version of the file (each save renames a new file into place)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateFileError(path, f"cannot be read: {exc.strerror}") from None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def _json_body(raw: Any) -> Any:

@@ -7,12 +7,15 @@ own data files in each process, and only the changes a test or user made are kep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from .errors import StateFileError
 
 STATE_VERSION = 1
 _UUID_NAMESPACE = uuid.UUID("6f1d1a52-7c47-4f3e-9a43-6e7a5a1e0c11")
@@ -157,8 +160,10 @@ class Store:
         }
 
     def load_json(self, data: dict) -> None:
-        if data.get("version") != STATE_VERSION:
-            raise ValueError(f"fake Azure state has version {data.get('version')!r}, expected {STATE_VERSION}")
+        """Replace the state with a saved one; ValueError (saying what is wrong) when it is not one."""
+        problem = shape_problem(data)
+        if problem:
+            raise ValueError(problem)
         self.clear()
         self.resources = data["resources"]
         self.operations = data["operations"]
@@ -175,15 +180,69 @@ class Store:
         self.instance_ids = data.get("instance_ids", {})
 
     def save(self, path: str | os.PathLike) -> None:
-        # Write then rename, so a CLI process reading the file never sees half of it.
+        # Write then rename, so a CLI process reading the file never sees half of it; a failed write
+        # leaves the previous state in place and no temporary file behind.
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(self.to_json(), fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(self.to_json(), fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def load(self, path: str | os.PathLike) -> None:
-        with open(path) as fh:
-            self.load_json(json.load(fh))
+        """Load a saved state; StateFileError naming the file and the problem when it cannot be used."""
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except IsADirectoryError:
+            raise StateFileError(path, "is a directory", "pass the path of a file: --simulate-state DIR/simulate.json") from None
+        except OSError as exc:
+            raise StateFileError(path, f"cannot be read: {exc.strerror}") from None
+        if not raw.strip():
+            raise StateFileError(path, "is empty (a write was cut short?)")
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise StateFileError(path, f"is not JSON ({exc.__class__.__name__}: {str(exc)[:80]})") from None
+        try:
+            self.load_json(data)
+        except ValueError as exc:
+            raise StateFileError(path, str(exc)) from None
 
+
+def shape_problem(data) -> str | None:
+    """What makes `data` something other than a saved state of this version, or None."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not a FakeAzure state"
+    if data.get("version") != STATE_VERSION:
+        return f"has version {data.get('version')!r}; this azgpu reads version {STATE_VERSION}"
+    shapes = {"resources": dict, "operations": dict, "sku_overrides": list, "quota": dict, "images": list,
+              "times": dict, "counter": int, "agreements": dict, "capacity": dict, "nodes": dict,
+              "pending_faults": list, "fabric": dict, "instance_ids": dict}
+    # Saved before these existed: absent is an empty one.
+    optional = {"times", "agreements", "capacity", "nodes", "pending_faults", "fabric", "instance_ids"}
+    for name, kind in shapes.items():
+        if name in optional and name not in data:
+            continue
+        if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
+            return f"has no valid '{name}' ({kind.__name__} expected)"
+    for rid, resource in data["resources"].items():
+        if not (isinstance(resource, dict) and isinstance(resource.get("id"), str) and isinstance(resource.get("type"), str)
+                and isinstance(resource.get("properties", {}), dict) and key(resource["id"]) == rid):
+            return f"has a malformed resource under {rid[:120]!r}"
+    for op in data["operations"].values():
+        if not (isinstance(op, dict) and {"kind", "target", "status", "started", "polls"} <= set(op)):
+            return "has a malformed operation"
+    for location in data["quota"].values():
+        if not (isinstance(location, dict) and all(isinstance(v, dict) for v in location.values())):
+            return "has malformed quota"
+    if not all(isinstance(x, dict) for x in data["images"] + data["sku_overrides"]):
+        return "has malformed images or SKU overrides"
+    return None
