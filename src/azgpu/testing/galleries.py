@@ -12,7 +12,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from .errors import ArmError
-from .skus import normalize_location
+from .skus import check_bootable, normalize_location
 from .store import parse_id
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def shared_version_view(version: dict, location: str, unique_id: str) -> dict:
     return {"properties": view, "location": location, "name": version["name"], "identifier": {"uniqueId": unique_id}}
 
 
-def check_reference(backend: Backend, vmss: dict, sku: dict, capability) -> None:
+def check_reference(backend: Backend, vmss: dict, sku: dict) -> None:
     """A scale set's gallery, community, shared or managed image, checked as ARM checks a PUT:
     it exists, it is in (replicated to) the scale set's location, and its generation and
     architecture fit the size."""
@@ -156,21 +156,9 @@ def check_reference(backend: Backend, vmss: dict, sku: dict, capability) -> None
     if image is None:
         return
     props = image.get("properties") or {}
-    generation = props.get("hyperVGeneration") or "V1"  # the spec's default for definitions and managed images
-    size = vmss["sku"]["name"]
-    if generation not in (capability(sku, "HyperVGenerations") or "V1").split(","):
-        number = generation[1:]
-        raise ArmError(400, "BadRequest",
-                       f"The selected VM size '{size}' cannot boot Hypervisor Generation '{number}'. If this was a "
-                       "Create operation please check that the Hypervisor Generation of the Image matches the "
-                       f"Hypervisor Generation of the selected VM Size. If this was an Update operation please "
-                       f"select a Hypervisor Generation '{number}' VM Size. For more information, see "
-                       "https://aka.ms/azuregen2vm")
-    arch = capability(sku, "CpuArchitectureType") or "x64"
-    image_arch = props.get("architecture") or "x64"
-    if image_arch.lower() != arch.lower():
-        raise ArmError(400, "BadRequest", f"The selected VM size '{size}' has CPU architecture '{arch}' and cannot boot "
-                                          f"an image of architecture '{image_arch}'.")
+    # V1 and x64 are the spec's defaults for gallery image definitions and managed images.
+    check_bootable(sku, vmss["sku"]["name"], props.get("hyperVGeneration") or "V1", props.get("architecture") or "x64",
+                   "an image")
 
 
 def _unavailable(ref_text: str, location: str) -> ArmError:

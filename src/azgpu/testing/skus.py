@@ -192,3 +192,24 @@ class SkuCatalog:
 
     def set(self, location: str, size: str, overrides: dict) -> None:
         self.overrides.append({"location": normalize_location(location), "size": size, "overrides": overrides})
+
+
+def check_bootable(sku: dict, size: str, generation: str, architecture: str, image: str) -> None:
+    """ARM's 400 when the size cannot boot an image of this Hyper-V generation or CPU architecture
+    (marketplace, gallery and managed images alike)."""
+    from .errors import ArmError
+
+    generations = [g.strip() for g in (capability(sku, "HyperVGenerations") or "V1").split(",")]
+    if generation not in generations:
+        number = generation[1:]
+        raise ArmError(400, "BadRequest",
+                       f"The selected VM size '{size}' cannot boot Hypervisor Generation '{number}'. If this was a "
+                       "Create operation please check that the Hypervisor Generation of the Image matches the "
+                       f"Hypervisor Generation of the selected VM Size. If this was an Update operation please "
+                       f"select a Hypervisor Generation '{number}' VM Size. For more information, see "
+                       "https://aka.ms/azuregen2vm")
+    arch = capability(sku, "CpuArchitectureType") or "x64"
+    if architecture.lower() != arch.lower():
+        # Azure's exact wording for this case is not documented; the code is what callers should use.
+        raise ArmError(400, "BadRequest", f"The selected VM size '{size}' has CPU architecture '{arch}' and cannot boot "
+                                          f"{image} of architecture '{architecture}'.")

@@ -12,7 +12,7 @@ import copy
 
 from .. import galleries, images, instances, marketplace, quota, references
 from ..errors import ArmError, child_not_found, invalid_reference
-from ..skus import capability, normalize_location
+from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
 from . import COMPUTE, SUB, VMSS, Response, page, route
 
@@ -81,7 +81,7 @@ def _check_references(backend, vmss: dict) -> None:
 def _check_image(backend, vmss: dict, sku: dict) -> None:
     ref = (_profile(vmss).get("storageProfile") or {}).get("imageReference") or {}
     if not ref.get("publisher"):
-        galleries.check_reference(backend, vmss, sku, capability)  # gallery, community, shared, managed images
+        galleries.check_reference(backend, vmss, sku)  # gallery, community, shared, managed images
         return
     urn = ":".join(ref.get(k, "") for k in ("publisher", "offer", "sku")) + ":" + ref.get("version", "latest")
     image = images.find(backend.store.images, vmss["location"], ref["publisher"], ref.get("offer", ""),
@@ -91,23 +91,8 @@ def _check_image(backend, vmss: dict, sku: dict) -> None:
                        f"The platform image '{urn}' is not available. Verify that all fields in the storage profile "
                        "are correct. For more details about storage profile information, please refer to "
                        "https://aka.ms/storageprofile")
-    size = vmss["sku"]["name"]
     props = image["properties"]
-    generations = [g.strip() for g in (capability(sku, "HyperVGenerations") or "V1").split(",")]
-    if props["hyperVGeneration"] not in generations:
-        number = props["hyperVGeneration"][1:]
-        raise ArmError(400, "BadRequest",
-                       f"The selected VM size '{size}' cannot boot Hypervisor Generation '{number}'. If this was a "
-                       "Create operation please check that the Hypervisor Generation of the Image matches the "
-                       f"Hypervisor Generation of the selected VM Size. If this was an Update operation please "
-                       f"select a Hypervisor Generation '{number}' VM Size. For more information, see "
-                       "https://aka.ms/azuregen2vm")
-    arch = capability(sku, "CpuArchitectureType") or "x64"
-    if props["architecture"].lower() != arch.lower():
-        # Azure's exact wording for this case is not documented; the code is what callers should use.
-        raise ArmError(400, "BadRequest",
-                       f"The selected VM size '{size}' has CPU architecture '{arch}' and cannot boot image '{urn}' "
-                       f"of architecture '{props['architecture']}'.")
+    check_bootable(sku, vmss["sku"]["name"], props["hyperVGeneration"], props["architecture"], f"image '{urn}'")
     _check_plan(backend, vmss, images.plan_of(image))
 
 
