@@ -115,10 +115,10 @@ def canonical_call(node: Any) -> Any:
 
 def arm_canonical(value: Any) -> Any:
     if isinstance(value, str):
-        if value.startswith("[["):
-            return value[1:]
+        # ARM's ExpressionParser: only a string that starts with '[' and ends with ']' is read as
+        # code; of those, '[[...]' is the literal text without its first bracket. '[[' alone is text.
         if value.startswith("[") and value.endswith("]"):
-            return arm_expression(value[1:-1])
+            return value[1:] if value.startswith("[[") else arm_expression(value[1:-1])
         return value
     if isinstance(value, bool) or value is None:
         return value
@@ -307,10 +307,15 @@ class BicepModel:
         return {"resources": resources, "parameters": parameters, "outputs": outputs}
 
 
+def pycep_readable(text: str) -> str:
+    """The same Bicep, spelled so that pycep lexes it: its string token lets an escaped backslash
+    before the closing quote ('\\\\') escape the quote, and reads '\\${' as the start of an
+    interpolation; \\u{5C} and \\u{24} are the same characters in Bicep and lex right."""
+    return re.sub(r"\\([\\$])", lambda m: "\\u{%X}" % ord(m.group(1)), text)
+
+
 def bicep_model(text: str) -> dict:
-    # pycep's string token lets an escaped backslash before the closing quote ('\\') escape the quote
-    # and run on into the next lines; \u{5C} is the same character in Bicep and lexes right.
-    return BicepModel(BicepParser().parse(text=re.sub(r"\\\\", r"\\u{5C}", text))).model()
+    return BicepModel(BicepParser().parse(text=pycep_readable(text))).model()
 
 
 # ------------------------------------------------------------------------------ the normaliser itself

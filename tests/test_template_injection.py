@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_arm_bicep_equivalence import arm_canonical, arm_model, bicep_model
+from test_arm_bicep_equivalence import arm_canonical, arm_model, bicep_model, pycep_readable
 
 import azgpu
 from azgpu.expr import EXPR_TYPES, walk
@@ -117,7 +117,7 @@ def bicepparam_values(text: str) -> dict:
                      for line in text.splitlines() if not line.startswith("using "))
     from pycep import BicepParser
 
-    parsed = BicepParser().parse(text=body + "\n").get("variables", {})
+    parsed = BicepParser().parse(text=pycep_readable(body) + "\n").get("variables", {})
     return {name: bicep_model_value(v["value"]) for name, v in parsed.items()}
 
 

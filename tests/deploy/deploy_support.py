@@ -84,3 +84,14 @@ def azure_fixture(name: str) -> dict[str, Any]:
     source = tomllib.loads((FIXTURES / f"{name}.source.toml").read_text())
     return {"status": source["status"], "body": json.loads((FIXTURES / f"{name}.json").read_text()),
             "headers": dict(source.get("headers", {}))}
+
+
+def model(cls, body: dict):
+    """An SDK model from a REST body, as the installed SDK deserializes one: the newest generated
+    models take the mapping, the msrest models of the lowest allowed SDKs have deserialize()."""
+    return cls.deserialize(body) if hasattr(cls, "deserialize") else cls(body)
+
+
+def sdk_has(models, name: str) -> bool:
+    """Whether the installed SDK knows a model (newer API features are absent from the lowest SDKs)."""
+    return hasattr(models, name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from deploy_support import RG, VM, request
 
 from azgpu import find_size
 from azgpu.deploy.create import create
+from azgpu.deploy.deployer import rest_shape
 from azgpu.deploy.health import Instance, check_node
 from azgpu.health.results import find_verdict, output_streams
 from azgpu.health.script import Expectations, run_command_body
@@ -67,7 +69,7 @@ def test_the_location_says_202_while_the_run_command_runs(session, cluster):
 
 
 def test_the_result_has_the_linux_shape_of_the_recorded_body(session, cluster):
-    result = run(session, cluster, "0").as_dict()
+    result = rest_shape(run(session, cluster, "0"))
     recorded = json.loads((AZURE / "run-command-linux-output.json").read_text())
     (status,) = result["value"]
     assert set(status) == set(recorded["value"][0])
@@ -210,8 +212,9 @@ def test_deleting_an_unknown_instance_is_a_bad_request_as_azure_answers_it(sessi
 
 NODE = Instance("vmss", "0", "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/"
                 "vmss/virtualMachines/0", "vmss000000", "v-1", "running", "Standard_ND96asr_v4")
-POST = "https://management.azure.com/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/" \
-       "Microsoft.Compute/virtualMachineScaleSets/vmss/virtualMachines/0/runCommand"
+# ARM matches paths without case, and SDKs spell them differently (azure-mgmt-compute 34: virtualmachines).
+POST = re.compile(r"https://management\.azure\.com/subscriptions/0{8}-0{4}-0{4}-0{4}-0{12}/resourceGroups/rg/providers/"
+                  r"Microsoft\.Compute/virtualMachineScaleSets/vmss/virtualMachines/0/runCommand(\?.*)?", re.IGNORECASE)
 LOCATION = "https://management.azure.com/subscriptions/00000000-0000-0000-0000-000000000000/providers/" \
            "Microsoft.Compute/locations/eastus/operations/0f8d?monitor=true&api-version=2026-04-01"
 

@@ -9,6 +9,7 @@ import pytest
 import requests
 from azure.core.exceptions import ResourceNotFoundError
 
+from azgpu.deploy.deployer import rest_shape
 from azgpu.testing import FakeAzure
 from azgpu.testing import skus as fake_skus
 
@@ -101,7 +102,8 @@ def test_nd_a100_v4_offers_three_zones_in_eastus(clients):
 
 def test_size_restricted_for_the_subscription_in_a_region(clients):
     restriction = _sku(clients, "westeurope", "Standard_ND96isr_H200_v5").restrictions[0]
-    assert (restriction.type, restriction.reason_code, restriction["values"], restriction.restriction_info.locations) == (
+    values = rest_shape(restriction)["values"]  # .values is a method of the newest SDK's models
+    assert (restriction.type, restriction.reason_code, values, restriction.restriction_info.locations) == (
         "Location", "NotAvailableForSubscription", ["westeurope"], ["westeurope"])
 
 
@@ -238,7 +240,7 @@ def test_added_image_with_plan_features_and_deprecation(azure, clients):
     azure.add_image("eastus", "contoso", "hpc", "paid", "1.0.0", plan={"publisher": "contoso", "product": "hpc", "name": "paid"},
                     features=[{"name": "SecurityType", "value": "TrustedLaunchSupported"}],
                     deprecation={"imageState": "ScheduledForDeprecation", "scheduledDeprecationTime": "2030-01-01T00:00:00+00:00"})
-    props = clients.compute.virtual_machine_images.get("eastus", "contoso", "hpc", "paid", "1.0.0").properties
+    props = clients.compute.virtual_machine_images.get("eastus", "contoso", "hpc", "paid", "1.0.0")  # flat: every SDK
     assert (props.plan.name, props.features[0].value, props.image_deprecation_status.image_state) == (
         "paid", "TrustedLaunchSupported", "ScheduledForDeprecation")
 

@@ -75,7 +75,7 @@ def register(cli: click.Group) -> None:
 
         def ask(report: str) -> bool:
             click.echo(report, err=True)
-            return click.confirm("Delete these instances and go on?", default=False, err=True)
+            return options.confirm("Delete these instances and go on?")
 
         # Only a terminal can say yes; without one, create refuses (SCALE_IN_REFUSED) unless --allow-scale-in.
         confirm = ask if not allow_scale_in and not dry_run and sys.stdin.isatty() else None
@@ -172,7 +172,7 @@ def register(cli: click.Group) -> None:
                 items = [r.name for r in cluster.resources]
                 click.echo(f"This deletes {len(items)} resource(s) of cluster '{name}' in '{resource_group}': "
                            f"{listing(items)}", err=True)
-                if not click.confirm("Continue?", err=True):
+                if not options.confirm("Continue?"):
                     # Answering no is the user's decision, not a failure or an interruption.
                     log("destroy cancelled: nothing was deleted")
                     return

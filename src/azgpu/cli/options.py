@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,6 +39,16 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def confirm(question: str) -> bool:
+    """A yes/no question on stderr, 'no' unless answered yes. Not click.confirm: before click 8.4 it
+    writes the prompt's last space to stdout, which carries results only (-o json | jq ...)."""
+    click.echo(f"{question} [y/N]: ", nl=False, err=True)
+    answer = sys.stdin.readline()
+    if not answer:  # end of input: nobody said yes
+        click.echo(err=True)
+    return answer.strip().lower() in ("y", "yes")
 
 
 def print_finding(f: Finding) -> None:

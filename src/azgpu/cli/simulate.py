@@ -12,7 +12,7 @@ import sys
 import click
 
 from ..errors import InputError
-from .options import common, emit
+from .options import common, confirm, emit
 
 STATE_OPTION = click.option("--simulate-state", "state", default=None,
                             help="File holding the simulated cloud (default: user state dir).")
@@ -164,7 +164,7 @@ def register(cli: click.Group) -> None:
         if not yes and not sys.stdin.isatty():
             raise InputError("reset needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
                              remedy="add --yes to reset without asking")
-        if not yes and not click.confirm(f"Forget everything in {state_file(state)}?", err=True):
+        if not yes and not confirm(f"Forget everything in {state_file(state)}?"):
             raise click.Abort()
         _azure(state).reset()
         emit({"state_file": str(state_file(state)), "reset": True}, obj)

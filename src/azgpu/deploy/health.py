@@ -31,6 +31,7 @@ from ..health.results import _gpus as gpu_refs
 from ..health.script import (AZNHC_CHECK_TIMEOUT, MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT,
                              PARALLEL, Expectations, run_command_body)
 from ..profiles import Size, find_size, load_profile
+from ..plan import NETWORK_API
 from . import resource_types
 from .deployer import to_azure_error
 from .lifecycle import find_cluster, require
@@ -194,7 +195,8 @@ def _outbound(session, vmss: Any) -> dict[str, Any]:
     try:
         rg = parts[[x.lower() for x in parts].index("resourcegroups") + 1]  # ARM ids compare case-insensitively
         vnet, name = parts[-3], parts[-1]
-        subnet = session.network.subnets.get(rg, vnet, name)
+        # At azgpu's api-version: an older one (the SDK's default) leaves out defaultOutboundAccess.
+        subnet = session.network.subnets.get(rg, vnet, name, api_version=NETWORK_API)
     except Exception:  # another subscription, no read access, a moved network: say it was not checked
         return {**out, "path": "unknown (the subnet could not be read)", "ok": True}
     if getattr(subnet, "nat_gateway", None) is not None:

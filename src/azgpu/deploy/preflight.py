@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import Finding
 from ..images import PurchasePlan
 from ..images import ofed_display
-from ..plan import documented_placement
+from ..plan import NETWORK_API, documented_placement
 from ..sources import cite
 from ..validate import Spec
 from . import preflight_custom
@@ -282,7 +282,9 @@ def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | 
     parts = subnet_id.strip("/").split("/")
     subscription, group, vnet_name = parts[1], parts[3], parts[7]
     try:
-        return session.network_for(subscription).virtual_networks.get(group, vnet_name), None
+        # At azgpu's api-version, not the SDK's default: an older one leaves out defaultOutboundAccess and
+        # the natGateway fields this check reads (and the lowest allowed SDK speaks an older one).
+        return session.network_for(subscription).virtual_networks.get(group, vnet_name, api_version=NETWORK_API), None
     except Exception as exc:
         status = getattr(exc, "status_code", None)
         if status == 404:  # a missing subscription, group or virtual network

@@ -38,6 +38,12 @@ def _rest(model: Any) -> dict:
     return rest_shape(model) if hasattr(model, "as_dict") else dict(model or {})
 
 
+def _body(response, deserialized, headers) -> dict:
+    """`cls=` of a generated SDK call: the answer's JSON as Azure sent it. An SDK older than the
+    field (imageState, endOfLifeDate ...) would drop what its model does not know."""
+    return response.http_response.json()
+
+
 def _status(exc: Exception) -> int | None:
     return getattr(exc, "status_code", None)
 
@@ -175,7 +181,7 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
     compute = session.compute_for(ref.subscription)
     label = f"gallery image {ref.gallery}/{ref.definition}"
     try:
-        definition = _rest(compute.gallery_images.get(ref.resource_group, ref.gallery, ref.definition))
+        definition = compute.gallery_images.get(ref.resource_group, ref.gallery, ref.definition, cls=_body)
     except Exception as exc:
         if _status(exc) != 404:
             raise
@@ -195,8 +201,8 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
             return
         name = latest["name"]
     try:
-        version = _rest(compute.gallery_image_versions.get(ref.resource_group, ref.gallery, ref.definition, name,
-                                                           expand="ReplicationStatus"))
+        version = compute.gallery_image_versions.get(ref.resource_group, ref.gallery, ref.definition, name,
+                                                     expand="ReplicationStatus", cls=_body)
     except Exception as exc:
         if _status(exc) != 404:
             raise
@@ -216,7 +222,7 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
     loc = spec.request.location
     label = f"{ref.label} {ref.gallery}/{ref.definition}"
     try:
-        definition = _rest(images.get(loc, ref.gallery, ref.definition))
+        definition = images.get(loc, ref.gallery, ref.definition, cls=_body)
     except Exception as exc:
         if _status(exc) != 404:
             raise
@@ -229,7 +235,7 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
         version = _latest(listed, loc)
     else:
         try:
-            version = _rest(versions.get(loc, ref.gallery, ref.definition, ref.version))
+            version = versions.get(loc, ref.gallery, ref.definition, ref.version, cls=_body)
         except Exception as exc:
             if _status(exc) != 404:
                 raise
@@ -253,7 +259,7 @@ def _managed(pf, session, spec: Spec, ref: ImageId) -> None:
     compute = session.compute_for(ref.subscription)
     label = f"managed image {ref.definition}"
     try:
-        image = _rest(compute.images.get(ref.resource_group, ref.definition))
+        image = compute.images.get(ref.resource_group, ref.definition, cls=_body)
     except Exception as exc:
         if _status(exc) != 404:
             raise
