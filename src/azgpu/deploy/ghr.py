@@ -39,10 +39,11 @@ PERMISSIONS_API_VERSION = "2022-04-01"
 ONBOARDING_REMEDY = ("onboard the subscription as Learn's 'What is Guest Health Reporting (preview)?' says: register "
                      "the Microsoft.Impact resource provider ('az provider register --namespace Microsoft.Impact'), send "
                      "the subscription ID and tenant ID to the Azure team member helping you onboard, and wait for their "
-                     "confirmation; or run without --report-to-azure")
+                     "confirmation (until then, 'create --replace-unhealthy' without --report-to-azure replaces nodes "
+                     "without reporting them)")
 ROLE_REMEDY = (f"assign the \"{ROLE}\" role on the subscription to the identity azgpu runs as (portal: Subscriptions > "
-               "Access control (IAM) > Add role assignment), as Learn's Guest Health Reporting overview says; or run "
-               "without --report-to-azure")
+               "Access control (IAM) > Add role assignment), as Learn's Guest Health Reporting overview says (until "
+               "then, 'create --replace-unhealthy' without --report-to-azure replaces nodes without reporting them)")
 
 
 class ReportingUnavailable(AzgpuError):
