@@ -28,6 +28,11 @@ target is met (1 only if a benchmark itself breaks).
    --latency seconds and every Run Command running azgpu's real node script in a sandbox: wall time
    of the gate over its critical path (check, delete, scale out, check again: 4 operations), its
    requests over the minimum, and the requests one `provision check` sends per node.
+7. Guest Health Reporting in the gate (benchmarks/ghr_worker.py, virtual time at Azure's cadence):
+   `create --check --replace-unhealthy --report-to-azure` of 16 x ND96isr_H100_v5 with 1 and with 2
+   nodes missing a GPU: the requests per bad node (the GET that makes a re-run file nothing new, the
+   PUT, the insight reads until the terminal insight), the fixed preflight, what a re-run sends, and
+   the time the gate spends following insights.
 
 Whole-process timings are medians; each round runs every command once, interleaved, after one
 warm-up. Child processes cache bytecode in a private directory (as after any pip install), even
@@ -53,6 +58,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKER = HERE / "deploy_worker.py"
 HEALTH_WORKER = HERE / "health_worker.py"
+GHR_WORKER = HERE / "ghr_worker.py"
 MATRIX = ROOT / "tests" / "deploy" / "test_fault_matrix.py"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-benchmark"
 ARM_TEMPLATE_LIMIT = 4 * 1024 * 1024  # bytes
@@ -274,6 +280,21 @@ def health_gate(runs: int, latency: float, env, tmp: Path, nodes: int = 16, faul
             "check_seconds": data["check"]["seconds"]}
 
 
+# ------------------------------------------------------------------------------------ 7
+
+
+def ghr_reporting(env, tmp: Path, nodes: int = 16) -> dict:
+    out = {}
+    for faulty in (1, 2):
+        _, data = worker_at(GHR_WORKER, ["--nodes", str(nodes), "--faulty", str(faulty)], env, tmp)
+        req = data["requests"]
+        fixed = sum(req.get(k, 0) for k in ("provider", "permissions", "categories"))
+        per_node = {k: req.get(k, 0) / faulty for k in ("impact_get", "impact_put", "insight_read")}
+        out[str(faulty)] = {**data, "preflight_requests": fixed, "per_bad_node": per_node,
+                            "per_bad_node_total": sum(per_node.values())}
+    return out
+
+
 def worker_at(script: Path, args: list[str], env, tmp: Path) -> tuple[float, dict]:
     seconds, out = wall([sys.executable, str(script), *args], env, tmp)
     return seconds, json.loads(out)
@@ -326,6 +347,17 @@ def report(r: dict) -> str:
                   f"{req.get('scale_out', 0)} scale-out",
                   f"   provision check: {h['check_requests_per_node']:.2f} requests per node + {h['check_fixed_requests']} "
                   f"per check; {h['check_seconds']:.2f} s for {h['nodes']} nodes"]
+    g = r.get("ghr")
+    if g:
+        lines += ["", "7. Guest Health Reporting in the gate: 16 x ND96isr_H100_v5, nodes missing a GPU, virtual time at "
+                      "Azure's cadence (insights read every 30 s)"]
+        for faulty, x in g.items():
+            p = x["per_bad_node"]
+            lines.append(f"   {faulty} bad node(s): {x['impacts']} impact(s), {', '.join(sorted(set(x['insights'])))}, "
+                         f"{x['passed']} healthy at the end; requests per bad node {x['per_bad_node_total']:g} "
+                         f"({p['impact_get']:g} GET, {p['impact_put']:g} PUT, {p['insight_read']:g} insight reads) "
+                         f"+ {x['preflight_requests']} preflight; a re-run sends {sum(x['rerun_requests'].values())} "
+                         f"(preflight only); insights followed {x['virtual_seconds_following_insights']:g} s")
     return "\n".join(lines)
 
 
@@ -401,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_health:
             print("health gate ...", file=sys.stderr)
             results["health"] = health_gate(args.runs, args.latency, env, tmp)
+            print("guest health reporting ...", file=sys.stderr)
+            results["ghr"] = ghr_reporting(env, tmp)
     if not args.only_health:
         print("fault matrix ...", file=sys.stderr)
         try:

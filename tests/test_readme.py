@@ -209,6 +209,13 @@ def test_readme_blocks_run_as_written(simulated, run, monkeypatch):
     assert "Resource changes: 6 to modify." in what_if  # NSG, NAT gateway and its IP, VNet, 2 scale sets
     assert "Instances to delete: 30 GPU node(s): train01-vmss001_49" in what_if
     assert "now 4,079.55 USD/hour for 150 node(s)" in what_if
+    # Guest Health Reporting: the gate's one bad node reported once, the targeted report, the refusal.
+    reports = next(out for line, out, _ in transcript if line.startswith("provision reports -g ghr-rg"))
+    rows = [row for row in reports.splitlines() if row.startswith("azgpu-h100-vmss000-0-")]
+    assert len(rows) == 1 and "HpcMissingGpu" in rows[0] and "NodeRemovedFromService" in rows[0]
+    assert "IBPortDown  filed  NodeRemovedFromService" in next(
+        out for line, out, _ in transcript if line.startswith("provision report -n h100") and "--node" in line)
+    assert "az provider register" in next(err for line, _, err in transcript if "GHR_NOT_ONBOARDED" in line)
 
 
 def test_a_line_says_what_it_exits_with():

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import click
 
 from ..errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, ValidationFailed
-from . import deploy, health, listing, offline, outputs, simulate, simulate_faults
+from . import deploy, health, listing, offline, outputs, report, simulate, simulate_faults
 from .options import one_line, print_findings
 
 DEBUG_ENV = "AZGPU_DEBUG"
@@ -33,7 +33,7 @@ def cli():
     """Provision Azure GPU clusters (ND, NDv2, NG, ND A100 v4 ... ND GB300 v6) correctly the first time."""
 
 
-for module in (offline, deploy, outputs, health, listing, simulate, simulate_faults):
+for module in (offline, deploy, outputs, health, listing, simulate, simulate_faults, report):
     module.register(cli)
 
 

@@ -16,6 +16,7 @@ from . import options
 from .health import health_options, with_compact_health
 from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
+from .report import report_findings, report_options, reporter_for, with_reports
 
 
 def register(cli: click.Group) -> None:
@@ -45,10 +46,11 @@ def register(cli: click.Group) -> None:
                   help="With --check (implied): delete failing nodes, scale back out, check the new ones.")
     @click.option("--max-rounds", type=int, default=3, show_default=True, help="Replacement rounds at most.")
     @health_options
+    @report_options
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
                    fallback_locations, accept_terms, what_if_, allow_scale_in, currency, check, replace_unhealthy,
-                   max_rounds, parallel, node_timeout, nccl, **values):
+                   max_rounds, parallel, node_timeout, nccl, report_to_azure, insight_timeout, yes, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
@@ -67,7 +69,10 @@ def register(cli: click.Group) -> None:
         request = make_request(values)
         # Offline findings first, the flags of create itself with them: nothing touches Azure on bad input.
         spec = validated_with(request, "create", [*check_fallbacks(zones, fallback_locations),
-                                                  *number_findings(timeout=timeout, latency=simulate_latency)])
+                                                  *number_findings(timeout=timeout, latency=simulate_latency),
+                                                  *report_findings(report_to_azure=report_to_azure, yes=yes,
+                                                                   replace_unhealthy=replace_unhealthy,
+                                                                   insight_timeout=insight_timeout)])
         print_findings(spec.findings, verbose=obj["verbose"])
         if what_if_:
             _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency)
@@ -81,21 +86,30 @@ def register(cli: click.Group) -> None:
         confirm = ask if not allow_scale_in and not dry_run and sys.stdin.isatty() else None
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
+            reporter = None
+            if report_to_azure and not dry_run:  # Guest Health Reporting: checked before anything is created
+                reporter = reporter_for(session, yes=yes, insight_timeout=insight_timeout)
+                reporter.preflight()
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
+                if reporter is not None:
+                    reporter.on_event = progress.notice
                 try:
                     result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
                                     zones=list(zones), fallback_locations=list(fallback_locations),
                                     on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms,
                                     allow_scale_in=allow_scale_in, confirm=confirm, currency=currency, check=check,
                                     replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                                    check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl})
+                                    check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl},
+                                    before_delete=reporter)
                 except UnhealthyNodesError as exc:  # the result and its health report first, then the error
                     if exc.result is not None:
-                        emit(with_compact_health(exc.result, obj), obj)
+                        shown = with_compact_health(exc.result, obj)
+                        emit(with_reports(shown, reporter.entries, obj) if reporter else shown, obj)
                     raise
         for f in result.get("preflight", {}).get("findings", []):
             print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
-        emit(with_compact_health(result, obj), obj)
+        shown = with_compact_health(result, obj)
+        emit(with_reports(shown, reporter.entries, obj) if reporter else shown, obj)
 
     def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency):
         from ..changes import report

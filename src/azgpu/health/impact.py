@@ -4,6 +4,8 @@ GHR (preview) takes `impactCategory` = Resource.Hpc.Unhealthy.* for a broken hos
 maps its own fault codes in triggerGHR/config/nhc_fault_dictionary.cfg (R-nhc-ghr); its generic Xid
 failure (NHC2001) is made specific with the Xid number here, and the fallback's findings map by kind.
 NHCNA means the check itself was not set up, which says nothing about the host: no category.
+Whatever this module returns is on Learn's list of categories (LEARN_CATEGORIES); a test enumerates
+every category it can return and fails for one that is not.
 """
 
 from __future__ import annotations
@@ -23,13 +25,33 @@ FAULT_CODES = {
 }
 XIDS = {79: "XID79FallenOffBus", 94: "XID94ContainedECCError", 95: "XID95UncontainedECCError",
         48: "XID48DoubleBitECC"}
+OTHER_XID = "GpuXIDError"  # Learn: "GPU reports a Xid error other than 48, 79, 94, or 95"
+GENERIC = "HpcGenericFailure"  # Learn: "Issue doesn't fall into any other category"
+# The fallback's kinds (and AzNHC's checks without a fault code, by the kind results.py gives them).
+# An nvidia-smi that answers with an error is not the hang Learn's UnhealthyGPUNvidiasmi describes
+# ("stops responding and might not recover"): a driver that is not loaded says so too, so it is generic.
 KINDS = {
     "missing_gpu": "HpcMissingGpu", "ib_missing": "MissingIB", "ib_port_down": "IBPortDown",
     "ib_port_rate": "IBPerformance", "ib_bandwidth": "IBPerformance", "ib_port_flapping": "IBPortFlapping",
     "nvidia_smi": "UnhealthyGPUNvidiasmi", "nvidia_smi_hang": "UnhealthyGPUNvidiasmi",
-    "nvidia_smi_error": "UnhealthyGPUNvidiasmi", "nvlink": "NvLink", "nccl_bandwidth": "ManualInvestigation",
+    "nvlink": "NvLink", "nccl_bandwidth": "ManualInvestigation",
 }
 NOT_THE_HOST = {"aznhc_setup", "aznhc_timeout"}
+
+# Learn, "Impact categories for Guest Health Reporting (preview)" (MicrosoftDocs/azure-compute-docs
+# articles/azure-impact-reporting/guest-health-impact-categories.md @ 883ff7bb, ms.date 2025-09-18):
+# "Only an approved string list is allowed" (guest-health-impact-report.md). azgpu sends only these.
+LEARN_CATEGORIES = frozenset({
+    "Resource.Hpc.Reset", "Resource.Hpc.Reboot",
+    *(PREFIX + c for c in (
+        "HpcMissingGpu", "MissingIB", "IBPerformance", "IBPortDown", "IBPortFlapping", "HpcGpuDcgmDiagFailure",
+        "HpcRowRemapFailure", "HpcInforomCorruption", "HpcGenericFailure", "ManualInvestigation",
+        "XID95UncontainedECCError", "XID94ContainedECCError", "XID79FallenOffBus", "XID48DoubleBitECC",
+        "UnhealthyGPUNvidiasmi", "NvLink", "HpcDcgmiThermalReport", "ECCPageRetirementTableFull", "DBEOverLimit",
+        "GpuXIDError", "AmdGpuResetFailed", "EROTFailure", "GPUMemoryBWFailure", "CPUPerformance")),
+})
+CATEGORIES_SOURCE = ("Microsoft Learn, Impact categories for Guest Health Reporting (preview): "
+                     "https://learn.microsoft.com/azure/azure-impact-reporting/guest-health-impact-categories")
 
 
 def impact_category(failure: Failure) -> str | None:
@@ -37,7 +59,13 @@ def impact_category(failure: Failure) -> str | None:
     if failure.fault_code == "NHCNA" or failure.kind in NOT_THE_HOST:
         return None
     if failure.kind == "xid" and failure.xid is not None:
-        return PREFIX + XIDS.get(failure.xid, "GpuXIDError")
+        return PREFIX + XIDS.get(failure.xid, OTHER_XID)
     if failure.fault_code in FAULT_CODES:
         return PREFIX + FAULT_CODES[failure.fault_code]
-    return PREFIX + KINDS.get(failure.kind, "HpcGenericFailure")
+    return PREFIX + KINDS.get(failure.kind, GENERIC)
+
+
+def possible_categories() -> frozenset[str]:
+    """Every category impact_category can return (what a test holds against LEARN_CATEGORIES)."""
+    names = {*FAULT_CODES.values(), *XIDS.values(), OTHER_XID, GENERIC, *KINDS.values()}
+    return frozenset(PREFIX + n for n in names)

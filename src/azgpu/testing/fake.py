@@ -542,6 +542,47 @@ class FakeAzure:
             raise KeyError(f"no single scale-set instance {instance!r} ({len(found)} match)")
         return found[0]["id"]
 
+    # -- Azure Impact Reporting (Guest Health Reporting) ---------------------------------------
+    def set_provider(self, namespace: str, state: str = "Registered") -> None:
+        """A resource provider's registration state as Providers - Get reports it (Registered,
+        NotRegistered, Registering, Unregistered). Modelled for Microsoft.Impact: while it is not
+        Registered, its calls answer 409 MissingSubscriptionRegistration."""
+        from . import impact_reporting
+
+        if namespace.lower() != impact_reporting.NAMESPACE.lower():
+            raise ValueError(f"the fake models the registration of {impact_reporting.NAMESPACE} only")
+        with self._transaction():
+            self._store.providers[namespace.lower()] = state
+            self.save()
+
+    def set_permissions(self, actions: list[str] | None = None, not_actions: list[str] = ()) -> None:
+        """The caller's permissions (Microsoft.Authorization/permissions) at every scope: one permission
+        with these actions and notActions; actions=None restores the default ("*", Owner-like). Writes
+        to Microsoft.Impact that they do not allow answer 403 AuthorizationFailed."""
+        with self._transaction():
+            self._store.permissions = None if actions is None else [
+                {"actions": list(actions), "notActions": list(not_actions), "dataActions": [], "notDataActions": []}]
+            self.save()
+
+    def set_impact_categories(self, names: list[str]) -> None:
+        """Impact categories the ImpactCategories listing shows beside the REST-spec example's."""
+        with self._transaction():
+            self._store.impact_categories = list(names)
+            self.save()
+
+    def set_impact_insights(self, stages: list[dict] | None) -> None:
+        """The insights new workload impacts get: [{"statusCode", "terminalInsight", "after"}], "after"
+        in steps of the operation time (60 virtual seconds without one); [] for none ever; None for the
+        default sequence (AcknowledgedUnhealthy, then the terminal NodeRemovedFromService)."""
+        with self._transaction():
+            self._store.impact_insights = None if stages is None else [dict(s) for s in stages]
+            self.save()
+
+    def impacts(self) -> list[dict]:
+        """The workload impacts filed in this subscription, as GET answers them (deep copies)."""
+        with self._transaction():
+            return [copy.deepcopy(r["resource"]) for r in self._store.impacts.values()]
+
     @classmethod
     def load(cls, state_file: str | os.PathLike, **kwargs: Any) -> "FakeAzure":
         """A FakeAzure continuing the state saved in state_file (and saving back to it)."""

@@ -110,6 +110,15 @@ class Store:
         self.pending_faults: list[dict] = []
         self.fabric: dict[str, float] = {}
         self.instance_ids: dict[str, int] = {}
+        # Azure Impact Reporting (testing/impact_reporting.py): workload impacts by lower-cased name
+        # ({"resource", "reported", "insights"}), resource providers' registration states by lower-cased
+        # namespace (unlisted: Registered), the caller's permissions (None: Owner-like), categories a
+        # test added to the listing, and the insight stages of new reports (None: the data file's).
+        self.impacts: dict[str, dict] = {}
+        self.providers: dict[str, str] = {}
+        self.permissions: list[dict] | None = None
+        self.impact_categories: list[str] = []
+        self.impact_insights: list[dict] | None = None
 
     # -- resources ---------------------------------------------------------------------------
     def get(self, resource_id: str) -> dict | None:
@@ -157,6 +166,11 @@ class Store:
             "pending_faults": self.pending_faults,
             "fabric": self.fabric,
             "instance_ids": self.instance_ids,
+            "impacts": self.impacts,
+            "providers": self.providers,
+            "permissions": self.permissions,
+            "impact_categories": self.impact_categories,
+            "impact_insights": self.impact_insights,
         }
 
     def load_json(self, data: dict) -> None:
@@ -178,6 +192,11 @@ class Store:
         self.pending_faults = data.get("pending_faults", [])
         self.fabric = data.get("fabric", {})
         self.instance_ids = data.get("instance_ids", {})
+        self.impacts = data.get("impacts", {})
+        self.providers = data.get("providers", {})
+        self.permissions = data.get("permissions")
+        self.impact_categories = data.get("impact_categories", [])
+        self.impact_insights = data.get("impact_insights")
 
     def save(self, path: str | os.PathLike) -> None:
         # Write then rename, so a CLI process reading the file never sees half of it; a failed write
@@ -225,9 +244,11 @@ def shape_problem(data) -> str | None:
         return f"has version {data.get('version')!r}; this azgpu reads version {STATE_VERSION}"
     shapes = {"resources": dict, "operations": dict, "sku_overrides": list, "quota": dict, "images": list,
               "times": dict, "counter": int, "agreements": dict, "capacity": dict, "nodes": dict,
-              "pending_faults": list, "fabric": dict, "instance_ids": dict}
+              "pending_faults": list, "fabric": dict, "instance_ids": dict, "impacts": dict, "providers": dict,
+              "impact_categories": list}
     # Saved before these existed: absent is an empty one.
-    optional = {"times", "agreements", "capacity", "nodes", "pending_faults", "fabric", "instance_ids"}
+    optional = {"times", "agreements", "capacity", "nodes", "pending_faults", "fabric", "instance_ids", "impacts",
+                "providers", "impact_categories"}
     for name, kind in shapes.items():
         if name in optional and name not in data:
             continue

@@ -1,0 +1,215 @@
+"""`provision report`, `provision reports`, create's --report-to-azure, `provision simulate ghr`:
+Guest Health Reporting (preview) of nodes that failed the health checks.
+
+Importing this module is cheap: the Azure SDK is imported only inside the commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from . import options
+from ..errors import AzgpuError, Finding, InputError
+from ..health.ghr import INSIGHT_TIMEOUT
+from .health import node_logger
+from .options import azure_options, cluster_args, common, emit, log
+
+
+def report_options(fn):
+    """--report-to-azure, --insight-timeout and -y/--yes of `create`."""
+    for option in reversed([
+        click.option("--report-to-azure", is_flag=True,
+                     help="With --replace-unhealthy: before deleting a failing node, file a Guest Health Report (preview) "
+                          "with Azure for its host (see 'provision report'). Asks first unless --yes."),
+        click.option("--insight-timeout", type=float, default=INSIGHT_TIMEOUT, show_default=True,
+                     help="Seconds to follow a report's insights before going on (0: read them once)."),
+        click.option("-y", "--yes", is_flag=True, help="With --report-to-azure: file the reports without asking."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool,
+                    insight_timeout: float) -> list[Finding]:
+    """What makes create's reporting request unable to work, reported with the request's other
+    findings before anything is created or written."""
+    from ..deploy.ghr import validate_options
+
+    if not report_to_azure:
+        return []
+    out = []
+    if not replace_unhealthy:
+        out.append(Finding("REPORT_NEEDS_REPLACE", "--report-to-azure reports the nodes --replace-unhealthy is about "
+                           "to delete", "add --replace-unhealthy, or report a cluster's failing nodes without "
+                           "replacing them with 'provision report -n NAME -g RG'", field="report_to_azure"))
+    for check in (lambda: validate_options(insight_timeout=insight_timeout), lambda: _need_confirmation(yes)):
+        try:
+            check()
+        except AzgpuError as exc:
+            out.append(Finding(exc.code, exc.message, exc.remedy, field="report_to_azure"))
+    return out
+
+
+def _need_confirmation(yes: bool) -> None:
+    if not yes and not sys.stdin.isatty():
+        raise InputError("a Guest Health Report can send a host to repair, and there is no terminal to ask",
+                         code="CONFIRMATION_REQUIRED", remedy="add --yes to report without asking")
+
+
+def _ask(reports) -> bool:
+    click.echo(f"Guest Health Reporting (preview): {len(reports)} report(s) to Azure, which may take the hosts out "
+               "of production for repair:", err=True)
+    for r in reports:
+        click.echo(f"  {r.node.computer_name} on host {r.node.physical_host or '?'}: {r.category} "
+                   f"({'; '.join(f.summary() for f in r.failures)})", err=True)
+    return options.confirm("File them?")
+
+
+def reporter_for(session, *, yes: bool, insight_timeout: float, on_event=None):
+    from ..deploy.ghr import Reporter
+
+    return Reporter(session, insight_timeout=insight_timeout, confirm=None if yes else _ask,
+                    on_event=on_event or log)
+
+
+def compact(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table view of report outcomes: one row per node and category."""
+    rows = []
+    for e in entries:
+        insight = e.get("insight") or {}
+        rows.append({"node": e["node"], "physical_host": e.get("physical_host") or "",
+                     "category": (e.get("category") or "").rsplit(".", 1)[-1], "state": e["state"],
+                     "insight": insight.get("status_code") or e.get("reason") or "",
+                     "terminal": insight.get("terminal", ""), "impact": e.get("impact") or ""})
+    return rows
+
+
+def with_reports(result: dict[str, Any], entries: list[dict[str, Any]], obj: dict) -> dict[str, Any]:
+    table = obj["output"] == "table" and not obj["query"]
+    return {**result, "guest_health_reports": compact(entries) if table else entries}
+
+
+def register(cli: click.Group) -> None:
+    from .simulate import group
+
+    @cli.command("report")
+    @click.option("-n", "--name", default=None, help="Cluster name.")
+    @click.option("-g", "--resource-group", default=None, help="Resource group.")
+    @click.option("--node", "nodes", multiple=True, metavar="ID",
+                  help="Only this node: computer name, SCALESET/INSTANCE_ID, instance id or resource id (repeatable).")
+    @click.option("--insight-timeout", type=float, default=INSIGHT_TIMEOUT, show_default=True,
+                  help="Seconds to follow the reports' insights (0: read them once).")
+    @click.option("-y", "--yes", is_flag=True, help="Do not ask before filing the reports.")
+    @click.option("--parallel", type=int, default=None, help="Run Commands in flight at once (as 'provision check').")
+    @click.option("--node-timeout", type=float, default=None, help="Seconds to wait for one node's verdict.")
+    @azure_options
+    @common
+    def report_cmd(obj, name, resource_group, nodes, insight_timeout, yes, parallel, node_timeout, subscription,
+                   simulate, simulate_latency, simulate_state):
+        """Check the nodes and file a Guest Health Report (preview) with Azure for each failing one's host.
+
+        The checks run as in 'provision check' (one Run Command per node, which also reads the physical
+        host name); each failing node gets one workload impact per impact category, named by node, fault
+        and day, so a re-run the same day files nothing new. Nothing is deleted: replace the nodes with
+        'provision create ... --check --replace-unhealthy'.
+        """
+        from ..deploy import ghr, health
+
+        cluster_args(name, resource_group)
+        ghr.validate_options(insight_timeout=insight_timeout)
+        _need_confirmation(yes)
+        check = {k: v for k, v in (("parallel", parallel), ("node_timeout", node_timeout)) if v is not None}
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            reporter = reporter_for(session, yes=yes, insight_timeout=insight_timeout)
+            reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
+            wanted = _instances(session, name, resource_group, nodes) if nodes else None
+            report = health.check(session, name, resource_group, instances=wanted, on_node=node_logger(obj), **check)
+            bad = [n for n in report if not n.passed]
+            entries = reporter.report(bad) if bad else []
+        filed = [e for e in entries if e["state"] in ("filed", "already_filed")]
+        result = {"cluster": name, "resource_group": resource_group, "nodes_checked": len(report),
+                  "failed": len(report.failed), "unreachable": len(report.unreachable),
+                  "reports_filed": sum(1 for e in entries if e["state"] == "filed"),
+                  "reports_existing": sum(1 for e in entries if e["state"] == "already_filed")}
+        emit(with_reports(result, entries, obj), obj)
+        for e in entries:
+            if e["state"] in ("not_reported", "vm_gone"):
+                log(f"{e['node']}: not reported: {e.get('reason')}")
+        if not bad:
+            log("every node passed: nothing to report")
+        elif filed:
+            log(f"reported; to replace the node(s): 'provision create ... --check --replace-unhealthy' (a re-run "
+                f"with --report-to-azure the same day files nothing new)")
+
+    @cli.command("reports")
+    @click.option("-n", "--name", default=None, help="Cluster name (default: every scale set of the group).")
+    @click.option("-g", "--resource-group", default=None, help="Resource group.")
+    @azure_options
+    @common
+    def reports_cmd(obj, name, resource_group, subscription, simulate, simulate_latency, simulate_state):
+        """The Guest Health Reports filed for a cluster's nodes, read from Azure, with their latest insight."""
+        from ..deploy.ghr import list_reports
+
+        if not resource_group:
+            raise InputError("-g/--resource-group required", code="MISSING_ARGUMENT",
+                             remedy="name the resource group: -g RESOURCE_GROUP [-n NAME]")
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            found = list_reports(session, resource_group, name)
+        if obj["output"] == "table" and not obj["query"]:
+            found = [{"impact": r["impact"], "node": f"{r['scale_set']}/{r['instance_id']}",
+                      "physical_host": r["physical_host"] or "", "category": (r["category"] or "").rsplit(".", 1)[-1],
+                      "reported": r["reported"] or "", "insight": r["status_code"] or "no insight yet",
+                      "terminal": r["terminal"]} for r in found]
+        emit(found, obj)
+
+    simulate_group = group(cli)
+
+    @simulate_group.command("ghr")
+    @click.option("--provider-state", type=click.Choice(["Registered", "NotRegistered", "Registering", "Unregistered"]),
+                  default=None, help="The Microsoft.Impact resource provider's registration state.")
+    @click.option("--reporter/--no-reporter", "reporter", default=None,
+                  help="Whether the caller holds the Azure Impact Reporter role (--no-reporter: read-only).")
+    @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
+    @common
+    def ghr_cmd(obj, provider_state, reporter, simulate_state):
+        """Onboard (or not) the simulated subscription to Guest Health Reporting."""
+        from ..deploy.simulate import simulated_azure
+
+        if provider_state is None and reporter is None:
+            raise InputError("nothing to set", code="MISSING_ARGUMENT",
+                             remedy="pass --provider-state STATE and/or --reporter/--no-reporter")
+        azure = simulated_azure(simulate_state)
+        if provider_state is not None:
+            azure.set_provider("Microsoft.Impact", provider_state)
+        if reporter is not None:
+            azure.set_permissions(None if reporter else ["*/read"])
+        emit({"provider_state": provider_state, "reporter": reporter}, obj)
+
+
+def _instances(session, name: str, resource_group: str, wanted: tuple[str, ...]) -> set[str]:
+    """Resource ids (lower case) of the nodes named by computer name, SCALESET/ID, instance id or id."""
+    from ..deploy.deployer import to_azure_error
+    from ..deploy.lifecycle import find_cluster, require
+
+    cluster = require(find_cluster(session, name, resource_group))
+    known: list[tuple[str, str, str, str]] = []
+    try:
+        for vmss in cluster.scale_sets:
+            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name):
+                computer = vm.os_profile.computer_name if vm.os_profile else vm.name
+                known.append((vm.id.lower(), vmss.name.lower(), str(vm.instance_id), (computer or "").lower()))
+    except Exception as exc:
+        raise to_azure_error(exc, f"listing the nodes of {name}") from None
+    out = set()
+    for item in wanted:
+        key = item.lower()
+        matches = [k[0] for k in known if key in (k[0], k[3], f"{k[1]}/{k[2]}") or key == k[2]]
+        if len(matches) != 1:
+            raise InputError(f"--node {item} matches {len(matches)} node(s) of cluster '{name}'",
+                             code="UNKNOWN_NODE" if not matches else "AMBIGUOUS_NODE",
+                             remedy="give the computer name or SCALESET/INSTANCE_ID ('provision status' lists them)")
+        out.add(matches[0])
+    return out

@@ -1,0 +1,405 @@
+"""Guest Health Reporting (GHR, preview): tell Azure a node's host is broken before azgpu deletes it.
+
+The health gate finds a node with a missing GPU, a port down or an Xid and replaces it; without a
+word to Azure the replacement can land on the same host. GHR, part of Azure Impact Reporting, is
+how Learn says to hand such a host back: a workload impact with an HPC category and the node's
+PhysicalHostName, after which Azure may take the host out of production and reports its progress
+as insights. `Reporter` does that for the gate's failing nodes while their VMs still exist (its
+`before_delete` hook): the preflight (the Microsoft.Impact provider registered, the caller allowed
+to write workload impacts), one impact per node and category under a deterministic name (GET
+first, so a re-run the same day files nothing new), then the insights, followed for a bounded time.
+If reporting cannot happen, it raises, and the gate deletes nothing.
+
+SDK: azure-mgmt-impactreporting exists only as 1.0.0b1, whose default api-version (2024-05-01-preview)
+is not one Learn names for GHR; the five calls here go through azure-core's ARM pipeline instead, with
+the session's credential, retry policy (throttling budget) and transport, at the api-versions Learn
+names (azgpu.health.ghr). The provider's registration is read with azure-mgmt-resource's client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import EXIT_INPUT, AzgpuError, Finding, ValidationFailed
+from ..health.ghr import (API_VERSION, INSIGHT_POLL, INSIGHT_TIMEOUT, INSIGHTS_API_VERSION, MAX_INSIGHT_TIMEOUT,
+                          READ_ACTION, ROLE, WRITE_ACTION, ImpactReport, insight_state, not_reportable, plan)
+from ..health.results import NodeResult
+from .deployer import to_azure_error
+
+BASE = "https://management.azure.com"
+NAMESPACE = "Microsoft.Impact"
+# Learn ("Use Resource Manager authentication API to access subscriptions") reads the caller's
+# permissions on a subscription at {subscription}/providers/Microsoft.Authorization/permissions; the
+# authorization spec's newest stable version of Permission (actions, notActions) is 2022-04-01.
+PERMISSIONS_API_VERSION = "2022-04-01"
+ONBOARDING_REMEDY = ("onboard the subscription as Learn's 'What is Guest Health Reporting (preview)?' says: register "
+                     "the Microsoft.Impact resource provider ('az provider register --namespace Microsoft.Impact'), send "
+                     "the subscription ID and tenant ID to the Azure team member helping you onboard, and wait for their "
+                     "confirmation (until then, 'create --replace-unhealthy' without --report-to-azure replaces nodes "
+                     "without reporting them)")
+ROLE_REMEDY = (f"assign the \"{ROLE}\" role on the subscription to the identity azgpu runs as (portal: Subscriptions > "
+               "Access control (IAM) > Add role assignment), as Learn's Guest Health Reporting overview says (until "
+               "then, 'create --replace-unhealthy' without --report-to-azure replaces nodes without reporting them)")
+
+
+class ReportingUnavailable(AzgpuError):
+    """Reporting was asked for and cannot happen (not onboarded, not allowed, declined): exit 2."""
+
+    exit_code = EXIT_INPUT
+    default_code = "GHR_UNAVAILABLE"
+
+
+def validate_options(*, insight_timeout: float = INSIGHT_TIMEOUT) -> None:
+    if not 0 <= insight_timeout <= MAX_INSIGHT_TIMEOUT:
+        raise ReportingUnavailable(f"--insight-timeout {insight_timeout:g} is out of range",
+                                   code="INVALID_INSIGHT_TIMEOUT",
+                                   remedy=f"use 0 (read the insights once) to {MAX_INSIGHT_TIMEOUT:g} seconds "
+                                          f"(default {INSIGHT_TIMEOUT:g})")
+
+
+# ------------------------------------------------------------------------------ the wire
+
+
+def _client(session):
+    """An ARM pipeline with the session's credential, retry policy (and so its throttling budget) and
+    transport (--simulate's), but without azure-mgmt-core's automatic resource provider registration
+    that the generated clients carry: registering Microsoft.Impact is a step of GHR's onboarding
+    (Learn), for the subscription's owner to take, not something a report may do on its own."""
+    client = session.__dict__.get("_ghr_client")
+    if client is None:
+        from azure.core.pipeline import policies
+        from azure.mgmt.core import ARMPipelineClient
+        from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
+
+        settings = session._kwargs()  # noqa: SLF001 - the session's own client settings
+        client = ARMPipelineClient(base_url=BASE, transport=settings["transport"], policies=[
+            policies.RequestIdPolicy(), policies.HeadersPolicy(), policies.UserAgentPolicy(sdk_moniker="azgpu"),
+            policies.ProxyPolicy(), policies.ContentDecodePolicy(), policies.RedirectPolicy(),
+            settings["retry_policy"], ARMChallengeAuthenticationPolicy(session.credential, f"{BASE}/.default"),
+            policies.CustomHookPolicy(), policies.NetworkTraceLoggingPolicy(), policies.DistributedTracingPolicy(),
+            ARMHttpLoggingPolicy()])
+        session.__dict__["_ghr_client"] = client
+    return client
+
+
+def _send(session, method: str, path: str, api_version: str, body: Any = None, url: str | None = None):
+    """One request through azgpu's GHR pipeline; the HttpResponse, whatever its status."""
+    from azure.core.rest import HttpRequest
+
+    target = url or f"{BASE}{path}?api-version={api_version}"
+    request = HttpRequest(method, target, json=body) if body is not None else HttpRequest(method, target)
+    try:
+        return _client(session).send_request(request)
+    except AzgpuError:
+        raise
+    except Exception as exc:
+        raise to_azure_error(exc, f"{method} {path}") from None
+
+
+def _json(response) -> dict[str, Any]:
+    try:
+        data = json.loads(response.text() or "{}")
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def _error(response, what: str) -> AzgpuError:
+    """An error answer as a typed error: onboarding and permission problems of reporting exit 2."""
+    from azure.core.exceptions import HttpResponseError
+
+    err = to_azure_error(HttpResponseError(response=response), what)
+    azure_code = (getattr(err, "azure_code", "") or "").lower()
+    if azure_code == "missingsubscriptionregistration":
+        return ReportingUnavailable(f"{what}: the subscription is not registered for {NAMESPACE} ({err.message})",
+                                    code="GHR_NOT_ONBOARDED", remedy=ONBOARDING_REMEDY)
+    if response.status_code == 403 or azure_code == "authorizationfailed":
+        return ReportingUnavailable(f"{what}: {err.message}", code="GHR_NOT_PERMITTED", remedy=ROLE_REMEDY)
+    return err
+
+
+def _pages(session, path: str, api_version: str, what: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    response = _send(session, "GET", path, api_version)
+    for _ in range(1000):  # nextLink pages, bounded
+        if response.status_code != 200:
+            raise _error(response, what)
+        data = _json(response)
+        items += [i for i in data.get("value") or [] if isinstance(i, dict)]
+        if not data.get("nextLink"):
+            return items
+        response = _send(session, "GET", path, api_version, url=data["nextLink"])
+    return items
+
+
+def _impact_path(session, name: str) -> str:
+    return f"/subscriptions/{session.subscription_id}/providers/{NAMESPACE}/workloadImpacts/{name}"
+
+
+# ------------------------------------------------------------------------------ preflight
+
+
+def _matches(pattern: str, action: str) -> bool:
+    regex = "^" + ".*".join(re.escape(p) for p in pattern.split("*")) + "$"
+    return re.match(regex, action, re.IGNORECASE) is not None
+
+
+def allowed(permissions: list[dict[str, Any]], action: str) -> bool:
+    """Learn: "If an action is present in the allowed actions of any permission and not present in the
+    disallowed actions of that permission, the user is allowed to do that action" (wildcards, any case)."""
+    return any(any(_matches(a, action) for a in p.get("actions") or [])
+               and not any(_matches(n, action) for n in p.get("notActions") or [])
+               for p in permissions)
+
+
+def preflight(session) -> dict[str, Any]:
+    """Before anything is deleted: may this subscription and caller report? Raises ValidationFailed
+    (exit 2) with every problem found; returns what it read (and the HPC categories the subscription's
+    category listing offers, when it lists any)."""
+    findings: list[Finding] = []
+    try:
+        state = session.resources.providers.get(NAMESPACE).registration_state or "unknown"
+    except Exception as exc:  # noqa: BLE001 - an unreadable provider is reported like an unregistered one
+        err = to_azure_error(exc, f"reading the {NAMESPACE} resource provider")
+        state = f"unknown ({err.code})"
+    if state.lower() != "registered":
+        findings.append(Finding("GHR_NOT_ONBOARDED",
+                                f"subscription {session.subscription_id} is not onboarded to Guest Health Reporting "
+                                f"(preview): the {NAMESPACE} resource provider is {state}", ONBOARDING_REMEDY,
+                                source="D-ghr-overview"))
+    path = f"/subscriptions/{session.subscription_id}/providers/Microsoft.Authorization/permissions"
+    try:
+        permissions = _pages(session, path, PERMISSIONS_API_VERSION, "reading the caller's permissions")
+    except AzgpuError as exc:  # cannot tell: the PUT itself will say, before anything is deleted
+        permissions = None
+        permission_note = f"could not read the caller's permissions ({exc.code}): the report itself will tell"
+    else:
+        permission_note = None
+        missing = [a for a in (WRITE_ACTION, READ_ACTION) if not allowed(permissions, a)]
+        if missing:
+            findings.append(Finding("GHR_NOT_PERMITTED",
+                                    f"the caller may not {' or '.join(a.rsplit('/', 1)[-1] for a in missing)} workload "
+                                    f"impacts in subscription {session.subscription_id} (no permission allows "
+                                    f"{', '.join(missing)})", ROLE_REMEDY, source="D-ghr-overview"))
+    offered = None
+    if state.lower() == "registered":
+        path = f"/subscriptions/{session.subscription_id}/providers/{NAMESPACE}/impactCategories"
+        try:
+            listed = {c.get("name") for c in _pages(session, path, API_VERSION, "listing impact categories")}
+        except AzgpuError:
+            listed = set()
+        hpc = {c for c in listed if c and c.lower().startswith("resource.hpc.")}
+        offered = hpc or None  # the spec's example lists no HPC category: only a listing with some says anything
+    if findings:
+        raise ValidationFailed(findings)
+    return {"provider": state, "permissions_checked": permissions is not None, "note": permission_note,
+            "offered_hpc_categories": sorted(offered) if offered else None}
+
+
+# ------------------------------------------------------------------------------ reporting
+
+
+class Reporter:
+    """Files Guest Health Reports for failing nodes and follows their insights.
+
+    Use it as the health gate's `before_delete` hook (`create(..., before_delete=reporter)`), or call
+    `report(nodes)`. confirm(reports) -> bool is asked before anything is filed (None: do not ask);
+    on_event(message) hears of each step. `entries` collects every node's outcome across calls.
+    """
+
+    def __init__(self, session, *, insight_timeout: float = INSIGHT_TIMEOUT, poll_interval: float | None = None,
+                 confirm: Callable[[list[ImpactReport]], bool] | None = None,
+                 on_event: Callable[[str], None] | None = None, now: Callable[[], datetime] | None = None):
+        validate_options(insight_timeout=insight_timeout)
+        self.session = session
+        self.insight_timeout = insight_timeout
+        # Simulation in real time polls each second; tests and real Azure every INSIGHT_POLL seconds
+        # (in tests of the fake's virtual clock, so nobody waits).
+        self.poll_interval = poll_interval or session.polling_interval or INSIGHT_POLL
+        self.confirm = confirm
+        self.on_event = on_event or (lambda message: None)
+        self.now = now or (lambda: datetime.now(timezone.utc))
+        self.checked: dict[str, Any] | None = None
+        self.entries: list[dict[str, Any]] = []
+        self.requests = 0
+
+    def preflight(self) -> dict[str, Any]:
+        self.checked = preflight(self.session)
+        return self.checked
+
+    def __call__(self, nodes: list[NodeResult]) -> None:
+        self.report(nodes)
+
+    # -- one round ---------------------------------------------------------------------------
+    def report(self, nodes: list[NodeResult]) -> list[dict[str, Any]]:
+        """File the reports of these nodes (while their VMs exist), follow the insights; the outcomes."""
+        if self.checked is None:
+            self.preflight()
+        now = self.now()
+        planned: list[ImpactReport] = []
+        entries: list[dict[str, Any]] = []
+        for node in nodes:
+            why = not_reportable(node)
+            if why:
+                entries.append({**_node(node), "category": None, "impact": None, "state": "not_reported",
+                                "reason": why, "insight": None})
+                continue
+            planned += plan(node, now=now, gpu_vendor=_gpu_vendor(node))
+        offered = (self.checked or {}).get("offered_hpc_categories")
+        if offered:
+            refused = sorted({r.category for r in planned} - set(offered))
+            if refused:
+                raise ReportingUnavailable(
+                    f"the subscription's impact categories do not offer {', '.join(refused)}", code="GHR_CATEGORY_NOT_OFFERED",
+                    remedy="ask the Azure team that onboarded the subscription to enable the category, or run without "
+                           "--report-to-azure; nothing was reported or deleted")
+        if planned and self.confirm is not None and not self.confirm(planned):
+            raise ReportingUnavailable(f"filing {len(planned)} Guest Health Report(s) was declined",
+                                       code="GHR_DECLINED",
+                                       remedy="nothing was reported or deleted; re-run with --yes to report, or without "
+                                              "--report-to-azure to replace the nodes without reporting them")
+        filed = [self._file(r) for r in planned]
+        self._follow([e for e in filed if e["state"] in ("filed", "already_filed")])
+        entries = filed + entries
+        self.entries += entries
+        return entries
+
+    def _file(self, report: ImpactReport) -> dict[str, Any]:
+        entry = {**_node(report.node), "category": report.category, "impact": report.name,
+                 "impact_id": _impact_path(self.session, report.name), "state": None, "insight": None,
+                 "failures": [f.summary() for f in report.failures]}
+        path = entry["impact_id"]
+        what = f"Guest Health Report {report.name}"
+        response = self._send("GET", path, API_VERSION)
+        if response.status_code == 200:
+            entry["state"] = "already_filed"
+            self.on_event(f"{report.node.computer_name}: {report.category} was reported today already ({report.name})")
+            return entry
+        if response.status_code != 404:
+            raise _error(response, what)
+        response = self._send("PUT", path, API_VERSION, report.body)
+        if response.status_code in (200, 201):
+            entry["state"] = "filed"
+            self._settle(response, path, what)
+            self.on_event(f"{report.node.computer_name}: reported {report.category} on host "
+                          f"{report.node.physical_host or '?'} ({report.name})")
+        elif response.status_code == 404:
+            # Learn/facts 12.3: 404 means the impacted resource is not found: the VM is gone already.
+            entry["state"] = "vm_gone"
+            entry["reason"] = _json(response).get("error", {}).get("message") or "the impacted VM no longer exists"
+            self.on_event(f"{report.node.computer_name}: not reported, the VM no longer exists")
+        elif response.status_code == 409 and self._send("GET", path, API_VERSION).status_code == 200:
+            entry["state"] = "already_filed"  # the name was taken meanwhile: by our own earlier report
+        else:
+            raise _error(response, what)
+        return entry
+
+    def _settle(self, response, path: str, what: str) -> None:
+        """A create that is still running (201 with Azure-AsyncOperation, api-versions after 2023-02-01):
+        follow its status a bounded number of times."""
+        state = (_json(response).get("properties") or {}).get("provisioningState")
+        status_url = response.headers.get("Azure-AsyncOperation")
+        for _ in range(20):
+            if not status_url or (state or "Succeeded").lower() in ("succeeded", "failed", "canceled"):
+                break
+            self.session.pause(float(response.headers.get("Retry-After") or self.poll_interval))
+            response = self._send("GET", path, API_VERSION, url=status_url)
+            if response.status_code != 200:
+                raise _error(response, what)
+            state = _json(response).get("status")
+        if (state or "").lower() in ("failed", "canceled"):
+            raise ReportingUnavailable(f"{what}: Azure ended the report as {state}", code="GHR_REPORT_FAILED",
+                                       remedy="nothing was deleted; see the impact in the portal (Impact Reporting) "
+                                              "and re-run")
+
+    def _follow(self, entries: list[dict[str, Any]]) -> None:
+        """Read each impact's insights until a terminal one or the insight timeout; never longer."""
+        if not entries:
+            return
+        start = self.session.clock()
+        pending = list(entries)
+        while True:
+            for entry in pending:
+                response = self._send("GET", entry["impact_id"] + "/insights", INSIGHTS_API_VERSION)
+                if response.status_code == 200:
+                    entry["insight"] = insight_state([i for i in _json(response).get("value") or []
+                                                      if isinstance(i, dict)])
+                else:
+                    entry["insight_error"] = _error(response, "reading insights").message
+            for entry in pending:
+                if entry.get("insight") and entry["insight"]["terminal"]:
+                    self.on_event(f"{entry['node']}: {entry['insight']['status_code']} (terminal)")
+            pending = [e for e in pending if not (e.get("insight") or {}).get("terminal")]
+            waited = self.session.clock() - start
+            if not pending or waited + self.poll_interval > self.insight_timeout:
+                break
+            self.session.pause(self.poll_interval)
+        waited = round(self.session.clock() - start, 3)
+        for entry in entries:
+            entry["insight_followed_seconds"] = waited
+        for entry in pending:
+            code = (entry.get("insight") or {}).get("status_code") or "no insight yet"
+            self.on_event(f"{entry['node']}: {code} after {waited:g} s; going on (--insight-timeout)")
+
+    def _send(self, method: str, path: str, api_version: str, body: Any = None, url: str | None = None):
+        self.requests += 1
+        return _send(self.session, method, path, api_version, body, url)
+
+
+def _node(node: NodeResult) -> dict[str, Any]:
+    return {"node": node.computer_name, "scale_set": node.scale_set, "instance_id": node.instance_id,
+            "resource_id": node.resource_id, "physical_host": node.physical_host}
+
+
+def _gpu_vendor(node: NodeResult) -> str | None:
+    """nvidia or amd, from the size's profile ([sizes.health] gpu_vendor), for Manufacturer."""
+    if not node.vm_size:
+        return None
+    from ..profiles import find_size
+
+    try:
+        size = find_size(node.vm_size)[1]
+    except AzgpuError:
+        return None
+    return size.health.get("gpu_vendor", "nvidia") if size.health is not None else None
+
+
+# ------------------------------------------------------------------------------ what was filed
+
+
+_VMSS_VM = re.compile(r"^/subscriptions/[^/]+/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Compute/"
+                      r"virtualMachineScaleSets/(?P<vmss>[^/]+)(?:/virtualMachines)?/(?P<instance>[^/]+)$", re.IGNORECASE)
+
+
+def list_reports(session, resource_group: str, name: str | None = None) -> list[dict[str, Any]]:
+    """The workload impacts filed for the scale-set instances of a resource group (of cluster `name`
+    when given), read from Azure with their latest insight: one listing, one insight read per impact."""
+    path = f"/subscriptions/{session.subscription_id}/providers/{NAMESPACE}/workloadImpacts"
+    impacts = _pages(session, path, API_VERSION, "listing workload impacts")
+    cluster_set = re.compile(rf"^{re.escape(name)}-vmss\d+$", re.IGNORECASE) if name else None
+    out = []
+    for impact in impacts:
+        props = impact.get("properties") or {}
+        match = _VMSS_VM.match(props.get("impactedResourceId") or "")
+        if not match or match.group("rg").lower() != resource_group.lower():
+            continue
+        if cluster_set and not cluster_set.match(match.group("vmss")):
+            continue
+        extra = props.get("additionalProperties") or {}
+        response = _send(session, "GET", f"{path}/{impact.get('name')}/insights", INSIGHTS_API_VERSION)
+        state = (insight_state([i for i in _json(response).get("value") or [] if isinstance(i, dict)])
+                 if response.status_code == 200 else {"status_code": f"unreadable ({response.status_code})",
+                                                      "terminal": False})
+        out.append({"impact": impact.get("name"), "category": props.get("impactCategory"),
+                    "scale_set": match.group("vmss"), "instance_id": match.group("instance"),
+                    "physical_host": extra.get("PhysicalHostName"), "reported": props.get("reportedTimeUtc"),
+                    "start": props.get("startDateTime"), "status_code": state.get("status_code"),
+                    "terminal": state.get("terminal"), "insights": state.get("insights", 0),
+                    "by_azgpu": str(impact.get("name") or "").startswith("azgpu-"),
+                    "resource_id": props.get("impactedResourceId"), "id": impact.get("id"),
+                    "description": props.get("impactDescription")})
+    return sorted(out, key=lambda r: (r["reported"] or "", r["impact"] or ""))

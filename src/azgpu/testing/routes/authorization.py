@@ -1,0 +1,25 @@
+"""Microsoft.Authorization: the caller's permissions (what azgpu reads before reporting to Azure).
+
+GET {scope}/providers/Microsoft.Authorization/permissions at a subscription (Learn, "Use Resource
+Manager authentication API to access subscriptions") or a resource group (Permissions -
+ListForResourceGroup, authorization spec 2022-04-01): {"value": [{"actions", "notActions",
+"dataActions", "notDataActions"}]}. The fake's caller has the same permissions at every scope.
+"""
+
+from __future__ import annotations
+
+from .. import impact_reporting as ir
+from . import RG, SUB, page, route
+
+PERMISSIONS = r"/providers/Microsoft\.Authorization/permissions"
+
+
+@route("GET", SUB + PERMISSIONS)
+def subscription_permissions(backend, req, sub):
+    return page(ir.permissions(backend.store))
+
+
+@route("GET", RG + PERMISSIONS)
+def group_permissions(backend, req, sub, rg):
+    backend.require_rg(rg)
+    return page(ir.permissions(backend.store))

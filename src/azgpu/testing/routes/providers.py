@@ -1,0 +1,18 @@
+"""Microsoft.Resources providers: a resource provider's registration state (Providers - Get).
+
+Only the providers whose registration the fake models answer (Microsoft.Impact, for Guest Health
+Reporting's onboarding); any other namespace fails loudly rather than inventing a provider body.
+"""
+
+from __future__ import annotations
+
+from .. import impact_reporting as ir
+from ..errors import NotImplementedInFake
+from . import SUB, Response, route
+
+
+@route("GET", SUB + r"/providers/(?P<namespace>[A-Za-z0-9.]+)")
+def get_provider(backend, req, sub, namespace):
+    if namespace.lower() != ir.NAMESPACE.lower():
+        raise NotImplementedInFake(req.method, req.path, f"the registration of provider {namespace}")
+    return Response(200, ir.provider_body(backend.store, sub))
