@@ -88,18 +88,16 @@ def main() -> None:
     parser.add_argument("--cold-start", action="store_true")
     args = parser.parse_args()
 
-    from azure.core.pipeline.transport import RequestsTransport
-
     waits: list[float] = []
     lock = threading.Lock()
-    real_sleep = RequestsTransport.sleep
+    real_pause = Session.pause
 
-    def recording_sleep(transport, seconds):  # the SDK's retry and polling waits, recorded, then real
+    def recording_pause(session, seconds):  # every wait of the SDK (retries, polling) goes through it
         with lock:
             waits.append(float(seconds))
-        real_sleep(transport, seconds)
+        real_pause(session, seconds)
 
-    RequestsTransport.sleep = recording_sleep
+    Session.pause = recording_pause
 
     request = azgpu.build_request(profile="nd-a100-v4", name=NAME, resource_group=RG, location=LOCATION,
                                   nodes=args.nodes, ssh_key=SSH_KEY)

@@ -8,6 +8,7 @@ Azure SDK loads only inside the commands that talk to Azure.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -17,7 +18,6 @@ from contextlib import contextmanager
 import click
 
 from ..errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, ValidationFailed
-from . import deploy, health, listing, offline, outputs, report, simulate, simulate_faults
 from .options import one_line, print_findings
 
 DEBUG_ENV = "AZGPU_DEBUG"
@@ -27,14 +27,41 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", None) or getat
     click.exceptions, "NoArgsIsHelp", None) or type("_NeverRaised", (Exception,), {})
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+# The modules that make each command: a module registers all of its commands at once, and several
+# add to `simulate`. They load when their command is used (click's "lazily loading subcommands"), so
+# `provision render` pays for neither the deploy commands nor the health gate's nor reporting's.
+COMMANDS = {
+    **dict.fromkeys(("profiles", "images", "validate", "plan", "render"), ("offline",)),
+    **dict.fromkeys(("create", "status", "wait", "destroy"), ("deploy",)),
+    "outputs": ("outputs",), "check": ("health",), "list": ("listing",),
+    "report": ("report",), "reports": ("report",),
+    "simulate": ("simulate", "simulate_faults", "report"),
+}
+
+
+class LazyGroup(click.Group):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loaded: set[str] = set()
+
+    def load(self, module: str) -> None:
+        if module not in self.loaded:
+            self.loaded.add(module)
+            importlib.import_module(f"{__name__}.{module}").register(self)
+
+    def list_commands(self, ctx):
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx, name):
+        for module in COMMANDS.get(name, ()):
+            self.load(module)
+        return self.commands.get(name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="azgpu", prog_name="provision")
 def cli():
     """Provision Azure GPU clusters (ND, NDv2, NG, ND A100 v4 ... ND GB300 v6) correctly the first time."""
-
-
-for module in (offline, deploy, outputs, health, listing, simulate, simulate_faults, report):
-    module.register(cli)
 
 
 # ------------------------------------------------------------------------------------ entry point

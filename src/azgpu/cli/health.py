@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from . import options
-from ..health.script import NODE_TIMEOUT, PARALLEL
+from ..health.limits import NODE_TIMEOUT, PARALLEL
 from .options import azure_options, cluster_args, common, emit, log
 
 

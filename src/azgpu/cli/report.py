@@ -13,7 +13,7 @@ import click
 
 from . import options
 from ..errors import AzgpuError, Finding, InputError
-from ..health.ghr import INSIGHT_TIMEOUT
+from ..health.limits import INSIGHT_TIMEOUT
 from .health import node_logger
 from .options import azure_options, cluster_args, common, emit, log
 

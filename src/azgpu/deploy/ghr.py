@@ -25,8 +25,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import EXIT_INPUT, AzgpuError, Finding, ValidationFailed
-from ..health.ghr import (API_VERSION, INSIGHT_POLL, INSIGHT_TIMEOUT, INSIGHTS_API_VERSION, MAX_INSIGHT_TIMEOUT,
-                          READ_ACTION, ROLE, WRITE_ACTION, ImpactReport, insight_state, not_reportable, plan)
+from ..health.ghr import (API_VERSION, INSIGHTS_API_VERSION, READ_ACTION, ROLE, WRITE_ACTION, ImpactReport,
+                          insight_state, not_reportable, plan)
+from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
 from ..health.results import NodeResult
 from .deployer import to_azure_error
 

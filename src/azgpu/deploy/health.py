@@ -28,8 +28,8 @@ from ..errors import AzgpuError, AzureError, InputError
 from ..health.results import (FAILED, PASSED, UNREACHABLE, NodeResult, VerdictError, failure_of,
                               find_verdict, output_streams)
 from ..health.results import _gpus as gpu_refs
-from ..health.script import (AZNHC_CHECK_TIMEOUT, MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT,
-                             PARALLEL, Expectations, run_command_body)
+from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
+from ..health.script import AZNHC_CHECK_TIMEOUT, Expectations, run_command_body
 from ..profiles import Size, find_size, load_profile
 from ..plan import NETWORK_API
 from . import resource_types

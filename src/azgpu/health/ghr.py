@@ -34,11 +34,6 @@ INSIGHTS_API_VERSION = "2025-01-01-preview"  # workloadImpacts/{name}/insights
 WRITE_ACTION = "Microsoft.Impact/workloadImpacts/write"
 READ_ACTION = "Microsoft.Impact/workloadImpacts/read"
 ROLE = "Azure Impact Reporter"  # Learn: guest-health-overview.md, "Access management and role assignment"
-# How long the gate follows a report's insights before it goes on: Learn's FAQ says they appear
-# "typically within minutes"; never longer than an hour, 0 reads them once.
-INSIGHT_TIMEOUT = 300.0
-MAX_INSIGHT_TIMEOUT = 3600.0
-INSIGHT_POLL = 30.0
 
 # The spec's name pattern (WorkloadImpact.name, every api-version): it must end in 3+ alphanumerics.
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-:]*[a-zA-Z0-9]{3,120}$")

@@ -23,17 +23,6 @@ FAULT_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94
 # 80 GiB, gpu-samples/h100-80gb-hbm3): the fallback accepts down to this share of the documented size.
 GPU_MEMORY_SHARE = 0.95
 AZNHC_CHECK_TIMEOUT = 500  # seconds per AzNHC check: its own default (run-health-checks.sh -t)
-
-# Scale-set VM Run Commands are throttled at 4 per minute per instance (bucket 12) and 500 per minute
-# per subscription (bucket 1,500) (Learn compute-throttling-limits, D-compute-throttle). azgpu sends one
-# per instance per round, and a check takes 20 s at the very least, so 100 in flight start at most 300
-# a minute: inside the subscription's refill rate with room for everything else running there, and
-# their status polls (Retry-After paced) stay far below the 5,000 a minute of operation GETs.
-PARALLEL = 100
-MAX_PARALLEL = 500
-NODE_TIMEOUT = 3600.0  # seconds azgpu waits for one node's verdict: AzNHC with -a runs bandwidth tests
-MIN_NODE_TIMEOUT = 60.0
-MAX_NODE_TIMEOUT = 5400.0  # Run Command's own limit: 90 minutes (Learn linux/run-command)
 _NAME = re.compile(r"AZGPU_[A-Z0-9_]+")
 
 

@@ -1,0 +1,19 @@
+"""The health gate's and reporting's numeric limits, apart from the code that uses them, so that
+the CLI can show them as defaults without importing that code (every command pays for its imports)."""
+
+# Scale-set VM Run Commands are throttled at 4 per minute per instance (bucket 12) and 500 per minute
+# per subscription (bucket 1,500) (Learn compute-throttling-limits, D-compute-throttle). azgpu sends one
+# per instance per round, and a check takes 20 s at the very least, so 100 in flight start at most 300
+# a minute: inside the subscription's refill rate with room for everything else running there, and
+# their status polls (Retry-After paced) stay far below the 5,000 a minute of operation GETs.
+PARALLEL = 100
+MAX_PARALLEL = 500
+NODE_TIMEOUT = 3600.0  # seconds azgpu waits for one node's verdict: AzNHC with -a runs bandwidth tests
+MIN_NODE_TIMEOUT = 60.0
+MAX_NODE_TIMEOUT = 5400.0  # Run Command's own limit: 90 minutes (Learn linux/run-command)
+
+# How long the gate follows a report's insights before it goes on: Learn's FAQ says they appear
+# "typically within minutes"; never longer than an hour, 0 reads them once.
+INSIGHT_TIMEOUT = 300.0
+MAX_INSIGHT_TIMEOUT = 3600.0
+INSIGHT_POLL = 30.0
