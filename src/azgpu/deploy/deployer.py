@@ -21,7 +21,7 @@ from ..expr import walk
 from ..plan import MANAGED_BY, Plan, Resource
 from . import resource_types
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError, translate
-from .session import Interrupted
+from .session import Interrupted, result_of
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 CREATED_TAG = "azgpu-created"
@@ -447,7 +447,7 @@ class Deployer:
                 errors = []
                 for f in futures:
                     try:
-                        f.result()
+                        result_of(f)
                     except AzureError as exc:
                         errors.append(exc)
                 if errors:
@@ -461,7 +461,9 @@ class Deployer:
             self.session.deadline = previous_deadline
             pool.shutdown(wait=False, cancel_futures=True)
             if self.stop.is_set():
-                wait_for(started, timeout=INTERRUPT_GRACE)
+                # Only the futures that ran: one cancelled before it started is never 'done' to
+                # concurrent.futures.wait, which would then sit out the whole grace (seen: 2 s).
+                wait_for([f for f in started if not f.cancelled()], timeout=INTERRUPT_GRACE)
         return self.events
 
     def _delete_scale_sets(self, names: list[str]) -> None:

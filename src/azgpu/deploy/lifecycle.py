@@ -18,6 +18,7 @@ from . import resource_types
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .deployer import CREATED_TAG, IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE, TERMINAL, is_not_found, is_ours, list_group, \
     to_azure_error
+from .session import result_of
 
 
 
@@ -269,7 +270,7 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
         jobs = [pool.submit(delete, r) for r in wave]
         try:
             for job in jobs:
-                job.result()
+                result_of(job)
         except KeyboardInterrupt:
             session.cancel()  # every wait of the workers ends now; a re-run deletes what is left
             raise
@@ -277,7 +278,7 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
             interrupted = session.cancelled.is_set()
             pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
             if interrupted:
-                wait_for(jobs, timeout=INTERRUPT_GRACE)
+                wait_for([j for j in jobs if not j.cancelled()], timeout=INTERRUPT_GRACE)  # as Deployer.deploy
 
     group_deleted = False
     tags = (cluster.group.tags or {}) if cluster.group is not None else {}

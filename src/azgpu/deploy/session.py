@@ -85,6 +85,18 @@ def throttle_budget_from_env() -> float:
     return value
 
 
+def result_of(future, tick: float = 0.2):
+    """future.result(), waited in short slices. The OS may hand Ctrl-C's SIGINT to any thread; Python
+    runs the handler in the main thread only once that thread wakes, so a main thread blocked on a
+    future without a timeout would hold Ctrl-C back until the operation ended (seen: 2 s)."""
+    while True:
+        try:
+            return future.result(timeout=tick)
+        except TimeoutError:
+            if future.done():  # the work itself raised TimeoutError
+                raise
+
+
 def real_wait(event: threading.Event, seconds: float) -> bool:
     """Wait up to `seconds` for `event`; True when it was set. (Tests replace this to forbid real waits.)"""
     return event.wait(seconds)
