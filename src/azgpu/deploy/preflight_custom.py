@@ -16,6 +16,7 @@ from ..errors import Finding
 from ..images import ImageId
 from ..sources import cite
 from ..validate import Spec
+from .deployer import is_not_found, rest_shape
 
 SOURCE_GALLERY = "Azure Compute Gallery API (az sig image-definition show, az sig image-version show)"
 SOURCE_IMAGES = "Azure images API (az image show)"
@@ -33,8 +34,7 @@ def _err(code: str, message: str, remedy: str, source: str, severity: str = "err
 
 
 def _rest(model: Any) -> dict:
-    from .deployer import rest_shape  # the REST shape on every SDK generation (SDK floors)
-
+    """The REST shape on every SDK generation (SDK floors)."""
     return rest_shape(model) if hasattr(model, "as_dict") else dict(model or {})
 
 
@@ -44,8 +44,14 @@ def _body(response, deserialized, headers) -> dict:
     return response.http_response.json()
 
 
-def _status(exc: Exception) -> int | None:
-    return getattr(exc, "status_code", None)
+def _get(call, *args, **kwargs) -> Any:
+    """What a GET answers, or None when Azure answers 404 (any other error is raised)."""
+    try:
+        return call(*args, **kwargs)
+    except Exception as exc:
+        if not is_not_found(exc):
+            raise
+        return None
 
 
 def region_key(name: str) -> str:
@@ -180,11 +186,8 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
 def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
     compute = session.compute_for(ref.subscription)
     label = f"gallery image {ref.gallery}/{ref.definition}"
-    try:
-        definition = compute.gallery_images.get(ref.resource_group, ref.gallery, ref.definition, cls=_body)
-    except Exception as exc:
-        if _status(exc) != 404:
-            raise
+    definition = _get(compute.gallery_images.get, ref.resource_group, ref.gallery, ref.definition, cls=_body)
+    if definition is None:
         pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist ({ref.definition_id})",
                                 "check the ID ('az sig image-definition list -g RG -r GALLERY -o table') and that you can "
                                 "read it", SOURCE_GALLERY))
@@ -200,12 +203,9 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
                                     "publish a version, or pass one explicitly (.../versions/1.0.0)", SOURCE_GALLERY))
             return
         name = latest["name"]
-    try:
-        version = compute.gallery_image_versions.get(ref.resource_group, ref.gallery, ref.definition, name,
-                                                     expand="ReplicationStatus", cls=_body)
-    except Exception as exc:
-        if _status(exc) != 404:
-            raise
+    version = _get(compute.gallery_image_versions.get, ref.resource_group, ref.gallery, ref.definition, name,
+                   expand="ReplicationStatus", cls=_body)
+    if version is None:
         pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} has no version {name}",
                                 "pass an existing version ('az sig image-version list ... -o table') or the definition's "
                                 "ID for the latest", SOURCE_GALLERY))
@@ -221,11 +221,8 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
         session.compute.shared_gallery_image_versions
     loc = spec.request.location
     label = f"{ref.label} {ref.gallery}/{ref.definition}"
-    try:
-        definition = images.get(loc, ref.gallery, ref.definition, cls=_body)
-    except Exception as exc:
-        if _status(exc) != 404:
-            raise
+    definition = _get(images.get, loc, ref.gallery, ref.definition, cls=_body)
+    if definition is None:
         pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist or is not shared with this subscription",
                                 "check the ID ('az sig image-definition list-community' / 'list-shared')", SOURCE_GALLERY))
         return
@@ -234,12 +231,7 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
         listed = [_rest(v) for v in versions.list(loc, ref.gallery, ref.definition)]
         version = _latest(listed, loc)
     else:
-        try:
-            version = versions.get(loc, ref.gallery, ref.definition, ref.version, cls=_body)
-        except Exception as exc:
-            if _status(exc) != 404:
-                raise
-            version = None
+        version = _get(versions.get, loc, ref.gallery, ref.definition, ref.version, cls=_body)
     if version is None:
         which = f"version {ref.version}" if ref.version else "no version"
         pf.findings.append(_err("IMAGE_NOT_REPLICATED",
@@ -258,11 +250,8 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
 def _managed(pf, session, spec: Spec, ref: ImageId) -> None:
     compute = session.compute_for(ref.subscription)
     label = f"managed image {ref.definition}"
-    try:
-        image = compute.images.get(ref.resource_group, ref.definition, cls=_body)
-    except Exception as exc:
-        if _status(exc) != 404:
-            raise
+    image = _get(compute.images.get, ref.resource_group, ref.definition, cls=_body)
+    if image is None:
         pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist ({ref.text})",
                                 "check the ID ('az image list -o table')", SOURCE_IMAGES))
         return
@@ -289,11 +278,7 @@ def check_custom_image(pf, session, spec: Spec) -> None:
 def check_identities(pf, session, spec: Spec) -> None:
     """Every --identity exists: a missing one fails the scale set's PUT (FailedIdentityOperation)."""
     for rid in (spec.identity or {}).get("userAssignedIdentities") or {}:
-        try:
-            session.resources.resources.get_by_id(rid, api_version=MSI_API)
-        except Exception as exc:
-            if _status(exc) != 404:
-                raise
+        if _get(session.resources.resources.get_by_id, rid, api_version=MSI_API) is None:
             pf.findings.append(_err("IDENTITY_NOT_FOUND", f"user-assigned identity {rid} does not exist",
                                     "create it ('az identity create -g RG -n NAME') or fix the ID given to --identity",
                                     SOURCE_MSI))
@@ -306,15 +291,13 @@ def check_ppg(pf, session, spec: Spec) -> None:
     from azure.mgmt.core.tools import parse_resource_id
 
     parts = parse_resource_id(spec.ppg_id)
-    try:
-        ppg = _rest(session.compute_for(parts["subscription"]).proximity_placement_groups.get(
-            parts["resource_group"], parts["name"]))
-    except Exception as exc:
-        if _status(exc) != 404:
-            raise
+    ppg = _get(session.compute_for(parts["subscription"]).proximity_placement_groups.get,
+               parts["resource_group"], parts["name"])
+    if ppg is None:
         pf.findings.append(_err("PPG_NOT_FOUND", f"proximity placement group {spec.ppg_id} does not exist",
                                 "pass an existing group's ID, or a name to have azgpu create one: --ppg NAME", SOURCE_PPG))
         return
+    ppg = _rest(ppg)
     req = spec.request
     if region_key(ppg.get("location")) != region_key(req.location):
         pf.findings.append(_err("PPG_WRONG_LOCATION", f"proximity placement group {parts['name']} is in "

@@ -80,7 +80,7 @@ class Backend:
         if found is None:
             rid = parse_id(resource_id)
             self.require_rg(rid.resource_group)
-            raise resource_not_found(rid.type, rid.name, rid.resource_group)
+            raise resource_not_found(rid)
         return found
 
     def get_for_read(self, resource_id: str) -> dict:

@@ -47,13 +47,13 @@ def resource_group_not_found(rg: str) -> ArmError:
     return ArmError(404, "ResourceGroupNotFound", f"Resource group '{rg}' could not be found.")
 
 
-def resource_not_found(type_: str, name: str, rg: str) -> ArmError:
-    return ArmError(
-        404,
-        "ResourceNotFound",
-        f"The Resource '{type_}/{name}' under resource group '{rg}' was not found. "
-        "For more details please go to https://aka.ms/ARMResourceNotFoundFix",
-    )
+def resource_not_found(rid) -> ArmError:
+    """ARM's 404 for a parsed resource id (store.ResourceId); a nested one is named as ARM names it,
+    types and names interleaved: 'Microsoft.Compute/galleries/g/images/i'."""
+    path = "/".join(f"{t}/{n}" for t, n in zip(rid.types, rid.names))
+    return ArmError(404, "ResourceNotFound",
+                    f"The Resource '{rid.namespace}/{path}' under resource group '{rid.resource_group}' was not found. "
+                    "For more details please go to https://aka.ms/ARMResourceNotFoundFix")
 
 
 def child_not_found(resource_id: str) -> ArmError:

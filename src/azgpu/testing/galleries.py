@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArmError
+from .errors import ArmError, resource_not_found
 from .skus import check_bootable, normalize_location
 from .store import parse_id
 
@@ -37,14 +37,6 @@ def region_key(name: str) -> str:
 def version_key(name: str) -> tuple:
     """Gallery versions are Major.Minor.Patch: compared as numbers (Learn: Store and share images)."""
     return tuple(int(p) if p.isdigit() else -1 for p in name.split("."))
-
-
-def not_found(resource_id: str) -> ArmError:
-    rid = parse_id(resource_id)
-    path = "/".join(f"{t}/{n}" for t, n in zip(rid.types, rid.names))
-    return ArmError(404, "ResourceNotFound",
-                    f"The Resource '{rid.namespace}/{path}' under resource group '{rid.resource_group}' was not found. "
-                    "For more details please go to https://aka.ms/ARMResourceNotFoundFix")
 
 
 def definition_body(*, location: str, os_type: str, os_state: str, hyper_v_generation: str, architecture: str,
@@ -192,7 +184,7 @@ def _resolve(backend: Backend, ref: dict, location: str) -> tuple[dict | None, d
         if rid.type.lower() == MANAGED_IMAGE_TYPE.lower():
             image = backend.find(text)
             if image is None:
-                raise not_found(text)
+                raise resource_not_found(parse_id(text))
             if normalize_location(image.get("location", "")) != normalize_location(location):
                 raise _unavailable(text, location)
             return image, None
@@ -204,7 +196,7 @@ def _resolve(backend: Backend, ref: dict, location: str) -> tuple[dict | None, d
             raise ArmError(400, "InvalidParameter", f"The value of parameter imageReference.id is invalid: {text}")
         image = backend.find(image_id)
         if image is None:
-            raise not_found(image_id)
+            raise resource_not_found(parse_id(image_id))
     else:
         split = _split(text)
         if split is None:

@@ -14,22 +14,12 @@ SHARED = LOCATION + r"/sharedGalleries/(?P<name>[^/]+)/images/(?P<image>[^/]+)"
 
 
 def _image(backend, rg: str, gallery: str, image: str) -> dict:
-    backend.require_rg(rg)
-    image_id = f"{backend.rg_id(rg)}/providers/{galleries.GALLERY_TYPE}/{gallery}/images/{image}"
-    found = backend.find(image_id)
-    if found is None:
-        raise galleries.not_found(image_id)
-    return found
+    return backend.require(f"{backend.rg_id(rg)}/providers/{galleries.GALLERY_TYPE}/{gallery}/images/{image}")
 
 
 @route("GET", COMPUTE + r"/galleries/(?P<gallery>[^/]+)")
 def get_gallery(backend, req, sub, rg, gallery):
-    backend.require_rg(rg)
-    gallery_id = f"{backend.rg_id(rg)}/providers/{galleries.GALLERY_TYPE}/{gallery}"
-    found = backend.find(gallery_id)
-    if found is None:
-        raise galleries.not_found(gallery_id)
-    return Response(200, found)
+    return Response(200, backend.require(f"{backend.rg_id(rg)}/providers/{galleries.GALLERY_TYPE}/{gallery}"))
 
 
 @route("GET", GALLERY_IMAGE)
@@ -46,9 +36,7 @@ def list_gallery_image_versions(backend, req, sub, rg, gallery, image):
 @route("GET", GALLERY_IMAGE + r"/versions/(?P<version>[^/]+)")
 def get_gallery_image_version(backend, req, sub, rg, gallery, image, version):
     found = _image(backend, rg, gallery, image)
-    match = backend.find(f"{found['id']}/versions/{version}")
-    if match is None:
-        raise galleries.not_found(f"{found['id']}/versions/{version}")
+    match = backend.require(f"{found['id']}/versions/{version}")
     # replicationStatus only with $expand=ReplicationStatus (GalleryImageVersions_Get).
     expand = {e.strip().lower() for e in (req.query.get("$expand") or "").split(",")}
     return Response(200, match if "replicationstatus" in expand else galleries.without_replication(match))
@@ -98,9 +86,4 @@ _register(SHARED, False)
 
 @route("GET", COMPUTE + r"/images/(?P<name>[^/]+)")
 def get_managed_image(backend, req, sub, rg, name):
-    backend.require_rg(rg)
-    image_id = f"{backend.rg_id(rg)}/providers/{galleries.MANAGED_IMAGE_TYPE}/{name}"
-    found = backend.find(image_id)
-    if found is None:
-        raise galleries.not_found(image_id)
-    return Response(200, found)
+    return Response(200, backend.require(f"{backend.rg_id(rg)}/providers/{galleries.MANAGED_IMAGE_TYPE}/{name}"))

@@ -10,9 +10,4 @@ IDENTITY = RG + r"/providers/Microsoft\.ManagedIdentity/userAssignedIdentities/(
 
 @route("GET", IDENTITY)
 def get_identity(backend, req, sub, rg, name):
-    backend.require_rg(rg)
-    resource_id = f"{backend.rg_id(rg)}/providers/{galleries.IDENTITY_TYPE}/{name}"
-    found = backend.find(resource_id)
-    if found is None:
-        raise galleries.not_found(resource_id)
-    return Response(200, found)
+    return Response(200, backend.require(f"{backend.rg_id(rg)}/providers/{galleries.IDENTITY_TYPE}/{name}"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 
-from .. import galleries
 from ..errors import ArmError
 from . import COMPUTE, Response, page, route
 
@@ -44,11 +43,7 @@ def put_ppg(backend, req, sub, rg, name):
 
 @route("GET", PPG)
 def get_ppg(backend, req, sub, rg, name):
-    backend.require_rg(rg)
-    found = backend.find(_id(backend, rg, name))
-    if found is None:
-        raise galleries.not_found(_id(backend, rg, name))
-    return Response(200, _with_members(backend, found))
+    return Response(200, _with_members(backend, backend.require(_id(backend, rg, name))))
 
 
 @route("DELETE", PPG)
