@@ -20,21 +20,22 @@ from __future__ import annotations
 import datetime
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AzgpuError, AzureError, InputError
+from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
 from ..health.results import (FAILED, PASSED, UNREACHABLE, NodeResult, VerdictError, failure_of,
                               find_verdict, output_streams)
 from ..health.results import _gpus as gpu_refs
-from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
 from ..health.script import AZNHC_CHECK_TIMEOUT, Expectations, run_command_body
 from ..profiles import Size, find_size, load_profile
 from ..plan import NETWORK_API
 from . import resource_types
 from .deployer import to_azure_error
 from .lifecycle import find_cluster, require
+from .session import completed
 
 CONFLICT_RETRIES = 3  # another Run Command on the VM (409): wait and try again this many times
 CONFLICT_WAIT = 30.0
@@ -325,7 +326,7 @@ def _run_all(session, resource_group: str, jobs: list[tuple[Instance, dict]], ti
     results = []
     try:
         futures = [pool.submit(check_node, session, resource_group, node, body, timeout, stop) for node, body in jobs]
-        for future in as_completed(futures):
+        for future in completed(futures):
             result = future.result()
             results.append(result)
             if on_node:

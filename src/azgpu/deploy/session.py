@@ -14,6 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -95,6 +96,14 @@ def result_of(future, tick: float = 0.2):
         except TimeoutError:
             if future.done():  # the work itself raised TimeoutError
                 raise
+
+
+def completed(futures, tick: float = 0.2):
+    """concurrent.futures.as_completed, waited in short slices for the same reason as result_of."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=tick, return_when=FIRST_COMPLETED)
+        yield from done
 
 
 def real_wait(event: threading.Event, seconds: float) -> bool:
