@@ -162,7 +162,7 @@ def execute(job: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
         if mode == "check":
             _hardware(box, node)
         elif mode == "nccl-keygen":
-            box.script("ssh-keygen", _SSH_KEYGEN.replace("@KEY@", f"AAAAC3NzaC1lZDI1NTE5AAAAI{node['vm_id'][:8]}"))
+            box.script("ssh-keygen", _SSH_KEYGEN.replace("@KEY@", _public_key(node["vm_id"])))
         elif mode == "nccl-run":
             box.script("runuser", "#!/bin/bash\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n")
             box.tool("mpirun", **job["mpirun"])
@@ -179,6 +179,16 @@ def _start(backend, op: dict, node: dict, vmss: dict, script: list[str]) -> None
     """Start the node's run at once, beside the fake: its result is collected when the operation ends."""
     job = prepare(backend, node, vmss, script)
     backend.run_command_futures[op["id"]] = _POOL.submit(execute, job)
+
+
+def _public_key(seed: str) -> str:
+    """An ed25519 public key blob in OpenSSH's wire format (RFC 8709), its 32 bytes derived from the seed."""
+    import base64
+    import hashlib
+
+    name = b"ssh-ed25519"
+    blob = len(name).to_bytes(4, "big") + name + (32).to_bytes(4, "big") + hashlib.sha256(seed.encode()).digest()
+    return base64.b64encode(blob).decode()
 
 
 _SSH_KEYGEN = """#!/bin/bash
@@ -203,13 +213,25 @@ def _hardware(box: Sandbox, node: dict) -> None:
     m = hardware.model(node["size"])
     present = [g for g in node["gpus"] if g["present"]]
     if m.vendor == "nvidia":
-        q = hardware.nvidia_smi_q(present, m.gpu_name, m.gpu_mib)
+        fabric = hardware.fabric_of(node)
+        q = hardware.nvidia_smi_q(present, m.gpu_name, m.gpu_mib, fabric)
         cases = [("-q", q, 124 if node["nvidia_smi"] == "hang" else 0),
                  ("nvlink -s", hardware.nvlink_status(node, m.gpu_name), 0)]
+        lost = next((g for g in present if g.get("lost")), None)
+        if lost is not None:  # the driver's words for a GPU that fell off the bus (nvidia-smi exits 15)
+            bus8 = f"{int(lost['bus'].split(':')[0], 16):08X}:{lost['bus'].split(':', 1)[1].upper()}"
+            cases[0] = ("-q", f"Unable to determine the device handle for GPU {bus8}: GPU is lost.  Reboot the "
+                              "system to recover this GPU\n", 15)
+        if node["nvidia_smi"] == "no_devices":
+            cases[0] = ("-q", "No devices were found\n", 6)
         # A hung nvidia-smi: the stub answers as timeout(1) does when it kills one, at once.
         if node["nvidia_smi"] == "hang":
             cases = [("*", "", 124)]
         box.tool("nvidia-smi", "", cases=cases)
+        if fabric is not None:  # GB: the IMEX service and its channel (azhpc-images verify_nvidia_imex_service)
+            box.tool("systemctl", "active\n", cases=[("is-active nvidia-imex", "active\n", 0)])
+            if node.get("imex") != "missing":
+                box.file("/dev/nvidia-caps-imex-channels/channel0", "")
     elif m.vendor == "amd":
         box.tool("rocm-smi", "", cases=[("--showbus", hardware.rocm_smi_showbus(node), 0)])
     box.tool("dmesg", hardware.dmesg(node))
