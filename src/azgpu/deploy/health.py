@@ -26,13 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AzgpuError, AzureError, InputError
+from ..errors import AzgpuError, InputError
 from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
 from ..health.results import (FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeRef, NodeResult,
                               VerdictError, find_verdict, output_streams, result_of,
                               validate_verdict)
 from ..health.results import unreachable as unreachable_result
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
+from ..health.outcome import UnhealthyNodes, unhealthy_error  # noqa: F401  (their home before)
 from ..health.trust import valid_nccl_pubkey
 from ..profiles import Size, find_size, load_profile
 from ..plan import NETWORK_API
@@ -45,16 +46,6 @@ CONFLICT_RETRIES = 3  # another Run Command on the VM (409): wait and try again 
 CONFLICT_WAIT = 30.0
 MAX_ROUNDS = 3
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
-
-
-class UnhealthyNodes(AzureError):
-    """The health gate did not pass. `report` is the report as a dict; `result` is what `create`
-    had done (with the report under "health") when the gate ran inside create."""
-
-    def __init__(self, message: str, *, code: str, remedy: str, report: dict, result: dict | None = None):
-        super().__init__(message, code=code, remedy=remedy)
-        self.report = report
-        self.result = result
 
 
 @dataclass
@@ -378,7 +369,8 @@ def _note_outbound(results: list[NodeResult], outbound: dict[str, dict]) -> list
 
 def check(session, name: str, resource_group: str, *, instances: set[str] | None = None, parallel: int = PARALLEL,
           node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
-          on_node: Callable[[NodeResult], None] | None = None) -> HealthReport:
+          on_node: Callable[[NodeResult], None] | None = None,
+          on_start: Callable[[int], None] | None = None) -> HealthReport:
     """Check every node of the cluster (or only `instances`, VM resource ids), in parallel.
 
     Returns the HealthReport (a list of NodeResult plus the outbound path and NCCL results); raises
@@ -403,6 +395,8 @@ def check(session, name: str, resource_group: str, *, instances: set[str] | None
         raise
     except Exception as exc:
         raise to_azure_error(exc, f"cluster {name} in {resource_group}") from None
+    if on_start:
+        on_start(len(jobs))
     results = _run_all(session, resource_group, jobs, node_timeout, parallel, on_node)
     results = _note_outbound(results, {o["scale_set"]: o for o in outbound})
     if instances is None:  # a partial check (the replacements of a round) is judged by the gate
@@ -596,13 +590,14 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
          before_delete: Callable[[list[NodeResult]], None] | None = None, parallel: int = PARALLEL,
          node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
          on_node: Callable[[NodeResult], None] | None = None,
-         on_round: Callable[[dict[str, Any]], None] | None = None) -> GateResult:
+         on_round: Callable[[dict[str, Any]], None] | None = None,
+         on_start: Callable[[int], None] | None = None) -> GateResult:
     """Check the cluster; with replace, delete the nodes that fail, scale back out and check the new
     ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
     (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted."""
     validate_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
     report = check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout, nccl=nccl,
-                   on_node=on_node)
+                   on_node=on_node, on_start=on_start)
     rounds = [_round(0, report.nodes, "check")]
     previous: set = set()
     if on_round:
@@ -641,7 +636,7 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
                       "computer_name": n.computer_name, "physical_host": n.physical_host, "resource_id": n.resource_id,
                       "summary": n.summary()} for n in bad]
         again = check(session, name, resource_group, instances=new, parallel=parallel, node_timeout=node_timeout,
-                      nccl=False, on_node=on_node)
+                      nccl=False, on_node=on_node, on_start=on_start)
         gone = {n.resource_id.lower() for n in bad}
         nodes = [n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes
         report = HealthReport(name, resource_group,
@@ -655,57 +650,3 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
         if on_round:
             on_round(rounds[-1])
     return GateResult(report, rounds, replaced, stopped)
-
-
-def unhealthy_error(report: dict[str, Any], *, cluster: str, resource_group: str, replacing: bool,
-                    stopped: str | None = None, result: dict | None = None) -> UnhealthyNodes:
-    """The error a gate that did not pass ends with: which nodes, why, what to do."""
-    nodes = report["nodes"]
-    failed = [n for n in nodes if n["status"] == FAILED]
-    inconclusive = [n for n in nodes if n["status"] == INCONCLUSIVE]
-    unreachable = [n for n in nodes if n["status"] == UNREACHABLE]
-    nccl = [r for r in report.get("nccl", []) if r["status"] != PASSED and r["status"] != "skipped"]
-    parts = [f"{len(failed)} of {len(nodes)} node(s) failed"] if failed else []
-    if inconclusive:
-        parts.append(f"{len(inconclusive)} inconclusive")
-    if unreachable:
-        parts.append(f"{len(unreachable)} unreachable")
-    if nccl:
-        parts.append(f"the multi-node NCCL check did not pass in {len(nccl)} scale set(s)")
-    listed = failed + inconclusive + unreachable
-    shown = "; ".join(f"{n['computer_name']}: {n['summary']}" for n in listed[:4])
-    more = f"; and {len(listed) - 4} more" if len(listed) > 4 else ""
-    message = ", ".join(parts) + (f" ({shown}{more})" if shown else f": {nccl[0]['message']}" if nccl else "")
-    where = f"-n {cluster} -g {resource_group}"
-    if failed:
-        code = "UNHEALTHY_NODES"
-        if replacing:
-            remedy = (f"{stopped or 'the replacement rounds ended'}; the nodes are left for inspection: see the report "
-                      f"('provision check {where} -o table') and each node's log under /var/log/azgpu/")
-        else:
-            remedy = (f"inspect them ('provision check {where} -o table', logs under /var/log/azgpu/ on the node), or "
-                      f"replace them: 'provision create ... --check --replace-unhealthy'")
-    elif inconclusive:
-        code = "HEALTH_INCONCLUSIVE"
-        remedy = ("no host fault was found, so nothing was replaced or reported: "
-                  + ("a finding every node shares points at the image, the driver or the configuration; "
-                     if any(n.get("reason_code") == "common" for n in inconclusive) else "")
-                  + f"see each node's reason ('provision check {where} -o table') and its log under /var/log/azgpu/, "
-                    "fix the set-up and run the check again")
-    elif nccl and not unreachable:
-        code = "UNHEALTHY_NODES"
-        # Every node passed on its own: replacing nodes is not what fixes a fabric (create refuses it too).
-        remedy = ("every node passed its own checks while the all-reduce across them is slow: the InfiniBand fabric "
-                  "or its configuration (NCCL environment, topology), not a host azgpu can replace; see 'nccl' in "
-                  f"'provision check {where} --nccl -o json'")
-    elif all(n.get("reason_code") == "no_outbound" for n in unreachable):
-        code = "NO_OUTBOUND_PATH"
-        subnet = next((o["subnet"] for o in report.get("outbound", []) if not o.get("ok")), "the cluster's subnet")
-        remedy = (f"attach a NAT gateway (or another explicit outbound path) to {subnet}: Run Command returns results "
-                  f"only over outbound 443 to Azure, then run 'provision check {where}' again")
-    else:
-        code = "NODES_UNREACHABLE"
-        remedy = (f"run 'provision check {where}' again once the VMs run and their VM agent is ready; an unreachable "
-                  "node is never replaced or reported (no verdict says its host is at fault): if one stays silent, "
-                  "look at it in the portal (boot diagnostics) or delete it yourself")
-    return UnhealthyNodes(message, code=code, remedy=remedy, report=report, result=result)
