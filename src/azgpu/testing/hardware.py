@@ -361,6 +361,10 @@ def aznhc_log(node: dict, vm_size: str) -> tuple[str, int]:
 
     if node["nvidia_smi"] == "hang":
         result(False, "", "check_nvsmi_healthmon:  nvidia-smi:  Caught fatal signal 9. FaultCode: NHC2015")
+    elif node["nvidia_smi"] == "no_devices":
+        result(False, "", f"-e check_gpu_count: Expected to see {m.gpus} but found 0. FaultCode: NHC2009")
+    elif any(g.get("lost") for g in present):
+        result(False, "", "check_nvsmi_healthmon:  nvidia-smi:  GPU is lost. FaultCode: NHC2015")
     else:
         result(len(present) == m.gpus, f"check_gpu_count: Expected {m.gpus} and found {len(present)}",
                f"-e check_gpu_count: Expected to see {m.gpus} but found {len(present)}. FaultCode: NHC2009")
@@ -372,6 +376,18 @@ def aznhc_log(node: dict, vm_size: str) -> tuple[str, int]:
                     break
             else:
                 result(True, "check_gpu_xid:  GPU XID error check passed.", "")
+            # check_gpu_ecc's die lines (customTests/azure_gpu_ecc.nhc), for the first GPU that has a fault.
+            for i, gpu in enumerate(present):
+                if gpu.get("remap"):
+                    what = "Row remap pending" if gpu["remap"] == "pending" else "Row remap error"
+                    result(False, "", f"check_gpu_ecc: GPU id {i}: {what}. FaultCode: NHC2007")
+                    break
+                if gpu.get("ecc_sram"):
+                    result(False, "", f"check_gpu_ecc: GPU id {i}: SRAM Uncorrectable ECC error count detected, "
+                                      f"({gpu['ecc_sram']},{gpu['ecc_sram']}). FaultCode: NHC2019")
+                    break
+            else:
+                result(True, "check_gpu_ecc: ECC error counts normal", "")
             if m.nvlink:
                 result(node["nvlink"] == "ok", "check_nvlink_status: NVLink is active",
                        "check_nvlink_status: Failed to get NVLINK status with error code 0. FaultCode: NHC2016")
