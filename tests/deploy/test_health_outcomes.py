@@ -169,3 +169,32 @@ def test_a_launcher_key_with_a_second_line_is_refused_and_nothing_is_trusted(azu
     assert entry["status"] == "error" and "refused" in entry["message"]
     for i in range(3):
         assert ".ssh/authorized_keys" not in azure.node(f"c1-vmss000/{i}")["files"]
+
+
+# ------------------------------------------------------------------------------ what check prints
+
+
+def test_check_shows_progress_in_a_pipe(cli, azure, session):
+    create(session, request("nd-a100-v4", nodes=3))
+    azure.make_unhealthy("c1-vmss000/2", gpus=7)
+    rc, out, err = cli("check", "-n", NAME, "-g", RG, "-o", "json")
+    assert rc == 1
+    assert "checking 3 node(s)" in err and "3 of 3 node(s) answered (2 passed, 1 failed), 0 pending" in err
+    (line,) = [l for l in err.splitlines() if l.startswith("ERROR: [UNHEALTHY_NODES]")]
+    # the check and its code once each, not the message's copy of them again
+    assert line.count("check_gpu_count") == 1 and line.count("NHC2009") == 1
+
+
+def test_control_characters_from_a_node_never_reach_the_terminal(cli, azure, session, aznhc_says):
+    create(session, request("nd-a100-v4", nodes=1))
+    aznhc_says["c1-000-000000"] = ["check_hw_ib:  No IB port mlx5_ib0:1 is ACTIVE (LinkUp 200 Gb/sec). \x1b]0;x\x07\x1b[2J"]
+    for fmt in ("table", "tsv"):
+        rc, out, err = cli("check", "-n", NAME, "-g", RG, "-o", fmt)
+        assert "\x1b" not in out and "\x07" not in out and "\x1b" not in err
+
+
+def test_the_nccl_table_says_gb_per_second(cli, azure, session):
+    create(session, request("nd-a100-v4", nodes=2))
+    rc, out, err = cli("check", "-n", NAME, "-g", RG, "--nccl", "-o", "table")
+    assert rc == 0, err
+    assert "Measured busbw GB/s" in out and "Gb/s" not in out

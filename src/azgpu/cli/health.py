@@ -128,7 +128,7 @@ class Progress:
 def _judge_output(obj: dict, path: str, size: str) -> None:
     """check --from-output FILE --size SIZE: one captured output judged as the gate judges it."""
     from ..errors import InputError
-    from ..health.judge import judge
+    from ..health.judging import judge
     from ..health.outcome import unhealthy_error
 
     try:

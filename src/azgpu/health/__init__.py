@@ -8,7 +8,7 @@
   (NodeResult, Failure) with the stable finding kinds.
 - `impact`: the Guest Health Reporting impact category of a failure, a pure function of it.
 
-- `judge`: one node's captured output judged as the gate judges it (`azgpu.health.judge(output, size)`),
+- `judging`: one node's captured output judged as the gate judges it (`azgpu.health.judge(output, size)`),
   and `node_script(size)`: the on-node script with a size's expectations, to run by hand.
 
 Nothing here imports the Azure SDK; azgpu.deploy.health runs the checks against Azure.
@@ -20,7 +20,7 @@ __all__ = ["judge", "node_script"]
 def __getattr__(name: str):
     # Loaded on first use: commands that only read azgpu.health.limits pay for nothing else.
     if name == "judge":
-        from .judge import judge
+        from .judging import judge
         return judge
     if name == "node_script":
         from .script import node_script
