@@ -27,6 +27,7 @@ def aznhc_says(monkeypatch):
     """AzNHC's log on the named nodes holds these failure lines (the rest of the log as the fake writes it)."""
     lines: dict[str, list[str]] = {}
     real = hardware.aznhc_log
+    monkeypatch.setattr(vm_actions, "REUSE_RUNS", False)  # the nodes differ by name only
 
     def log(node, vm_size):
         text, rc = real(node, vm_size)
@@ -43,6 +44,7 @@ def aznhc_says(monkeypatch):
 def node_says(monkeypatch, outputs: dict[str, str]):
     """The named nodes print exactly this (a hostile or broken node), the others run the real script."""
     real = vm_actions.execute
+    monkeypatch.setattr(vm_actions, "REUSE_RUNS", False)  # the nodes differ by name only
 
     def execute(job):
         said = outputs.get(job["node"]["computer"])
@@ -198,3 +200,27 @@ def test_the_nccl_table_says_gb_per_second(cli, azure, session):
     rc, out, err = cli("check", "-n", NAME, "-g", RG, "--nccl", "-o", "table")
     assert rc == 0, err
     assert "Measured busbw GB/s" in out and "Gb/s" not in out
+
+
+def test_the_fake_runs_the_script_once_per_node_state_and_each_node_keeps_its_identity(azure, session, monkeypatch):
+    create(session, request("nd-a100-v4", nodes=6))
+    azure.make_unhealthy("c1-vmss000/4", gpus=7)
+    runs = []
+    real = vm_actions.execute
+    monkeypatch.setattr(vm_actions, "execute", lambda job: runs.append(job["node"]["computer"]) or real(job))
+    report = health.check(session, NAME, RG)
+    assert len(runs) == 2  # five healthy nodes in one state, the broken one in another
+    hosts = {n.computer_name: n.physical_host for n in report}
+    assert len(set(hosts.values())) == 6
+    assert all(hosts[n.computer_name] == azure.node(f"c1-vmss000/{n.instance_id}")["physical_host"] for n in report)
+    assert [n.instance_id for n in report if not n.passed] == ["4"]
+
+
+def test_a_reused_run_names_the_gpus_of_its_own_node(azure, session, monkeypatch):
+    create(session, request("nd-a100-v4", nodes=2))
+    for i in range(2):
+        azure.make_unhealthy(f"c1-vmss000/{i}", xid=79)
+    report = health.check(session, NAME, RG)
+    for n in report:
+        serials = {g["serial"] for g in azure.node(f"c1-vmss000/{n.instance_id}")["gpus"]}
+        assert n.gpus and {g.serial for g in n.gpus} == serials  # the GPU inventory of a failing node
