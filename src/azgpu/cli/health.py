@@ -99,6 +99,7 @@ class Progress:
         self.counts: dict[str, int] = {}
         self.next_at = 0
         self.last = 0.0
+        self.shown = -1
 
     def start(self, total: int) -> None:
         self.total += total
@@ -116,6 +117,7 @@ class Progress:
         if answered >= self.next_at or answered == self.total or self.clock() - self.last >= 30:
             self.next_at = answered + max(1, self.total // 10)
             self.last = self.clock()
+            self.shown = answered
             log(self.line())
 
     def line(self) -> str:
@@ -187,7 +189,7 @@ def register(cli: click.Group) -> None:
             report = health.check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout,
                                   nccl=nccl, on_node=progress, on_start=progress.start)
         data = report.as_dict()
-        if progress.each is None and progress.total:
+        if progress.each is None and progress.total and progress.shown != sum(progress.counts.values()):
             log(progress.line())
         emit_report(data, obj)
         if not report.healthy:
