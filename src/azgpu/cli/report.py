@@ -143,8 +143,8 @@ def register(cli: click.Group) -> None:
         for n in report.inconclusive + report.unreachable:
             log(f"{n.computer_name}: {n.status}, not reported: {n.reason}")
         if not bad:
-            log("no node shows a host fault: nothing to report" if len(report.failed) != len(report.nodes) or not
-                report.nodes else "every node passed: nothing to report")
+            log("every node passed: nothing to report" if all(n.passed for n in report.nodes) else
+                "no node shows a host fault: nothing to report")
         elif filed:
             log(f"reported; to replace the node(s): 'provision create ... --check --replace-unhealthy' (a re-run "
                 f"with --report-to-azure the same day files nothing new)")
