@@ -250,3 +250,23 @@ def test_a_tool_left_running_cannot_write_the_verdict(node):
         "AZGPU_EXPECT_GPUS": 8, "AZGPU_EXPECT_IB_PORTS": 8, "AZGPU_EXPECT_IB_RATE": 400}))
     lines = [l for l in ran.stdout.splitlines() if l.strip()]
     assert len(lines) == 1 and json.loads(lines[0])["failures"][0]["kind"] == "missing_gpu"
+
+
+def test_the_log_directory_keeps_only_the_newest_logs(node):
+    logs = node.box.root / "var/log/azgpu"
+    logs.mkdir(parents=True)
+    logs.chmod(0o700)
+    for i in range(60):
+        (logs / f"health-20200101T0000{i:02d}Z-1.log").write_text("old\n")
+    node.check()
+    kept = sorted(p.name for p in logs.iterdir())
+    assert len(kept) == 40 and any(not name.startswith("health-2020") for name in kept)  # this run's log stays
+
+
+def test_tables_drop_control_characters_and_tsv_escapes_what_would_forge_a_row():
+    from azgpu.output import render
+
+    row = {"node": "n1\x1b]0;owned\x07", "message": "a\tb\nc\\d"}
+    table = render([row], "table")
+    assert "\x1b" not in table and "\x07" not in table and "a b c\\d" in table
+    assert render([row], "tsv") == "n1]0;owned\ta\\tb\\nc\\\\d\n"
