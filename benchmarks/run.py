@@ -33,6 +33,10 @@ target is met (1 only if a benchmark itself breaks).
    nodes missing a GPU: the requests per bad node (the GET that makes a re-run file nothing new, the
    PUT, the insight reads until the terminal insight), the fixed preflight, what a re-run sends, and
    the time the gate spends following insights.
+8. The health check at scale (benchmarks/health_scale_worker.py): `provision check` of 1,000 x ND96asr_v4
+   with no simulated latency, wall time over the critical path Azure's documented limits impose (500
+   Run Commands a minute per subscription, about 20 s per Run Command), requests per node, and the
+   launcher's CPU per node apart from the fake's and the node scripts'.
 
 Whole-process timings are medians; each round runs every command once, interleaved, after one
 warm-up. Child processes cache bytecode in a private directory (as after any pip install), even
@@ -58,6 +62,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORKER = HERE / "deploy_worker.py"
 HEALTH_WORKER = HERE / "health_worker.py"
+HEALTH_SCALE_WORKER = HERE / "health_scale_worker.py"
 GHR_WORKER = HERE / "ghr_worker.py"
 MATRIX = ROOT / "tests" / "deploy" / "test_fault_matrix.py"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-benchmark"
@@ -254,6 +259,11 @@ def fault_matrix() -> dict:
 # ------------------------------------------------------------------------------------ 6
 
 
+def health_scale(env, tmp: Path, nodes: int = 1000) -> dict:
+    seconds, data = worker_at(HEALTH_SCALE_WORKER, ["--nodes", str(nodes)], env, tmp)
+    return {**data, "target_ratio": 1.2, "process_seconds": seconds}
+
+
 def health_gate(runs: int, latency: float, env, tmp: Path, nodes: int = 16, faulty: int = 2) -> dict:
     samples = []
     for _ in range(runs):
@@ -358,6 +368,14 @@ def report(r: dict) -> str:
                          f"({p['impact_get']:g} GET, {p['impact_put']:g} PUT, {p['insight_read']:g} insight reads) "
                          f"+ {x['preflight_requests']} preflight; a re-run sends {sum(x['rerun_requests'].values())} "
                          f"(preflight only); insights followed {x['virtual_seconds_following_insights']:g} s")
+    s = r.get("health_scale")
+    if s:
+        lines += ["", f"8. Health check at scale: provision check of {s['nodes']} x ND96asr_v4, no simulated latency",
+                  f"   wall {s['check_seconds']:.1f} s / critical path {s['critical_path_seconds']:.0f} s = "
+                  f"{s['ratio_to_critical_path']:.2f} (target <= {s['target_ratio']}: "
+                  f"{verdict(s['ratio_to_critical_path'], s['target_ratio'])}); first answer after "
+                  f"{s['first_answer_seconds']} s; {s['requests_per_node']:g} requests per node; launcher CPU "
+                  f"{s['launcher_cpu_ms_per_node']:g} ms per node (the fake's {s['fake_cpu_ms_per_node']:g} ms apart)"]
     return "\n".join(lines)
 
 
@@ -435,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
             results["health"] = health_gate(args.runs, args.latency, env, tmp)
             print("guest health reporting ...", file=sys.stderr)
             results["ghr"] = ghr_reporting(env, tmp)
+            print("health check at scale (1,000 nodes) ...", file=sys.stderr)
+            results["health_scale"] = health_scale(env, tmp)
     if not args.only_health:
         print("fault matrix ...", file=sys.stderr)
         try:

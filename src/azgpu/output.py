@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .errors import InputError
@@ -54,19 +55,35 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+# Control characters (C0, DEL, C1) in a value from a node, a tag or an Azure message would reach the
+# terminal as escape sequences, or forge rows: tables drop them, tsv escapes tab, newline, CR and backslash
+# (the way PostgreSQL's text format does) and drops the rest.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")
+_TSV = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def printable(text: str) -> str:
+    """A value for a table cell: control characters out, whitespace runs as one space."""
+    return " ".join(_CONTROL.sub("", text).split())
+
+
+def tsv_value(text: str) -> str:
+    return re.sub(r"[\\\t\n\r]", lambda m: _TSV[m.group()], _CONTROL.sub("", text))
+
+
 WIDE = 60
 # Column and row names: snake_case keys read as words, with the acronyms and units spelled as
 # people write them ('gpus' is GPUs, 'ib_domain' IB domain), not 'Gpus' or 'Ib Domain'.
 WORDS = {
     "gpu": "GPU", "gpus": "GPUs", "vcpus": "vCPUs", "cpus": "CPUs", "ib": "IB", "id": "ID", "ids": "IDs",
     "ip": "IP", "ips": "IPs", "os": "OS", "urn": "URN", "hpc": "HPC", "ofed": "OFED", "cuda": "CUDA",
-    "nccl": "NCCL", "gib": "GiB", "gb": "GB", "gbps": "Gb/s", "nics": "NICs", "nic": "NIC", "sku": "SKU",
+    "nccl": "NCCL", "gib": "GiB", "gb": "GB", "gbps": "Gb/s", "gbs": "GB/s", "nics": "NICs", "nic": "NIC", "sku": "SKU",
     "vm": "VM", "vms": "VMs", "vmss": "VMSS", "infiniband": "InfiniBand", "url": "URL", "api": "API",
 }
 
 
 def header(key: str) -> str:
-    words = [WORDS.get(w.lower(), w) for w in str(key).split("_") if w]
+    words = [WORDS.get(w.lower(), w) for w in printable(str(key)).split("_") if w]
     if words and words[0] == words[0].lower():
         words[0] = words[0][:1].upper() + words[0][1:]
     return " ".join(words)
@@ -89,7 +106,7 @@ def _records(rows: list[dict], columns: list[str]) -> str:
     width = max(len(header(c)) for c in columns)
     blocks = []
     for row in rows:
-        lines = [f"{header(c).ljust(width)}  {' '.join(_scalar(row.get(c)).split())}" for c in columns
+        lines = [f"{header(c).ljust(width)}  {printable(_scalar(row.get(c)))}" for c in columns
                  if _scalar(row.get(c))]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
@@ -103,7 +120,7 @@ def _grid(rows: list[dict], top: bool = False) -> str:
             if key not in columns and not isinstance(value, dict) and not (
                     isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
                 columns.append(key)
-    cells = [[" ".join(_scalar(row.get(c)).split()) for c in columns] for row in rows]
+    cells = [[printable(_scalar(row.get(c))) for c in columns] for row in rows]
     prose = any(isinstance(row.get(c), str) and len(row[c]) > WIDE and row[c].count(" ") >= 8 for row in rows
                 for c in columns)  # long text (a message), not a list of names joined by ', '
     if prose and not top:
@@ -121,7 +138,7 @@ def to_table(result: Any) -> str:
             return _grid(result, top=True)
         if result and all(isinstance(r, (list, tuple)) for r in result):  # --query 'x[].[a, b]'
             return _grid([{f"column{i + 1}": v for i, v in enumerate(r)} for r in result], top=True)
-        return "\n".join(_scalar(r) for r in result)
+        return "\n".join(printable(_scalar(r)) for r in result)
     if isinstance(result, dict):
         parts, scalars = [], []
         for key, value in result.items():
@@ -132,11 +149,11 @@ def to_table(result: Any) -> str:
             elif isinstance(value, dict) and any(isinstance(v, (dict, list)) for v in value.values()):
                 parts.append(f"\n{header(key)}\n{to_table(value)}")
             else:
-                scalars.append((header(key), _scalar(value)))
+                scalars.append((header(key), printable(_scalar(value))))
         width = max((len(k) for k, _ in scalars), default=0)
         head = "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in scalars)
         return (head + "".join(parts)).strip("\n")
-    return _scalar(result)
+    return printable(_scalar(result))
 
 
 def to_tsv(result: Any) -> str:
@@ -148,11 +165,11 @@ def to_tsv(result: Any) -> str:
 
 def _tsv_row(value: Any) -> str:
     if isinstance(value, dict):
-        return "\t".join(_scalar(v) for v in value.values() if not isinstance(v, (dict, list)) or
-                         (isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v)))
+        return "\t".join(tsv_value(_scalar(v)) for v in value.values() if not isinstance(v, (dict, list)) or
+                          (isinstance(v, list) and all(not isinstance(x, (dict, list)) for x in v)))
     if isinstance(value, (list, tuple)):
-        return "\t".join(_scalar(v) for v in value if not isinstance(v, (dict, list)))
-    return _scalar(value)
+        return "\t".join(tsv_value(_scalar(v)) for v in value if not isinstance(v, (dict, list)))
+    return tsv_value(_scalar(value))
 
 
 def render(result: Any, fmt: str, query: str | None = None, table=None) -> str:

@@ -41,6 +41,7 @@ Every cell checks, on a fresh fake Azure in virtual time (nothing sleeps for rea
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -480,3 +481,44 @@ def test_capacity_fallback_deletes_only_this_clusters_resources(fallback):
         assert _audit(azure, final, foreign, planned_allowed=True) == ([], [])
         destroy(session, NAME, RG)
         assert _audit(azure, final, foreign, planned_allowed=False) == ([], [])
+
+
+# ------------------------------------------------------------------------------ the health gate's row
+
+RUN_COMMAND_FAULTS = {
+    "post-500": dict(method="POST", path=r"/virtualMachines/1/runCommand", status=500, times=None),
+    "post-reset": dict(method="POST", path=r"/virtualMachines/1/runCommand", reset=True, times=None),
+    "poll-500": dict(method="GET", path=r"/operations/", status=500, times=None),
+    "poll-reset": dict(method="GET", path=r"/operations/", reset=True, times=None),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(RUN_COMMAND_FAULTS))
+def test_a_run_command_error_never_deletes_or_reports_a_node(azure, session, fault):
+    """A 500 or a dropped connection from Run Command (on the POST, or on every status poll) says nothing
+    about the host: the nodes are unreachable, create --replace-unhealthy deletes nothing and files nothing."""
+    from deploy_support import request as health_request
+
+    from azgpu.deploy import ghr
+
+    from azgpu.deploy import health
+
+    create(session, health_request("nd-a100-v4", nodes=3))
+    azure.make_unhealthy("c1-vmss000/0", gpus=7)  # node 0 really is bad: it alone may go
+    after = len(azure.requests)
+    azure.inject(**RUN_COMMAND_FAULTS[fault])
+    reporter = ghr.Reporter(session)
+    outcome = health.gate(session, "c1", "rg1", replace=True, before_delete=reporter)
+    nodes = {n.instance_id: n for n in outcome.report}
+    assert nodes["1"].status == "unreachable" and nodes["1"].reason_code == "run_command_failed"
+    deleted = [c for c in azure.requests[after:] if c.method == "POST" and "/delete" in c.path]
+    if fault.startswith("poll"):  # no node answered at all: nothing is known about any host
+        assert not deleted and not azure.impacts() and not outcome.replaced
+        assert {n.status for n in nodes.values()} == {"unreachable"}
+    else:
+        assert [r["instance_id"] for r in outcome.replaced] == ["0"]
+        assert all("1" not in (c.body or {}).get("instanceIds", []) for c in deleted)
+        assert len(azure.impacts()) == 1
+    error = health.unhealthy_error(outcome.as_dict(), cluster="c1", resource_group="rg1", replacing=True,
+                                   stopped=outcome.stopped)
+    assert "unreachable" in error.message

@@ -13,6 +13,7 @@ from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, r
 from azgpu.deploy import ghr, health
 from azgpu.deploy.create import create
 from azgpu.errors import ValidationFailed
+from azgpu.health.outcome import UnhealthyNodes
 
 IMPACTS = "Microsoft.Impact/workloadImpacts"
 NOW = datetime(2026, 3, 14, 9, 0, tzinfo=timezone.utc)
@@ -101,14 +102,15 @@ def test_the_body_carries_the_nodes_host_vm_id_and_the_check(azure, session, bad
     assert impact["name"] == f"azgpu-c1-vmss000-1-HpcMissingGpu-20260314-{impact['name'][-8:]}"
 
 
-def test_an_unreachable_node_is_replaced_without_a_report(azure, session):
+def test_an_unreachable_node_is_neither_replaced_nor_reported(azure, session):
     azure.unhealthy_next(1, run_command="timeout")
     outcome_reporter = reporter(session)
-    result = create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True, before_delete=outcome_reporter,
-                    check_options={"node_timeout": 60})
-    assert result["health"]["healthy"] and not azure.impacts()
-    (entry,) = outcome_reporter.entries
-    assert entry["state"] == "not_reported" and "no verdict" in entry["reason"]
+    with pytest.raises(UnhealthyNodes) as info:
+        create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True, before_delete=outcome_reporter,
+               check_options={"node_timeout": 60})
+    assert info.value.code == "NODES_UNREACHABLE" and "never replaced or reported" in info.value.remedy
+    assert not azure.impacts() and not outcome_reporter.entries
+    assert not calls(azure, "POST", path="/delete")
 
 
 # ------------------------------------------------------------------------------ preflight: nothing deleted

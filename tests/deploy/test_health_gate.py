@@ -72,7 +72,8 @@ def test_a_hook_that_raises_deletes_nothing(azure, session):
 def test_the_rounds_are_bounded(azure, session):
     create(session, request("nd-a100-v4", nodes=3))
     azure.make_unhealthy("c1-vmss000/0", gpus=7)
-    azure.unhealthy_next(5, ib_down=True)  # every replacement is bad too
+    azure.unhealthy_next(1, ib_down=True)  # every replacement is bad too, each in a new way
+    azure.unhealthy_next(1, xid=79)
     outcome = health.gate(session, NAME, RG, replace=True, max_rounds=2)
     assert not outcome.healthy and [r["round"] for r in outcome.rounds] == [0, 1, 2]
     assert outcome.stopped == "still unhealthy after 2 replacement round(s)"
@@ -86,8 +87,20 @@ def test_when_every_node_fails_nothing_is_replaced(azure, session):
     azure.unhealthy_next(3, gpus=7)
     with pytest.raises(health.UnhealthyNodes) as info:
         create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True)
-    assert "every node checked" in info.value.report["stopped"]
+    assert "no node shows a host fault" in info.value.report["stopped"]
+    assert info.value.code == "HEALTH_INCONCLUSIVE" and "image, the driver or the configuration" in info.value.remedy
+    assert {n["status"] for n in info.value.report["nodes"]} == {"inconclusive"}
+    assert {n["reason_code"] for n in info.value.report["nodes"]} == {"common"}
     assert ids(azure) == [0, 1, 2] and not calls(azure, "POST", path="/delete")
+
+
+def test_a_finding_that_follows_the_node_to_a_new_host_stops_the_rounds(azure, session):
+    create(session, request("nd-a100-v4", nodes=3))
+    azure.make_unhealthy("c1-vmss000/0", gpus=7)
+    azure.unhealthy_next(5, gpus=7)  # the replacement shows it too: not the host
+    outcome = health.gate(session, NAME, RG, replace=True, max_rounds=3)
+    assert [r["instance_id"] for r in outcome.replaced] == ["0"]
+    assert "followed them to new hosts" in outcome.stopped
 
 
 def test_a_node_busy_with_another_run_command_is_not_replaced(azure, session):

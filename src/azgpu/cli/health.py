@@ -34,26 +34,29 @@ def compact(report: dict[str, Any]) -> dict[str, Any]:
     """The table view: one row per node, what failed and why, the NCCL rows."""
     nodes = []
     for n in report["nodes"]:
-        first = (n.get("failures") or [{}])[0]
+        first = (n.get("failures") or [{}])[0] if n["status"] == "failed" else {}
         row = {"node": n["computer_name"], "scale_set": n["scale_set"], "instance": n["instance_id"],
                "status": n["status"], "checker": n.get("checker") or "", "check": first.get("check") or "",
                "expected": first.get("expected") or "", "measured": first.get("measured") or "",
                "code": first.get("fault_code") or "",
                "more": len(n.get("failures") or []) - 1 + (n.get("more_failures") or 0) if first else "",
                "physical_host": n.get("physical_host") or ""}
-        if n["status"] == "unreachable":
+        if n["status"] in ("unreachable", "inconclusive"):
             row["reason"] = n.get("reason") or ""
         nodes.append(row)
     out: dict[str, Any] = {k: report[k] for k in ("cluster", "resource_group", "healthy", "nodes_checked", "passed",
-                                                  "failed", "unreachable") if k in report}
+                                                  "failed", "inconclusive", "unreachable") if k in report}
     if report.get("warnings"):
         out["warnings"] = report["warnings"]
     if report.get("stopped"):
         out["stopped"] = report["stopped"]
     out["nodes"] = nodes
     if report.get("nccl"):
-        out["nccl"] = [{k: r.get(k) for k in ("scale_set", "nodes", "status", "measured_busbw_gbps",
-                                              "expected_busbw_gbps", "message")} for r in report["nccl"]]
+        # all_reduce_perf's bus bandwidth is in GB/s (bytes): the columns say so ('gbs' reads GB/s).
+        out["nccl"] = [{"scale_set": r.get("scale_set"), "nodes": r.get("nodes"), "status": r.get("status"),
+                        "measured_busbw_gbs": r.get("measured_busbw_gbps"),
+                        "expected_busbw_gbs": r.get("expected_busbw_gbps"), "message": r.get("message")}
+                       for r in report["nccl"]]
     if report.get("replaced"):
         out["replaced"] = [{k: r.get(k) for k in ("round", "computer_name", "physical_host", "summary")}
                            for r in report["replaced"]]
@@ -83,24 +86,111 @@ def node_logger(obj: dict):
     return on_node
 
 
+class Progress:
+    """Where the check stands, on stderr: one line per node on a terminal or with --verbose, otherwise (a
+    pipe, a CI log) a line of counts when a tenth of the nodes more has answered, and at the end."""
+
+    def __init__(self, obj: dict, clock=None):
+        import time
+
+        self.each = node_logger(obj)
+        self.clock = clock or time.monotonic
+        self.total = 0
+        self.counts: dict[str, int] = {}
+        self.next_at = 0
+        self.last = 0.0
+        self.shown = -1
+
+    def start(self, total: int) -> None:
+        self.total += total
+        self.next_at = max(1, self.total // 10)
+        self.last = self.clock()
+        if self.each is None:
+            log(f"checking {total} node(s)")
+
+    def __call__(self, result) -> None:
+        self.counts[result.status] = self.counts.get(result.status, 0) + 1
+        if self.each is not None:
+            self.each(result)
+            return
+        answered = sum(self.counts.values())
+        if answered >= self.next_at or answered == self.total or self.clock() - self.last >= 30:
+            self.next_at = answered + max(1, self.total // 10)
+            self.last = self.clock()
+            self.shown = answered
+            log(self.line())
+
+    def line(self) -> str:
+        answered = sum(self.counts.values())
+        parts = ", ".join(f"{self.counts[s]} {s}" for s in ("passed", "failed", "inconclusive", "unreachable")
+                          if self.counts.get(s))
+        return f"{answered} of {self.total} node(s) answered ({parts or 'none yet'}), {self.total - answered} pending"
+
+
+def _judge_output(obj: dict, path: str, size: str) -> None:
+    """check --from-output FILE --size SIZE: one captured output judged as the gate judges it."""
+    from ..errors import InputError
+    from ..health.judging import judge
+    from ..health.outcome import unhealthy_error
+
+    try:
+        with (sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")) as handle:
+            text = handle.read(4 * 1024 * 1024)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}", code="UNREADABLE_FILE",
+                         remedy="give the file that holds the node script's output (or - for stdin)") from None
+    result = judge(text, size, name=path)
+    data = {"nodes_checked": 1, "healthy": result.passed, result.status: 1, "nodes": [result.as_dict()]}
+    emit_report(data, obj)
+    if not result.passed:
+        raise unhealthy_error(data, cluster="NAME", resource_group="RG", replacing=False)
+
+
 def register(cli: click.Group) -> None:
     @cli.command("check")
     @click.option("-n", "--name", default=None, help="Cluster name.")
     @click.option("-g", "--resource-group", default=None, help="Resource group.")
+    @click.option("--from-output", "from_output", default=None, metavar="FILE",
+                  help="Judge one node's captured output (what the node script printed, or a Run Command result) as "
+                       "the gate does, without Azure; needs --size.")
+    @click.option("--print-script", is_flag=True,
+                  help="Print the on-node check with --size's expectations, to run by hand as root (ssh) or as a "
+                       "scheduler's health check; it prints one verdict line.")
+    @click.option("--size", default=None, help="The VM size for --from-output and --print-script.")
     @health_options
     @azure_options
     @common
-    def check_cmd(obj, name, resource_group, parallel, node_timeout, nccl, subscription, simulate, simulate_latency,
-                  simulate_state):
+    def check_cmd(obj, name, resource_group, from_output, print_script, size, parallel, node_timeout, nccl,
+                  subscription, simulate, simulate_latency, simulate_state):
         """Run the node health checks on every node (AzNHC where the image has it, else azgpu's fallback) through
-        Run Command; exit 0 only when every node passed."""
+        Run Command; exit 0 only when every node passed. Only a failed node (a host fault) is ever replaced or
+        reported; inconclusive and unreachable nodes are shown with their reason."""
+        from ..errors import InputError
+
+        if from_output or print_script:
+            if not size:
+                raise InputError("--size is required with --from-output and --print-script", code="MISSING_ARGUMENT",
+                                 remedy="name the VM size, e.g. --size Standard_ND96isr_H100_v5")
+            if from_output and print_script:
+                raise InputError("--from-output and --print-script do different things", code="CONFLICTING_OPTIONS",
+                                 remedy="use one of them")
+            if print_script:
+                from ..health.script import node_script
+
+                click.echo(node_script(size, node_timeout=node_timeout), nl=False)
+                return
+            _judge_output(obj, from_output, size)
+            return
         from ..deploy import health
 
         cluster_args(name, resource_group, latency=simulate_latency)
+        progress = Progress(obj)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             report = health.check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout,
-                                  nccl=nccl, on_node=node_logger(obj))
+                                  nccl=nccl, on_node=progress, on_start=progress.start)
         data = report.as_dict()
+        if progress.each is None and progress.total and progress.shown != sum(progress.counts.values()):
+            log(progress.line())
         emit_report(data, obj)
         if not report.healthy:
             raise health.unhealthy_error(data, cluster=name, resource_group=resource_group, replacing=False)

@@ -127,19 +127,24 @@ def register(cli: click.Group) -> None:
             reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
             wanted = _instances(session, name, resource_group, nodes) if nodes else None
             report = health.check(session, name, resource_group, instances=wanted, on_node=node_logger(obj), **check)
-            bad = [n for n in report if not n.passed]
+            # Only a node proven faulty is reported: not one that did not answer or answered inconclusively.
+            bad = report.failed
             entries = reporter.report(bad) if bad else []
         filed = [e for e in entries if e["state"] in ("filed", "already_filed")]
         result = {"cluster": name, "resource_group": resource_group, "nodes_checked": len(report),
-                  "failed": len(report.failed), "unreachable": len(report.unreachable),
+                  "failed": len(report.failed), "inconclusive": len(report.inconclusive),
+                  "unreachable": len(report.unreachable),
                   "reports_filed": sum(1 for e in entries if e["state"] == "filed"),
                   "reports_existing": sum(1 for e in entries if e["state"] == "already_filed")}
         emit(with_reports(result, entries, obj), obj)
         for e in entries:
             if e["state"] in ("not_reported", "vm_gone"):
                 log(f"{e['node']}: not reported: {e.get('reason')}")
+        for n in report.inconclusive + report.unreachable:
+            log(f"{n.computer_name}: {n.status}, not reported: {n.reason}")
         if not bad:
-            log("every node passed: nothing to report")
+            log("every node passed: nothing to report" if all(n.passed for n in report.nodes) else
+                "no node shows a host fault: nothing to report")
         elif filed:
             log(f"reported; to replace the node(s): 'provision create ... --check --replace-unhealthy' (a re-run "
                 f"with --report-to-azure the same day files nothing new)")

@@ -172,7 +172,7 @@ def _health_gate(session, plan: Plan, resource_group: str, result: dict[str, Any
     on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace else ""))
 
     def on_round(r: dict[str, Any]) -> None:
-        bad = len(r["failed"]) + len(r["unreachable"])
+        bad = len(r["failed"]) + len(r.get("inconclusive", [])) + len(r["unreachable"])
         on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
 
     outcome = health.gate(session, cluster, resource_group, replace=replace, max_rounds=max_rounds,

@@ -5,7 +5,9 @@ A scale set that reports Succeeded can still hold a node with a GPU missing, an 
 or slow, or an Xid in its kernel log. `check` runs azgpu/health/node_check.sh on every instance with
 the scale-set VM Run Command (RunShellScript, one call per instance: there is no scale-set-wide Run
 Command), reads the one verdict line the script prints, and reports each node as passed, failed
-(which check, expected and measured) or unreachable (why). `gate` adds the replacement loop of
+(a host fault: which check, expected and measured), inconclusive (only faults of the check's own run,
+or a finding every node shares: an image or configuration problem) or unreachable (why). Only failed
+nodes are ever replaced or reported. `gate` adds the replacement loop of
 `create --check --replace-unhealthy`: delete the failing instances, scale the scale set back to its
 capacity (new instance ids, new hosts), check the new ones, for a bounded number of rounds.
 
@@ -24,12 +26,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AzgpuError, AzureError, InputError
+from ..errors import AzgpuError, InputError
 from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
-from ..health.results import (FAILED, PASSED, UNREACHABLE, NodeResult, VerdictError, failure_of,
-                              find_verdict, output_streams)
-from ..health.results import _gpus as gpu_refs
-from ..health.script import AZNHC_CHECK_TIMEOUT, Expectations, run_command_body
+from ..health.results import (FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeRef, NodeResult,
+                              VerdictError, find_verdict, output_streams, result_of,
+                              validate_verdict)
+from ..health.results import unreachable as unreachable_result
+from ..health.script import Expectations, aznhc_watchdog, run_command_body
+from ..health.outcome import UnhealthyNodes, unhealthy_error  # noqa: F401  (their home before)
+from ..health.trust import valid_nccl_pubkey
 from ..profiles import Size, find_size, load_profile
 from ..plan import NETWORK_API
 from . import resource_types
@@ -41,16 +46,6 @@ CONFLICT_RETRIES = 3  # another Run Command on the VM (409): wait and try again 
 CONFLICT_WAIT = 30.0
 MAX_ROUNDS = 3
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
-
-
-class UnhealthyNodes(AzureError):
-    """The health gate did not pass. `report` is the report as a dict; `result` is what `create`
-    had done (with the report under "health") when the gate ran inside create."""
-
-    def __init__(self, message: str, *, code: str, remedy: str, report: dict, result: dict | None = None):
-        super().__init__(message, code=code, remedy=remedy)
-        self.report = report
-        self.result = result
 
 
 @dataclass
@@ -94,11 +89,15 @@ class HealthReport:
         return [n for n in self.nodes if n.status == UNREACHABLE]
 
     @property
+    def inconclusive(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == INCONCLUSIVE]
+
+    @property
     def healthy(self) -> bool:
         return all(n.passed for n in self.nodes) and all(r["status"] == PASSED for r in self.nccl)
 
     def as_dict(self) -> dict[str, Any]:
-        counts = {s: sum(1 for n in self.nodes if n.status == s) for s in (PASSED, FAILED, UNREACHABLE)}
+        counts = {s: sum(1 for n in self.nodes if n.status == s) for s in STATUSES}
         return {
             "cluster": self.cluster, "resource_group": self.resource_group, "healthy": self.healthy,
             "nodes_checked": len(self.nodes), **counts,
@@ -237,6 +236,7 @@ def _polling(session, deadline: float, stop: threading.Event):
 
 
 def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
+    from azure.core.exceptions import AzureError as SdkError
     from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
     deadline = session.clock() + timeout
@@ -261,16 +261,22 @@ def _run(session, resource_group: str, node: Instance, body: dict, timeout: floa
             raise _Unreachable("run_command_failed", err.message) from None
         except (ServiceRequestError, ServiceResponseError) as exc:
             raise _Unreachable("run_command_failed", f"Azure could not be reached: {exc}") from None
+        except SdkError as exc:  # a dropped connection mid-poll, a body cut short: no verdict, nothing known
+            raise _Unreachable("run_command_failed", f"Run Command did not complete: {type(exc).__name__}: "
+                                                     f"{str(exc)[:200]}") from None
     raise AssertionError("unreachable: the loop returns or raises")
 
 
+def _ref(node: Instance) -> NodeRef:
+    return NodeRef(node.scale_set, node.instance_id, node.resource_id, node.computer_name, node.vm_id, node.size)
+
+
 def _unreachable(node: Instance, code: str, reason: str) -> NodeResult:
-    return NodeResult(node.scale_set, node.instance_id, node.resource_id, node.computer_name, UNREACHABLE,
-                      reason_code=code, reason=reason, vm_id=node.vm_id, vm_size=node.size)
+    return unreachable_result(_ref(node), code, reason)
 
 
 def _tail(text: str, n: int = 200) -> str:
-    text = " ".join(text.split())
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     return text[-n:]
 
 
@@ -284,34 +290,11 @@ def check_node(session, resource_group: str, node: Instance, body: dict, timeout
     except _Unreachable as exc:
         return _unreachable(node, exc.code, exc.reason)
     stdout, stderr = output_streams(result)
-    try:
-        verdict = find_verdict(stdout)
-    except VerdictError as exc:
-        return _unreachable(node, "no_verdict", f"the node answered with a {exc}")
-    if verdict is None or verdict.get("error"):
-        why = verdict.get("error") if verdict else "no verdict line"
-        return _unreachable(node, "no_verdict", f"Run Command came back without a verdict ({why}); stdout ends "
-                                                f"'{_tail(stdout)}', stderr ends '{_tail(stderr)}'")
-    return _from_verdict(node, verdict)
-
-
-def _from_verdict(node: Instance, v: dict[str, Any]) -> NodeResult:
-    failures = tuple(failure_of(f) for f in v.get("failures") or [] if isinstance(f, dict))
-    more = int(v.get("more") or 0)
-    host = v.get("host") or {}
-    return NodeResult(
-        node.scale_set, node.instance_id, node.resource_id, host.get("computer") or node.computer_name,
-        FAILED if failures or more else PASSED, checker=v.get("checker"), failures=failures, more_failures=more,
-        physical_host=host.get("physical_host") or None, vm_id=node.vm_id, node_vm_id=host.get("vm_id") or None,
-        node_vm_id_source=host.get("vm_id_source") or None, vm_size=host.get("vm_size") or node.size,
-        aznhc=v.get("aznhc"), aznhc_error=v.get("aznhc_error"), gpus_found=v.get("gpus_found"),
-        ib_ports_found=v.get("ib_found"), gpus=gpu_refs(v.get("gpus")), log=v.get("log"), seconds=v.get("seconds"))
+    return result_of(_ref(node), stdout, stderr)
 
 
 def _settings(exp: Expectations, node_timeout: float) -> dict[str, Any]:
-    # AzNHC must end on the node before azgpu stops waiting, so its verdict still comes back.
-    return {**exp.settings(), "AZGPU_AZNHC_TIMEOUT": AZNHC_CHECK_TIMEOUT,
-            "AZGPU_AZNHC_BUDGET": int(max(30, node_timeout - 120))}
+    return {**exp.settings(), "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(node_timeout)}
 
 
 # ------------------------------------------------------------------------------ the cluster
@@ -339,6 +322,38 @@ def _run_all(session, resource_group: str, jobs: list[tuple[Instance, dict]], ti
     return sorted(results, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit() else 0))
 
 
+def signature(node: NodeResult) -> frozenset:
+    """What a node's host faults say, without the node's own ids (bus ids, ports and serials differ between
+    hosts): the same signature on every node is not a property of any one host."""
+    from ..health.impact import impact_category
+
+    return frozenset((f.check, f.kind, f.fault_code, f.expected, f.measured) for f in node.failures
+                     if impact_category(f))
+
+
+def _common_failures(results: list[NodeResult]) -> list[NodeResult]:
+    """A host fault that every node which answered shares is an image, driver or configuration problem
+    whatever the node count: those nodes are inconclusive, and nothing is replaced or reported for it.
+    (One node shares everything with itself: there the gate stops when a replacement shows the same.)"""
+    answered = [r for r in results if r.status in (PASSED, FAILED, INCONCLUSIVE)]
+    failed = [r for r in answered if r.status == FAILED]
+    if len(answered) < 2 or len(failed) != len(answered):
+        return results
+    common = frozenset.intersection(*(signature(r) for r in failed))
+    if not common:
+        return results
+    shown = "; ".join(sorted(f"{c[0]}: expected {c[3]}, measured {c[4]}" if c[3] or c[4] else f"{c[0]} ({c[1]})"
+                             for c in common)[:2])
+    out = []
+    for r in results:
+        if r.status == FAILED and signature(r) <= common:
+            r = NodeResult(**{**r.__dict__, "status": INCONCLUSIVE, "reason_code": "common",
+                              "reason": f"every node that answered ({len(answered)}) shows the same finding ({shown}): "
+                                        "the image, the driver or the configuration rather than this host"})
+        out.append(r)
+    return out
+
+
 def _note_outbound(results: list[NodeResult], outbound: dict[str, dict]) -> list[NodeResult]:
     """A node that did not answer on a subnet without outbound: that is the likely reason, say so."""
     out = []
@@ -354,7 +369,8 @@ def _note_outbound(results: list[NodeResult], outbound: dict[str, dict]) -> list
 
 def check(session, name: str, resource_group: str, *, instances: set[str] | None = None, parallel: int = PARALLEL,
           node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
-          on_node: Callable[[NodeResult], None] | None = None) -> HealthReport:
+          on_node: Callable[[NodeResult], None] | None = None,
+          on_start: Callable[[int], None] | None = None) -> HealthReport:
     """Check every node of the cluster (or only `instances`, VM resource ids), in parallel.
 
     Returns the HealthReport (a list of NodeResult plus the outbound path and NCCL results); raises
@@ -379,8 +395,12 @@ def check(session, name: str, resource_group: str, *, instances: set[str] | None
         raise
     except Exception as exc:
         raise to_azure_error(exc, f"cluster {name} in {resource_group}") from None
+    if on_start:
+        on_start(len(jobs))
     results = _run_all(session, resource_group, jobs, node_timeout, parallel, on_node)
     results = _note_outbound(results, {o["scale_set"]: o for o in outbound})
+    if instances is None:  # a partial check (the replacements of a round) is judged by the gate
+        results = _common_failures(results)
     report = HealthReport(name, resource_group, results, sets, outbound)
     if nccl:
         report.nccl = nccl_check(session, resource_group, scale_sets, report, node_timeout)
@@ -412,6 +432,8 @@ def check_node_raw(session, resource_group: str, node: Instance, mode: str, sett
     stdout, stderr = output_streams(result)
     try:
         verdict = find_verdict(stdout)
+        if verdict is not None:
+            validate_verdict(verdict)
     except VerdictError as exc:
         return {"ok": False, "error": f"{node.computer_name}: {exc}"}
     if verdict is None:
@@ -459,6 +481,11 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
         if not key.get("ok") or not key.get("pubkey"):
             out.append({**entry, "status": "error", "message": f"no key on the launcher: {key.get('error')}"})
             continue
+        if not valid_nccl_pubkey(key["pubkey"]):
+            # Written into every other node's authorized_keys: only one exact key line, never what else it says.
+            out.append({**entry, "status": "error", "message": "the launcher answered with something other than one "
+                                                              "ed25519 public key line: refused, nothing was trusted"})
+            continue
         expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=NCCL_KEY_HOURS))
         trust = {**base, "AZGPU_NCCL_PUBKEY": key["pubkey"], "AZGPU_NCCL_FROM": ips[launcher.instance_id],
                  "AZGPU_NCCL_EXPIRY": expiry.strftime("%Y%m%d%H%M")}
@@ -478,7 +505,8 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
         finally:
             with ThreadPoolExecutor(max_workers=min(PARALLEL, len(others))) as pool:
                 list(pool.map(lambda n: check_node_raw(session, resource_group, n, "nccl-untrust",
-                                                       {"AZGPU_ADMIN_USER": admin}, timeout), others))
+                                                       {"AZGPU_ADMIN_USER": admin, "AZGPU_NCCL_PUBKEY": key["pubkey"]},
+                                                       timeout), others))
         if not ran.get("ok"):
             out.append({**entry, "status": "error", "message": f"all_reduce_perf did not run: {ran.get('error')}"})
             continue
@@ -499,13 +527,11 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
 # ------------------------------------------------------------------------------ replacing nodes
 
 
-REPLACEABLE = {"timeout", "no_verdict", "run_command_failed"}
-
-
 def replaceable(node: NodeResult) -> bool:
-    """Failed nodes, and nodes that never answered for a reason of their own (a hung node times out);
-    not a node busy with another Run Command, stopped, or behind a subnet without outbound."""
-    return node.status == FAILED or (node.status == UNREACHABLE and node.reason_code in REPLACEABLE)
+    """Only a node proven faulty: one whose verdict names a host fault. A node that did not answer (a 500
+    or a dropped connection from Run Command, a timeout) or answered inconclusively may sit on a healthy
+    host: it is shown with its reason, never deleted or reported."""
+    return node.status == FAILED
 
 
 @dataclass
@@ -528,6 +554,7 @@ def _round(number: int, report_nodes: list[NodeResult], action: str) -> dict[str
     return {"round": number, "action": action, "checked": len(report_nodes),
             "passed": sum(1 for n in report_nodes if n.status == PASSED),
             "failed": [n.computer_name for n in report_nodes if n.status == FAILED],
+            "inconclusive": [n.computer_name for n in report_nodes if n.status == INCONCLUSIVE],
             "unreachable": [n.computer_name for n in report_nodes if n.status == UNREACHABLE]}
 
 
@@ -563,14 +590,16 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
          before_delete: Callable[[list[NodeResult]], None] | None = None, parallel: int = PARALLEL,
          node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
          on_node: Callable[[NodeResult], None] | None = None,
-         on_round: Callable[[dict[str, Any]], None] | None = None) -> GateResult:
+         on_round: Callable[[dict[str, Any]], None] | None = None,
+         on_start: Callable[[int], None] | None = None) -> GateResult:
     """Check the cluster; with replace, delete the nodes that fail, scale back out and check the new
     ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
     (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted."""
     validate_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
     report = check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout, nccl=nccl,
-                   on_node=on_node)
+                   on_node=on_node, on_start=on_start)
     rounds = [_round(0, report.nodes, "check")]
+    previous: set = set()
     if on_round:
         on_round(rounds[-1])
     replaced: list[dict[str, Any]] = []
@@ -580,8 +609,16 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
         bad = [n for n in report.nodes if replaceable(n)]
         if not bad:
             stopped = ("no node can be replaced: " + ("the multi-node bandwidth is low while every node passed on its "
-                                                      "own (see nccl)" if report.nccl else "the remaining nodes are "
-                                                      "unreachable for reasons a new instance does not fix"))
+                                                      "own (see nccl)" if report.nccl and not report.inconclusive
+                                                      and not report.unreachable else
+                                                      "no node shows a host fault (the others are inconclusive or "
+                                                      "unreachable, which a new instance does not fix)"))
+            break
+        followed = [n for n in bad if n in checked and signature(n) and signature(n) in previous]
+        if followed and len(followed) == len([n for n in bad if n in checked]):
+            stopped = ("the replacement(s) show the same finding as the node(s) they replaced "
+                       f"({followed[0].summary()}): it followed them to new hosts, so it points at the image, the "
+                       "driver or the configuration; nothing more was replaced")
             break
         if len(rounds) > max_rounds:
             stopped = f"still unhealthy after {max_rounds} replacement round(s)"
@@ -593,12 +630,13 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
             break
         if before_delete:
             before_delete(list(bad))
+        previous = {signature(n) for n in bad}
         new = _replace(session, resource_group, bad, report)
         replaced += [{"round": len(rounds), "scale_set": n.scale_set, "instance_id": n.instance_id,
                       "computer_name": n.computer_name, "physical_host": n.physical_host, "resource_id": n.resource_id,
                       "summary": n.summary()} for n in bad]
         again = check(session, name, resource_group, instances=new, parallel=parallel, node_timeout=node_timeout,
-                      nccl=False, on_node=on_node)
+                      nccl=False, on_node=on_node, on_start=on_start)
         gone = {n.resource_id.lower() for n in bad}
         nodes = [n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes
         report = HealthReport(name, resource_group,
@@ -612,39 +650,3 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
         if on_round:
             on_round(rounds[-1])
     return GateResult(report, rounds, replaced, stopped)
-
-
-def unhealthy_error(report: dict[str, Any], *, cluster: str, resource_group: str, replacing: bool,
-                    stopped: str | None = None, result: dict | None = None) -> UnhealthyNodes:
-    """The error a gate that did not pass ends with: which nodes, why, what to do."""
-    nodes = report["nodes"]
-    failed = [n for n in nodes if n["status"] == FAILED]
-    unreachable = [n for n in nodes if n["status"] == UNREACHABLE]
-    nccl = [r for r in report.get("nccl", []) if r["status"] != PASSED and r["status"] != "skipped"]
-    parts = [f"{len(failed)} of {len(nodes)} node(s) failed"] if failed else []
-    if unreachable:
-        parts.append(f"{len(unreachable)} unreachable")
-    if nccl:
-        parts.append(f"the multi-node NCCL check did not pass in {len(nccl)} scale set(s)")
-    shown = "; ".join(f"{n['computer_name']} ({n['summary']})" for n in (failed + unreachable)[:4])
-    more = f"; and {len(failed) + len(unreachable) - 4} more" if len(failed) + len(unreachable) > 4 else ""
-    message = ", ".join(parts) + (f": {shown}{more}" if shown else f": {nccl[0]['message']}" if nccl else "")
-    where = f"-n {cluster} -g {resource_group}"
-    if failed or not unreachable:
-        code = "UNHEALTHY_NODES"
-        if replacing:
-            remedy = (f"{stopped or 'the replacement rounds ended'}; the nodes are left for inspection: see the report "
-                      f"('provision check {where} -o table') and each node's log under /var/log/azgpu/")
-        else:
-            remedy = (f"inspect them ('provision check {where} -o table', logs under /var/log/azgpu/ on the node), or "
-                      f"replace them: 'provision create ... --check --replace-unhealthy'")
-    elif all(n.get("reason_code") == "no_outbound" for n in unreachable):
-        code = "NO_OUTBOUND_PATH"
-        subnet = next((o["subnet"] for o in report.get("outbound", []) if not o.get("ok")), "the cluster's subnet")
-        remedy = (f"attach a NAT gateway (or another explicit outbound path) to {subnet}: Run Command returns results "
-                  f"only over outbound 443 to Azure, then run 'provision check {where}' again")
-    else:
-        code = "NODES_UNREACHABLE"
-        remedy = (f"run 'provision check {where}' again once the VMs run and their VM agent is ready; a node that "
-                  "times out again is likely hung: replace it with 'provision create ... --check --replace-unhealthy'")
-    return UnhealthyNodes(message, code=code, remedy=remedy, report=report, result=result)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .impact import LEARN_CATEGORIES, PREFIX, impact_category
-from .results import FAILED, PASSED, Failure, GpuRef, NodeResult
+from .results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, NodeResult
 
 # api-versions. Learn's "Report node health" page says of the PUT: "Use `2023-02-01-preview`" (the
 # version AzNHC's triggerGHR.sh sends too), and lists insights at 2025-01-01-preview; insights do not
@@ -86,6 +86,8 @@ def not_reportable(node: NodeResult) -> str | None:
     """Why the node files no report, or None when it files at least one."""
     if node.status == PASSED:
         return "the node passed"
+    if node.status == INCONCLUSIVE:
+        return f"inconclusive: {node.reason}"
     if node.status != FAILED:
         return "no verdict came back from the node, so nothing is known about its host"
     if not categories_of(node):

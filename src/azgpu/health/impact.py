@@ -35,8 +35,17 @@ KINDS = {
     "ib_port_rate": "IBPerformance", "ib_bandwidth": "IBPerformance", "ib_port_flapping": "IBPortFlapping",
     "nvidia_smi": "UnhealthyGPUNvidiasmi", "nvidia_smi_hang": "UnhealthyGPUNvidiasmi",
     "nvlink": "NvLink", "nccl_bandwidth": "ManualInvestigation",
+    # The fallback's GPU memory findings carry AzNHC's fault codes too (check_gpu_ecc: NHC2007, NHC2019,
+    # NHC2018); by kind for a verdict without them. A GPU the driver calls lost has fallen off the bus
+    # (the condition Xid 79 names) whether or not the kernel log still holds the Xid.
+    "gpu_row_remap": "HpcRowRemapFailure", "gpu_ecc": "DBEOverLimit", "gpu_retired_pages": "ECCPageRetirementTableFull",
+    "gpu_lost": "XID79FallenOffBus",
+    # GB racks: the NVLink fabric not Completed/Success and IMEX (which shares GPU memory over NVLink across
+    # the rack) not running are NVLink faults of the node (Learn: "NvLink: NVLink issue").
+    "fabric": "NvLink", "imex_service": "NvLink", "imex_channel": "NvLink",
 }
-NOT_THE_HOST = {"aznhc_setup", "aznhc_timeout"}
+# Faults of the check's run, not of the host: AzNHC's own set-up and its watchdog, a tool the image lacks.
+NOT_THE_HOST = {"aznhc_setup", "aznhc_timeout", "aznhc_watchdog", "tool_missing"}
 
 # Learn, "Impact categories for Guest Health Reporting (preview)" (MicrosoftDocs/azure-compute-docs
 # articles/azure-impact-reporting/guest-health-impact-categories.md @ 883ff7bb, ms.date 2025-09-18):

@@ -22,7 +22,11 @@ FAULT_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 94
 # A GPU shows a little less memory than documented (a real H100 80GB HBM3: 81559 MiB, 99.6 % of
 # 80 GiB, gpu-samples/h100-80gb-hbm3): the fallback accepts down to this share of the documented size.
 GPU_MEMORY_SHARE = 0.95
-AZNHC_CHECK_TIMEOUT = 500  # seconds per AzNHC check: its own default (run-health-checks.sh -t)
+# AzNHC's -t is LBNL NHC's watchdog for the whole run, not a per-check limit (facts 14.2): it gets what is
+# left of the node's time after the rest of the script (identity, the verdict, timeout(1)'s minute of
+# grace behind it, and a margin for Run Command's own start), so its verdict still comes back in time.
+AZNHC_RESERVE = 180
+AZNHC_MIN = 60
 _NAME = re.compile(r"AZGPU_[A-Z0-9_]+")
 
 
@@ -44,6 +48,7 @@ class Expectations:
     ib_rate_gbps: int
     aznhc_conf: str
     nccl_busbw_gbps: float
+    fabric: bool = False  # GB racks: NVLink fabric state and IMEX on every node
 
     @classmethod
     def of(cls, size) -> "Expectations":
@@ -53,7 +58,8 @@ class Expectations:
         return cls(size=size.name, gpus=int(get("gpus", 0)), gpu_vendor=get("gpu_vendor", "nvidia"),
                    gpu_memory_gib=float(get("gpu_memory_gib", 0) or 0), nvlink=bool(get("nvlink", False)),
                    ib_ports=int(get("ib_ports", 0)), ib_rate_gbps=int(get("ib_rate_gbps", 0)),
-                   aznhc_conf=get("aznhc_conf", ""), nccl_busbw_gbps=float(get("nccl_busbw_gbps", 0) or 0))
+                   aznhc_conf=get("aznhc_conf", ""), nccl_busbw_gbps=float(get("nccl_busbw_gbps", 0) or 0),
+                   fabric=bool(get("nvlink_fabric", _gb_family(size.name))))
 
     @property
     def gpu_memory_mib_min(self) -> int:
@@ -68,7 +74,19 @@ class Expectations:
             "AZGPU_EXPECT_IB_PORTS": self.ib_ports,
             "AZGPU_EXPECT_IB_RATE": self.ib_rate_gbps,
             "AZGPU_XIDS": " ".join(map(str, FAULT_XIDS)),
+            "AZGPU_CHECK_FABRIC": int(self.fabric),
         }
+
+
+def _gb_family(name: str) -> bool:
+    """ND GB200 v6 and ND GB300 v6: GPUs joined across the rack by the NVLink fabric, which Microsoft's own
+    image tests check on them (Azure/azhpc-images: verify_nvlink_setup, verify_nvidia_imex_service)."""
+    return bool(re.search(r"_gb[23]00", name.lower()))
+
+
+def aznhc_watchdog(node_timeout: float) -> int:
+    """AzNHC's -t (the whole run's watchdog) for a node timeout."""
+    return int(max(AZNHC_MIN, node_timeout - AZNHC_RESERVE))
 
 
 def script_lines(mode: str, settings: dict[str, Any]) -> list[str]:
@@ -100,3 +118,16 @@ def settings_of(script: list[str]) -> dict[str, str]:
             parts = shlex.split(value) if value else [""]
             out[name] = parts[0] if parts else ""
     return out
+
+
+def node_script(size_name: str, mode: str = "check", node_timeout: float | None = None) -> str:
+    """The on-node check as one script, with the expectations of a size that a profile knows baked in,
+    to run by hand (ssh, as root) or as a scheduler's health check; it prints the verdict line last.
+    Raises azgpu.errors.InputError (UNKNOWN_SIZE) for a size no profile knows."""
+    from ..profiles import find_size
+    from .limits import NODE_TIMEOUT
+
+    size = find_size(size_name)[1]
+    settings = {**Expectations.of(size).settings(),
+                "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(NODE_TIMEOUT if node_timeout is None else node_timeout)}
+    return "\n".join(script_lines(mode, settings)) + "\n"

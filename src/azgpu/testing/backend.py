@@ -36,6 +36,7 @@ class Backend:
         self.ops = Operations(store, polls=lro_polls, seconds=lro_seconds, now=now, finish=self.finish)
         self.dirty = False  # set by anything that changes the store, so only changes are saved
         self.run_command_futures: dict = {}  # operation id -> a node script running beside the fake
+        self.node_runs: dict = {}  # a node state's key -> its first run (vm_actions reuses it for the same state)
 
     # -- lookups ---------------------------------------------------------------------------------
     def rg_id(self, rg: str) -> str:

@@ -12,6 +12,8 @@ state, and Run Command answers from it by running azgpu's real node script in a 
 from __future__ import annotations
 
 import re
+import uuid
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -65,7 +67,9 @@ MODELS: dict[str, Model] = {
     "standard_ng32adms_v620_v1": Model("amd", 1, "AMD Radeon PRO V620", 32752),
 }
 NO_GPU = Model("none", 0)
-FAULT_KEYS = ("gpus", "ib_down", "ib_rate", "ib_port", "xid", "nvidia_smi_hang", "nvlink_down", "run_command")
+FAULT_KEYS = ("gpus", "ib_down", "ib_rate", "ib_port", "xid", "nvidia_smi_hang", "nvlink_down", "run_command", "ecc",
+              "row_remap", "gpu_lost", "no_devices", "fabric_incomplete", "imex_missing")
+ROW_REMAP_FAULTS = ("pending", "failure")
 RUN_COMMAND_FAULTS = ("timeout", "no_verdict")
 
 
@@ -125,10 +129,17 @@ def new_node(store, vm: dict, vmss: dict) -> dict:
 
 def apply_fault(node: dict, *, gpus: int | None = None, ib_down: bool | str | int | None = None,
                 ib_rate: int | None = None, ib_port: str | int | None = None, xid: int | None = None,
-                nvidia_smi_hang: bool = False, nvlink_down: bool = False, run_command: str | None = None) -> None:
+                nvidia_smi_hang: bool = False, nvlink_down: bool = False, run_command: str | None = None,
+                ecc: int | None = None, row_remap: str | None = None, gpu_lost: bool = False,
+                no_devices: bool = False, fabric_incomplete: bool = False, imex_missing: bool = False) -> None:
     """Break a node: gpus=7 (one missing), ib_down=True|'mlx5_ib3'|3, ib_rate=100 (on ib_port or the
-    first port), xid=79, nvidia_smi_hang, nvlink_down, run_command='timeout'|'no_verdict'."""
+    first port), xid=79, nvidia_smi_hang, nvlink_down, run_command='timeout'|'no_verdict'; ecc=N
+    uncorrectable SRAM errors on the first GPU, row_remap='pending'|'failure' there, gpu_lost (the driver
+    calls the first GPU lost, no Xid line), no_devices (the driver lists none, the PCI bus still shows
+    them); on GB sizes fabric_incomplete (NVLink fabric not Completed) and imex_missing (no IMEX channel)."""
     m = model(node["size"])
+    _gpu_faults(node, ecc=ecc, row_remap=row_remap, gpu_lost=gpu_lost, no_devices=no_devices,
+                fabric_incomplete=fabric_incomplete, imex_missing=imex_missing)
     if gpus is not None:
         if not 0 <= gpus <= len(node["gpus"]):
             raise ValueError(f"gpus={gpus}: the node has {len(node['gpus'])}")
@@ -160,6 +171,51 @@ def apply_fault(node: dict, *, gpus: int | None = None, ib_down: bool | str | in
         node["faults"].append(f"Run Command {run_command}")
 
 
+def _gpu_faults(node: dict, *, ecc, row_remap, gpu_lost, no_devices, fabric_incomplete, imex_missing) -> None:
+    gpu = node["gpus"][0] if node["gpus"] else None
+    if (ecc or row_remap or gpu_lost) and gpu is None:
+        raise ValueError(f"{node['size']} has no GPU")
+    if ecc:
+        gpu["ecc_sram"] = int(ecc)
+        node["faults"].append(f"{ecc} uncorrectable SRAM ECC errors")
+    if row_remap:
+        if row_remap not in ROW_REMAP_FAULTS:
+            raise ValueError(f"row_remap={row_remap!r}: one of {ROW_REMAP_FAULTS}")
+        gpu["remap"] = row_remap
+        node["faults"].append(f"row remap {row_remap}")
+    if gpu_lost:
+        gpu["lost"] = True
+        node["faults"].append("GPU lost")
+    if no_devices:
+        node["nvidia_smi"] = "no_devices"
+        node["faults"].append("driver lists no GPU")
+    if fabric_incomplete or imex_missing:
+        if not gb_family(node["size"]):
+            raise ValueError(f"{node['size']} has no NVLink fabric across nodes (GB sizes only)")
+    if fabric_incomplete:
+        node["fabric"] = {**fabric_of(node), "state": "In Progress", "status": "N/A"}
+        node["faults"].append("NVLink fabric not completed")
+    if imex_missing:
+        node["imex"] = "missing"
+        node["faults"].append("IMEX channel missing")
+
+
+def gb_family(size: str) -> bool:
+    """ND GB200 v6 / ND GB300 v6: the GPUs of a rack share an NVLink fabric (nvidia-smi -q's Fabric)."""
+    return bool(re.search(r"_gb[23]00", size.lower()))
+
+
+def fabric_of(node: dict) -> dict | None:
+    """The node's NVLink fabric as nvidia-smi -q shows it: node["fabric"] where set (racks), else a healthy
+    one shared by the scale set (a ClusterUUID and CliqueId derived from its name)."""
+    if not gb_family(node["size"]):
+        return None
+    scale_set = node["vm_name"].rsplit("_", 1)[0]
+    default = {"clusterUuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"azgpu-fake-fabric/{scale_set}")),
+               "cliqueId": 1 + zlib.crc32(scale_set.encode()) % 32766, "state": "Completed", "status": "Success"}
+    return {**default, **(node.get("fabric") or {})}
+
+
 def _port(node: dict, which: str | int | None) -> dict:
     ports = node["ib"]
     if not ports:
@@ -183,6 +239,8 @@ def validate_fault(fault: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("name at least one fault: " + ", ".join(FAULT_KEYS))
     if fault.get("run_command") not in (None, *RUN_COMMAND_FAULTS):
         raise ValueError(f"run_command must be one of {RUN_COMMAND_FAULTS}")
+    if fault.get("row_remap") not in (None, *ROW_REMAP_FAULTS):
+        raise ValueError(f"row_remap must be one of {ROW_REMAP_FAULTS}")
     return {k: v for k, v in fault.items() if v not in (None, False)}
 
 
@@ -204,9 +262,10 @@ def capture_body(text: str) -> str:
     return "".join(lines)
 
 
-def nvidia_smi_q(gpus: list[dict], name: str, mib: int) -> str:
+def nvidia_smi_q(gpus: list[dict], name: str, mib: int, fabric: dict | None = None) -> str:
     """nvidia-smi -q for these GPUs, each section the real H100 one with its bus id, serial, UUID,
-    product name and memory total replaced."""
+    product name and memory total replaced; a GPU's injected SRAM ECC errors and row-remap state, and on
+    GB sizes the Fabric block (State, Status, CliqueId, ClusterUUID) in the same layout."""
     body = capture_body(template("h100-nvidia-smi-q.txt"))
     head, _, section = body.partition("GPU 00000000:00:06.0\n")
     head = re.sub(r"(Attached GPUs\s+: )\d+", lambda m: f"{m.group(1)}{len(gpus)}", head)
@@ -221,6 +280,18 @@ def nvidia_smi_q(gpus: list[dict], name: str, mib: int) -> str:
         text = re.sub(r"(Product Name\s+: ).*", lambda m: m.group(1) + name, text, count=1)
         text = re.sub(r"(FB Memory Usage\n\s+Total\s+: )\d+", lambda m: m.group(1) + str(mib), text, count=1)
         text = re.sub(r"(Minor Number\s+: )\d+", lambda m: m.group(1) + str(i), text, count=1)
+        if gpu.get("ecc_sram"):
+            text = re.sub(r"(?ms)(^        Volatile\n.*?^            SRAM Uncorrectable SEC-DED\s+: )0",
+                          lambda m: m.group(1) + str(gpu["ecc_sram"]), text, count=1)
+        if gpu.get("remap") == "pending":
+            text = re.sub(r"(?m)^(        Pending\s+: )No", lambda m: m.group(1) + "Yes", text, count=1)
+        if gpu.get("remap") == "failure":
+            text = re.sub(r"(?m)^(        Remapping Failure Occurred\s+: )No", lambda m: m.group(1) + "Yes", text, count=1)
+        if fabric:
+            for field, key in (("State", "state"), ("Status", "status"), ("CliqueId", "cliqueId"),
+                               ("ClusterUUID", "clusterUuid")):
+                text = re.sub(rf"(?ms)(^    Fabric\n.*?^        {field}\s+: )N/A",
+                              lambda m, v=str(fabric[key]): m.group(1) + v, text, count=1)
         out.append(text)
     return "".join(out)
 
@@ -290,6 +361,10 @@ def aznhc_log(node: dict, vm_size: str) -> tuple[str, int]:
 
     if node["nvidia_smi"] == "hang":
         result(False, "", "check_nvsmi_healthmon:  nvidia-smi:  Caught fatal signal 9. FaultCode: NHC2015")
+    elif node["nvidia_smi"] == "no_devices":
+        result(False, "", f"-e check_gpu_count: Expected to see {m.gpus} but found 0. FaultCode: NHC2009")
+    elif any(g.get("lost") for g in present):
+        result(False, "", "check_nvsmi_healthmon:  nvidia-smi:  GPU is lost. FaultCode: NHC2015")
     else:
         result(len(present) == m.gpus, f"check_gpu_count: Expected {m.gpus} and found {len(present)}",
                f"-e check_gpu_count: Expected to see {m.gpus} but found {len(present)}. FaultCode: NHC2009")
@@ -301,6 +376,18 @@ def aznhc_log(node: dict, vm_size: str) -> tuple[str, int]:
                     break
             else:
                 result(True, "check_gpu_xid:  GPU XID error check passed.", "")
+            # check_gpu_ecc's die lines (customTests/azure_gpu_ecc.nhc), for the first GPU that has a fault.
+            for i, gpu in enumerate(present):
+                if gpu.get("remap"):
+                    what = "Row remap pending" if gpu["remap"] == "pending" else "Row remap error"
+                    result(False, "", f"check_gpu_ecc: GPU id {i}: {what}. FaultCode: NHC2007")
+                    break
+                if gpu.get("ecc_sram"):
+                    result(False, "", f"check_gpu_ecc: GPU id {i}: SRAM Uncorrectable ECC error count detected, "
+                                      f"({gpu['ecc_sram']},{gpu['ecc_sram']}). FaultCode: NHC2019")
+                    break
+            else:
+                result(True, "check_gpu_ecc: ECC error counts normal", "")
             if m.nvlink:
                 result(node["nvlink"] == "ok", "check_nvlink_status: NVLink is active",
                        "check_nvlink_status: Failed to get NVLINK status with error code 0. FaultCode: NHC2016")
