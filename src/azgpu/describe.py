@@ -78,6 +78,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         ],
         "scale_set": _cited(profile.scale_set),
         "placement": _cited(profile.placement or {}),
+        **({"vertical_connect": _cited(profile.vertical_connect)} if profile.vertical_connect else {}),
         "discrepancies": [
             {"seed": seed_title(d.seed), "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
             for d in profile.discrepancies
