@@ -203,7 +203,9 @@ def _check_ephemeral_placement(pf: Preflight, spec: Spec, caps: dict[str, str], 
         drift("SupportedEphemeralOSDiskPlacements", f"{documented} (implied by the documented local disks)", live)
     if not spec.request.ephemeral_os_disk or supported is False:
         return
-    choice = next((p for p in EPHEMERAL_PLACEMENTS if p.lower() in offered), None)
+    # A vertical-connect size takes only the placement Microsoft deploys it with (NvmeDisk: NotSupported there).
+    order = (documented,) if spec.profile.vertical_connect else EPHEMERAL_PLACEMENTS
+    choice = next((p for p in order if p.lower() in offered), None)
     if choice is None:
         pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED",
                                 f"{spec.size.name} reports no ephemeral OS disk placement here "
