@@ -1,0 +1,89 @@
+"""ND GB300 v6 racks end to end in the fake: spare racks pruned to whole healthy racks, unhealthy nodes
+of a rack reported and left out (Azure creates vertical-connect scale sets only in whole racks), and
+the scheduler files' racks measured from the nodes (docs/gb-racks.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args
+
+from azgpu.health.results import NodeResult
+
+GB300_FAMILY = "standardNDISRGB300V6Family"
+REPORT = ("--check", "--replace-unhealthy", "--report-to-azure", "--yes", "--insight-timeout", "60")
+# The node's fabric in NodeResult comes with the health gate's fabric reading (interfaces: NodeResult.fabric);
+# before it, racks rest on Azure's interconnect subgroups ("reported"), after it on the nodes ("measured").
+FABRIC = "fabric" in {f.name for f in dataclasses.fields(NodeResult)}
+BASIS = "measured" if FABRIC else "reported"
+
+
+@pytest.fixture
+def racks_quota(azure):
+    azure.set_quota("eastus", GB300_FAMILY, limit=54 * 128)
+    azure.set_quota("eastus", "cores", limit=54 * 128)
+
+
+def capacity(azure) -> list[int]:
+    return [v["sku"]["capacity"] for v in azure.resources(type=VMSS)]
+
+
+def test_spare_rack_with_one_bad_node_ends_with_two_whole_healthy_racks(cli, azure, racks_quota, tmp_path):
+    azure.unhealthy_next(1, gpus=3)  # instance 0: the first rack
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "--spare-racks", "1", *REPORT)
+    assert rc == 0, err
+    result = json.loads(out)
+    assert capacity(azure) == [36]
+    assert [(r["short"], len(r["nodes"]), r["basis"]) for r in result["racks"]] == [(0, 18, BASIS)] * 2
+    (removed,) = result["spare_racks"]["removed"]
+    assert removed["reason"].startswith("unhealthy: ") and len(removed["nodes"]) == 18
+    (entry,) = result["guest_health_reports"]
+    assert entry["category"] == "Resource.Hpc.Unhealthy.HpcMissingGpu"
+    # Reported while the VM still existed: the report's POST comes before the rack's deleteInstances.
+    posts = [r.path.lower() for r in calls(azure, "POST", "PUT")]
+    report = next(i for i, p in enumerate(posts) if "microsoft.impact" in p)
+    delete = next(i for i, p in enumerate(posts) if p.endswith("/delete"))
+    assert report < delete
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "slurm")
+    assert rc == 0, err
+    topo = out.split("# ---- topology.conf ----")[1].split("# ---- topology.yaml ----")[0]
+    assert topo.count("BlockName=") == 2 and f"Blocks marked '{BASIS}'" in topo and "ASSUME" not in topo
+
+
+def test_without_spare_racks_a_bad_node_is_reported_left_out_and_its_rack_named_short(cli, azure, racks_quota):
+    azure.unhealthy_next(1, gpus=3)
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), *REPORT)
+    assert rc == 1
+    assert "UNHEALTHY_NODES" in err and "rack(s) c1-rack000 short" in err and "left out" in err
+    assert capacity(azure) == [36]  # nothing deleted: Azure refuses a scale set off a multiple of 18
+    assert not [r for r in calls(azure, "POST") if r.path.lower().endswith("/delete")]
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
+    assert rc == 0, err
+    assert "# Left out: c1-000-000000" in out and "SHORT: 17 of 18" in out
+    assert len([x for x in out.splitlines() if x and not x.startswith("#")]) == 35
+
+
+def test_a_rack_short_of_one_node_in_its_nvlink_domain_is_visible(cli, azure, racks_quota):
+    azure.short_rack_next()
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "--check")
+    assert rc == 0, err
+    racks = json.loads(out)["racks"]
+    if FABRIC:  # the stray node's GPUs report another NVLink domain than its rack-mates'
+        assert sorted(len(r["nodes"]) for r in racks) == [1, 17, 18]
+        assert any(r.get("agrees_with_azure") is False for r in racks)
+    else:
+        assert [len(r["nodes"]) for r in racks] == [18, 18]
+
+
+def test_spare_racks_need_a_rack_profile(cli, azure):
+    rc, out, err = cli(*create_args("nd-h100-v5", nodes=2), "--spare-racks", "1")
+    assert_cli_error(rc, err, 2, "SPARE_RACKS_WITHOUT_RACKS", "nd-gb300-v6")
+    assert not [r for r in azure.requests if r.method in ("PUT", "POST", "PATCH", "DELETE")]
+
+
+def test_a_partial_rack_is_refused_before_azure_is_asked(cli, azure):
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=20))
+    assert_cli_error(rc, err, 2, "NODES_NOT_RACK_MULTIPLE", "--nodes 18 or 36")
+    assert not azure.requests
