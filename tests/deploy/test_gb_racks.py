@@ -87,3 +87,16 @@ def test_a_partial_rack_is_refused_before_azure_is_asked(cli, azure):
     rc, out, err = cli(*create_args("nd-gb300-v6", nodes=20))
     assert_cli_error(rc, err, 2, "NODES_NOT_RACK_MULTIPLE", "--nodes 18 or 36")
     assert not azure.requests
+
+
+def test_check_shows_the_racks_and_a_short_one(cli, azure, racks_quota):
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36))
+    assert rc == 0, err
+    azure.make_unhealthy("c1-vmss000/20", gpus=3)
+    rc, out, err = cli("check", *cluster_args())
+    assert rc == 1
+    racks = json.loads(out)["racks"]
+    assert [(len(r["nodes"]), r["short"]) for r in racks] == [(18, 0), (17, 1)]
+    assert racks[1]["excluded"][0]["hostname"] == "c1-000-00000k"
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
+    assert "# Left out: c1-000-00000k" in out

@@ -52,6 +52,25 @@ def measure(session, cluster: str, resource_group: str, nodes: list[Any], per_ra
     return group(cluster, _domains(nodes), signals, per_rack, fabrics=fabrics, excluded=excluded)
 
 
+def for_check(session, cluster: str, resource_group: str, report) -> list[dict[str, Any]] | None:
+    """`provision check` on a vertical-connect cluster: its racks as the nodes measured them, nodes that
+    did not pass left out (and the measurement recorded for `outputs`); None on other sizes."""
+    from ..profiles import find_size
+    from ..rack_record import save
+
+    sizes = {s.get("size") for s in report.scale_sets if s.get("size")}
+    try:
+        vertical = next((find_size(size)[0].vertical_connect for size in sizes), None)
+    except Exception:  # noqa: BLE001 - a size no profile knows has no racks azgpu could name
+        return None
+    if not vertical:
+        return None
+    excluded = {n.computer_name: n.summary() for n in report.nodes if not n.passed}
+    racks = measure(session, cluster, resource_group, report.nodes, vertical["rack"], excluded=excluded)
+    save(getattr(session, "subscription_id", "") or "", resource_group, cluster, report.nodes, excluded)
+    return racks
+
+
 def choose(racks: list[dict[str, Any]], bad: set[str], per_rack: int, wanted: int,
            spare: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
     """(racks to keep, racks to remove, why nothing is removed). Whole healthy racks first, in order;
