@@ -90,3 +90,13 @@ def test_scheduler_files_say_measured_and_leave_an_excluded_node_out_with_its_ra
     body = [x for x in hostfile.splitlines() if not x.startswith("#")]
     assert body[:17] == [f"10.0.0.{i + 4} slots=4" for i in range(18) if i != 3]
     assert "n03" not in slurm_files(out)["slurm.conf.nodes"]
+
+
+def test_rack_clusters_get_the_imex_switch_plugin_and_one_imex_nodes_file_per_rack():
+    files = slurm_files(outputs_with({"n03": "failed"}))
+    assert "\nSwitchType=switch/nvidia_imex\n" in files["slurm.conf.nodes"]
+    assert files["imex-nodes-c1-rack000.cfg"].splitlines() == [f"10.0.0.{i + 4}" for i in range(18) if i != 3]
+    assert len(files["imex-nodes-c1-rack001.cfg"].splitlines()) == 18
+    no_racks = {**outputs_with({}), "racks": [], "nodes_per_rack": None}
+    files = slurm_files(no_racks)
+    assert "SwitchType" not in files["slurm.conf.nodes"] and not [f for f in files if f.startswith("imex")]

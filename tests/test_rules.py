@@ -418,6 +418,13 @@ def test_partial_nvl72_rack_is_refused_with_the_nearest_whole_racks(az, profile)
     assert az.only(az.errors(profile=profile, nodes=5), "NODES_NOT_RACK_MULTIPLE").remedy == "use --nodes 18"
 
 
+@pytest.mark.parametrize("profile", RACK_PROFILES)
+def test_gb_image_without_imex_warns_and_the_hpc_gb_image_ships_it(az, profile):
+    f = az.only(az.spec(profile=profile, nodes=18, image="ubuntu-2404-arm64").findings, "IMAGE_NO_IMEX")
+    assert f.severity == "warning" and "nvidia-imex" in f.message
+    assert "IMAGE_NO_IMEX" not in az.codes(az.spec(profile=profile, nodes=18).findings)
+
+
 def test_render_of_a_partial_rack_exits_2_naming_the_whole_rack_counts(run, tmp_path):
     rc, out, err = run("render", "--profile", "nd-gb300-v6", "--nodes", "20", "-n", "rack", "-l", "eastus",
                        "--out-dir", tmp_path)

@@ -93,7 +93,7 @@ def image_rows(profile_id: str | None = None) -> list[dict[str, Any]]:
             continue
         rows.append({
             "name": img.name, "urn": img.urn, "os": img.os, "generations": list(img.generations),
-            "architecture": img.architecture, "hpc": img.hpc, "ofed": img.ofed, "cuda": img.cuda,
+            "architecture": img.architecture, "hpc": img.hpc, "ofed": img.ofed, "cuda": img.cuda, "imex": img.imex,
             "series": list(img.series), "legacy": img.legacy, "verified": img.verified,
         })
     return rows

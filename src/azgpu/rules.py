@@ -212,6 +212,18 @@ def ephemeral_os_disk(ctx: Context) -> Iterator[Finding]:
                  ("D-ephemeral", *ctx.size.source), fld="os_disk_size_gb")
 
 
+def imex(ctx: Context) -> Iterator[Finding]:
+    """GB200/GB300: multi-node NVLink needs NVIDIA IMEX on every node (R-azhpc-imex)."""
+    img = ctx.image
+    if not ctx.profile.vertical_connect or img is None or not img.known or img.imex:
+        return
+    yield _f("IMAGE_NO_IMEX",
+             f"image '{img.name}' does not ship NVIDIA IMEX: GPUs of different VMs of an NVL72 rack cannot share memory "
+             "over NVLink without the nvidia-imex service and its channel",
+             f"use --image {ctx.profile.default_image}, or install nvidia-imex on the nodes", ("R-azhpc-imex",),
+             "warning", "image")
+
+
 def os_disk_size(ctx: Context) -> Iterator[Finding]:
     size = ctx.request.os_disk_size_gb
     if size is not None and not 30 <= size <= 4095:
@@ -520,7 +532,7 @@ def spot_eviction(ctx: Context) -> Iterator[Finding]:
 UNIVERSAL: tuple[Callable[[Context], Iterator[Finding]], ...] = (
     retired, hyperv_generation, cpu_architecture, image_known, linux_only, trusted_launch, accelerated_networking,
     os_disk_size, data_disks, spot, ephemeral_os_disk, infiniband, ofed, gpu_extensions, custom_image, spot_eviction,
-    outbound,
+    outbound, imex,
 )
 
 
