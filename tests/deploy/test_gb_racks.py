@@ -100,3 +100,21 @@ def test_check_shows_the_racks_and_a_short_one(cli, azure, racks_quota):
     assert racks[1]["excluded"][0]["hostname"] == "c1-000-00000k"
     rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
     assert "# Left out: c1-000-00000k" in out
+
+
+def test_simulate_rack_breaks_a_nodes_fabric_and_queues_a_short_rack(run, sim, state_file):
+    rc, out, err = run("simulate", "rack", "--short-next", "1", "--simulate-state", state_file)
+    assert rc == 0, err
+    rc, out, err = sim(*create_args("nd-gb300-v6", nodes=18))
+    assert rc == 0, err
+    rc, out, err = run("simulate", "rack", "-n", "c1", "--fabric-incomplete", "3", "--simulate-state", state_file)
+    assert rc == 0, err
+    (node,) = json.loads(out)["nodes"]
+    assert node["fabric"]["state"] == "In Progress"
+    from azgpu.testing import FakeAzure
+
+    fake = FakeAzure.load(str(state_file))
+    domains = [fake.node(f"c1-vmss000/{i}")["fabric"]["clusterUuid"] for i in range(18)]
+    assert sorted(domains.count(d) for d in set(domains)) == [1, 17]
+    rc, out, err = run("simulate", "rack", "--simulate-state", state_file)
+    assert_cli_error(rc, err, 2, "MISSING_ARGUMENT", "--short-next")
