@@ -100,3 +100,36 @@ def test_rack_clusters_get_the_imex_switch_plugin_and_one_imex_nodes_file_per_ra
     no_racks = {**outputs_with({}), "racks": [], "nodes_per_rack": None}
     files = slurm_files(no_racks)
     assert "SwitchType" not in files["slurm.conf.nodes"] and not [f for f in files if f.startswith("imex")]
+
+
+def rack(name, count, scale_set="c1-vmss000", first=0, **extra):
+    return {"name": name, "scale_set": scale_set, "nodes": [f"{name}-{i}" for i in range(first, first + count)],
+            **extra}
+
+
+def test_spare_racks_keep_whole_healthy_racks_and_remove_the_rest():
+    from azgpu.deploy.rack_gate import choose
+
+    racks3 = [rack("r0", 18), rack("r1", 18), rack("r2", 18)]
+    keep, remove, why = choose(racks3, {"r0-5"}, 18, 2, 1)
+    assert ([r["name"] for r in keep], [r["name"] for r in remove], why) == (["r1", "r2"], ["r0"], None)
+    keep, remove, why = choose(racks3, set(), 18, 2, 1)  # all healthy: the one beyond the count goes
+    assert [r["name"] for r in remove] == ["r2"]
+    # A rack short of one node (one VM in an NVLink domain of its own): both pieces go, 18 instances.
+    split = [rack("stray", 1), rack("r0", 17, first=1, agrees_with_azure=False), rack("r1", 18), rack("r2", 18)]
+    keep, remove, why = choose(split, set(), 18, 2, 1)
+    assert [r["name"] for r in remove] == ["stray", "r0"] and why is None
+
+
+def test_spare_racks_never_remove_more_than_asked_nor_part_of_a_rack():
+    from azgpu.deploy.rack_gate import choose
+
+    racks3 = [rack("r0", 18), rack("r1", 18), rack("r2", 18)]
+    # Two unhealthy racks, one spare: one of them goes, the other stays with its bad node left out.
+    keep, remove, why = choose(racks3, {"r0-1", "r1-1"}, 18, 2, 1)
+    assert [r["name"] for r in keep] == ["r2", "r0"] and [r["name"] for r in remove] == ["r1"]
+    keep, remove, why = choose(racks3, set(), 18, 1, 1)  # two racks beyond the count, one spare
+    assert remove == [] and "more than the 1 spare rack(s)" in why
+    odd = [rack("r0", 18), rack("r1", 9, scale_set="a"), rack("r2", 9, scale_set="b")]
+    keep, remove, why = choose(odd, set(), 18, 1, 1)
+    assert remove == [] and "not a whole number of racks" in why

@@ -27,10 +27,13 @@ def _signals(session, resource_group: str, scale_sets: list[str]) -> dict[str, d
     from .lifecycle import interconnect
 
     found: dict[str, dict[str, str | None]] = {}
-    for name in scale_sets:
-        for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, name, expand="instanceView"):
-            host = vm.os_profile.computer_name if vm.os_profile else vm.name
-            found[host] = interconnect(vm)
+    try:
+        for name in scale_sets:
+            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, name, expand="instanceView"):
+                host = vm.os_profile.computer_name if vm.os_profile else vm.name
+                found[host] = interconnect(vm)
+    except Exception as exc:
+        raise to_azure_error(exc, "reading the racks Azure reports") from None
     return found
 
 
