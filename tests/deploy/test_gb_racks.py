@@ -118,3 +118,19 @@ def test_simulate_rack_breaks_a_nodes_fabric_and_queues_a_short_rack(run, sim, s
     assert sorted(domains.count(d) for d in set(domains)) == [1, 17]
     rc, out, err = run("simulate", "rack", "--simulate-state", state_file)
     assert_cli_error(rc, err, 2, "MISSING_ARGUMENT", "--short-next")
+
+
+def test_the_sku_api_without_a_gpu_count_is_not_drift(azure, session, racks_quota):
+    # Microsoft's GB300 test notes the Compute SKU metadata lacks the GPUs capability (R-agentbaker-gb300).
+    from deploy_support import request
+
+    from azgpu.deploy.create import create
+    from azgpu.testing.skus import capability, catalog_data
+
+    (sku,) = [s for s in catalog_data()["skus"] if s["name"] == "Standard_ND128isr_GB300_v6"]
+    assert capability(sku, "GPUs") is None
+    result = create(session, request("nd-gb300-v6", nodes=18, ephemeral_os_disk=True))
+    assert not [f for f in result["preflight"]["findings"] if f["code"] == "SKU_DRIFT"]
+    (vmss,) = azure.resources(type=VMSS)
+    assert vmss["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"]["diffDiskSettings"]["placement"] \
+        == "CacheDisk"
