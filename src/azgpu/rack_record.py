@@ -64,5 +64,14 @@ def load(subscription: str, resource_group: str, cluster: str) -> dict[str, Any]
     return record
 
 
+def forget(subscription: str, resource_group: str, cluster: str) -> None:
+    """Drop the record (destroy): a cluster created again under the same name reuses its computer
+    names, and must not inherit what was measured on the old VMs."""
+    try:
+        path(subscription, resource_group, cluster).unlink()
+    except FileNotFoundError:
+        pass
+
+
 def _get(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)

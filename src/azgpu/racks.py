@@ -1,9 +1,16 @@
 """Which nodes share a rack-scale NVLink domain (an NVL72 rack: 18 VMs of ND GB200/GB300 v6).
 
 Slurm's topology/block wants one block per NVLink domain. Microsoft Learn documents the rack
-(18 VMs per NVL72 rack, D-gb300) but not how to tell which VMs share one (facts §3, §13). What
-Azure exposes per scale-set instance since Compute API 2026-03-01 (the installed azure-mgmt-compute
-models, Azure/azure-rest-api-specs Compute/stable/2026-03-01), best first:
+(18 VMs per NVL72 rack, D-gb300) but not how to tell which VMs share one (facts §3, §13). Best
+first:
+
+0. What the nodes measured: `nvidia-smi -q` reports, under "Fabric", each GPU's ClusterUUID and
+   CliqueId, which NVIDIA's own topology tools group multi-node NVLink domains by (NVIDIA/topograph,
+   pkg/providers/baremetal/mnnvl.go); the health gate reads them (NodeResult.fabric), and nodes that
+   share both share a rack ("measured"). Azure's subgroups below cross-check it.
+
+What Azure exposes per scale-set instance since Compute API 2026-03-01 (the installed
+azure-mgmt-compute models, Azure/azure-rest-api-specs Compute/stable/2026-03-01), "reported":
 
 1. `instanceView.interconnectInstanceView.interconnectSubgroupId`: "the ID (GUID) of the
    Interconnect subgroup in which the Virtual Machine was placed". Subgroups belong to a
@@ -13,11 +20,7 @@ models, Azure/azure-rest-api-specs Compute/stable/2026-03-01), best first:
    resource the VM was allocated from (capacity 18 in the spec's GB300 example,
    interconnectBlockExamples/InterconnectBlocks_Get_InstanceView.json).
 3. Neither: an assumption, stated wherever it is used: consecutive instances (by instance id) of
-   one scale set fill one rack, `rack_size` at a time.
-
-A node can tell for itself: `nvidia-smi -q` reports, under "Fabric", the ClusterUUID and CliqueId
-that NVIDIA's own topology tools group multi-node NVLink domains by (NVIDIA/topograph,
-pkg/providers/baremetal/mnnvl.go). Once Azure documents one of the signals, only `group` changes.
+   one scale set fill one rack, `rack_size` at a time ("assumed").
 """
 
 from __future__ import annotations

@@ -134,3 +134,14 @@ def test_the_sku_api_without_a_gpu_count_is_not_drift(azure, session, racks_quot
     (vmss,) = azure.resources(type=VMSS)
     assert vmss["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"]["diffDiskSettings"]["placement"] \
         == "CacheDisk"
+
+
+def test_destroy_forgets_what_was_measured_so_a_new_cluster_of_the_same_name_starts_clean(cli, azure, racks_quota):
+    azure.unhealthy_next(1, gpus=3)
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=18), "--check")
+    assert rc == 1
+    assert cli("destroy", *cluster_args(), "--yes")[0] == 0
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=18))
+    assert rc == 0, err
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
+    assert "Left out" not in out and len([x for x in out.splitlines() if not x.startswith("#")]) == 18

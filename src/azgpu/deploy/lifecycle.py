@@ -304,6 +304,9 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
             if interrupted:
                 wait_for([j for j in jobs if not j.cancelled()], timeout=INTERRUPT_GRACE)  # as Deployer.deploy
 
+    from ..rack_record import forget
+
+    forget(getattr(session, "subscription_id", "") or "", resource_group, name)
     group_deleted = False
     tags = (cluster.group.tags or {}) if cluster.group is not None else {}
     if tags.get(CREATED_TAG) == "true" and is_ours(tags, name):
