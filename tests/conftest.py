@@ -55,6 +55,8 @@ def _isolated(request, tmp_path_factory, monkeypatch):
         return  # tests/testing/ (the fake Azure) has its own conftest and owner
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    # What the health gate records per cluster (azgpu.rack_record) stays with the test that wrote it.
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.delenv("AZGPU_DEBUG", raising=False)
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 

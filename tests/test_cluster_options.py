@@ -158,7 +158,7 @@ def test_spot_beyond_one_placement_group_is_warned(az):
     ("nd-gb300-v6", 180, (90, 90)),
     ("nd-gb300-v6", 108, (90, 18)),
     ("nd-gb200-v6", 90, (90,)),
-    ("nd-gb200-v6", 100, (90, 10)),  # a partial rack stays partial, and NODES_NOT_RACK_MULTIPLE says so
+    ("nd-gb200-v6", 126, (90, 36)),
     ("nd-h100-v5", 150, (100, 50)),  # no racks: Azure's 100 stays
 ])
 def test_infiniband_domains_cut_at_whole_racks(az, profile, nodes, sets):

@@ -109,8 +109,8 @@ def test_image_that_is_neither_name_nor_urn_fails(az):
 # ------------------------------------------------------------------------------ InfiniBand
 
 
-IB_PROFILES = ["nd-a100-v4", "ndm-a100-v4", "nd-h100-v5", "nd-h200-v5", "nd-mi300x-v5", "nd-gb200-v6", "nd-gb300-v6",
-               "ndv2"]
+IB_PROFILES = ["nd-a100-v4", "ndm-a100-v4", "nd-h100-v5", "nd-h200-v5", "nd-mi300x-v5", "ndv2"]
+RACK_PROFILES = ["nd-gb200-v6", "nd-gb300-v6"]
 
 
 @pytest.mark.parametrize("profile", IB_PROFILES)
@@ -120,6 +120,23 @@ def test_infiniband_scale_sets_are_uniform_with_one_placement_group(az, profile)
     for vmss in plan.scale_sets:
         assert vmss.body["properties"]["orchestrationMode"] == "Uniform"
         assert vmss.body["properties"]["singlePlacementGroup"] is True
+
+
+@pytest.mark.parametrize("profile", RACK_PROFILES)
+def test_vertical_connect_racks_span_placement_groups_as_microsoft_deploys_them(az, profile):
+    # Azure/AgentBaker's GB300 end-to-end test: a single placement group, or highSpeedInterconnectPlacement,
+    # is refused with 400 "Vertical Connect Feature is not available for this Virtual Machine Scale Set".
+    plan = az.plan(profile=profile, nodes=36, ephemeral_os_disk=True)
+    assert plan.scale_sets
+    for vmss in plan.scale_sets:
+        props = vmss.body["properties"]
+        assert props["orchestrationMode"] == "Uniform"
+        assert props["singlePlacementGroup"] is False
+        assert props["platformFaultDomainCount"] == 1
+        assert "highSpeedInterconnectPlacement" not in props
+        os_disk = props["virtualMachineProfile"]["storageProfile"]["osDisk"]
+        assert os_disk["diffDiskSettings"] == {"option": "Local", "placement": "CacheDisk"}
+        assert vmss.body["sku"]["capacity"] % 18 == 0
 
 
 def test_infiniband_size_of_retired_nd_is_uniform_with_one_placement_group(az):
@@ -393,10 +410,27 @@ def test_whole_nvl72_racks_pass(az, profile, nodes):
 
 
 @pytest.mark.parametrize("profile", ["nd-gb200-v6", "nd-gb300-v6"])
-def test_partial_nvl72_rack_warns(az, profile):
-    f = az.only(az.spec(profile=profile, nodes=20).findings, "NODES_NOT_RACK_MULTIPLE")
-    assert f.severity == "warning"
+def test_partial_nvl72_rack_is_refused_with_the_nearest_whole_racks(az, profile):
+    # Azure: "Capacity must be a multiple of 18 for SKUs that support vertical connect".
+    f = az.only(az.errors(profile=profile, nodes=20), "NODES_NOT_RACK_MULTIPLE")
     assert f.remedy == "use --nodes 18 or 36"
+    assert "R-agentbaker-gb300" in f.source or "AgentBaker" in f.source
+    assert az.only(az.errors(profile=profile, nodes=5), "NODES_NOT_RACK_MULTIPLE").remedy == "use --nodes 18"
+
+
+@pytest.mark.parametrize("profile", RACK_PROFILES)
+def test_gb_image_without_imex_warns_and_the_hpc_gb_image_ships_it(az, profile):
+    f = az.only(az.spec(profile=profile, nodes=18, image="ubuntu-2404-arm64").findings, "IMAGE_NO_IMEX")
+    assert f.severity == "warning" and "nvidia-imex" in f.message
+    assert "IMAGE_NO_IMEX" not in az.codes(az.spec(profile=profile, nodes=18).findings)
+
+
+def test_render_of_a_partial_rack_exits_2_naming_the_whole_rack_counts(run, tmp_path):
+    rc, out, err = run("render", "--profile", "nd-gb300-v6", "--nodes", "20", "-n", "rack", "-l", "eastus",
+                       "--out-dir", tmp_path)
+    assert rc == 2
+    assert "ERROR: [NODES_NOT_RACK_MULTIPLE]" in err and "--nodes 18 or 36" in err
+    assert not list(tmp_path.iterdir())
 
 
 def test_ng_needs_a_manual_gpu_driver(az):

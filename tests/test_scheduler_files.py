@@ -225,7 +225,7 @@ def test_racks_make_a_block_topology_with_the_rack_as_base_block():
 
 def test_a_short_rack_is_flagged_for_slurm_before_25_05():
     text = slurm_files(cluster((20,), gpus=4, rack=18))["topology.conf"]
-    assert "# c1-rack001: c1-vmss000, assumed; 2 of 18 VMs: blocks smaller than BlockSizes need Slurm 25.05+" in text
+    assert "# c1-rack001: c1-vmss000, assumed; SHORT: 2 of 18 VMs: blocks smaller than BlockSizes need Slurm 25.05+" in text
 
 
 def test_topology_yaml_holds_blocks_by_default_and_the_tree_beside_them():

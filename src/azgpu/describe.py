@@ -78,6 +78,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         ],
         "scale_set": _cited(profile.scale_set),
         "placement": _cited(profile.placement or {}),
+        **({"vertical_connect": _cited(profile.vertical_connect)} if profile.vertical_connect else {}),
         "discrepancies": [
             {"seed": seed_title(d.seed), "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
             for d in profile.discrepancies
@@ -92,7 +93,7 @@ def image_rows(profile_id: str | None = None) -> list[dict[str, Any]]:
             continue
         rows.append({
             "name": img.name, "urn": img.urn, "os": img.os, "generations": list(img.generations),
-            "architecture": img.architecture, "hpc": img.hpc, "ofed": img.ofed, "cuda": img.cuda,
+            "architecture": img.architecture, "hpc": img.hpc, "ofed": img.ofed, "cuda": img.cuda, "imex": img.imex,
             "series": list(img.series), "legacy": img.legacy, "verified": img.verified,
         })
     return rows

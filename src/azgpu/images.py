@@ -36,7 +36,7 @@ IMAGE_KIND_LABELS = {"gallery": "Azure Compute Gallery image", "managed": "manag
                      "community": "community gallery image", "shared": "direct-shared gallery image"}
 IMAGE_KEYS = {
     "name", "urn", "os", "os_family", "os_version", "generations", "architecture", "hpc", "ofed", "gpu_stack",
-    "nvidia_driver", "cuda", "series", "legacy", "verified", "source", "notes", "plan",
+    "nvidia_driver", "cuda", "series", "legacy", "verified", "source", "notes", "plan", "imex",
 }
 PLAN_KEYS = ("publisher", "product", "name")
 
@@ -78,6 +78,8 @@ class Image:
     gpu_stack: str = ""
     nvidia_driver: str = ""
     cuda: str = ""
+    # Ships NVIDIA IMEX (nvidia-imex service and IMEX channel 0), which multi-node NVLink on GB200/GB300 needs.
+    imex: bool = False
     series: tuple[str, ...] = ()
     legacy: str = ""
     verified: bool = True

@@ -222,9 +222,14 @@ def _vnet(spec: Spec, tags: dict, nat: Resource | None) -> Resource:
     return Resource("vnet", "Microsoft.Network/virtualNetworks", NETWORK_API, spec.names.vnet, body, "vnet")
 
 
-def documented_placement(size) -> str:
-    """Where an ephemeral OS disk goes by the documented local storage: the resource (temp) disk, or NVMe on
-    sizes without one (GB200/GB300). Preflight replaces it with what the size reports live."""
+def documented_placement(size, profile=None) -> str:
+    """Where an ephemeral OS disk goes: where Microsoft places it on a vertical-connect size (CacheDisk on
+    GB300, R-agentbaker-gb300: its NVMe temp disks refuse both ResourceDisk and NvmeDisk), else by the
+    documented local storage: the resource (temp) disk, or NVMe on sizes without one. Preflight replaces
+    it with what the size reports live."""
+    vertical = getattr(profile, "vertical_connect", None)
+    if vertical:
+        return vertical["ephemeral_placement"]
     return "ResourceDisk" if size.temp_disk_gib else "NvmeDisk"
 
 
@@ -233,7 +238,7 @@ def _storage_profile(spec: Spec) -> dict:
     premium = size.cap("premium_storage")
     os_disk: dict[str, Any] = {"createOption": "FromImage"}
     if req.ephemeral_os_disk:
-        placement = spec.ephemeral_placement or documented_placement(size)
+        placement = spec.ephemeral_placement or documented_placement(size, spec.profile)
         os_disk |= {"caching": "ReadOnly", "diffDiskSettings": {"option": "Local", "placement": placement},
                     "managedDisk": {"storageAccountType": "Standard_LRS"}}
     else:
@@ -325,15 +330,20 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
         body["plan"] = spec.image.plan.arm()
     if spec.identity:
         body["identity"] = spec.identity
+    vertical = spec.profile.vertical_connect
     body["properties"] = {
-        # InfiniBand works only inside one Uniform scale set with a single placement group.
+        # InfiniBand works only inside one Uniform scale set with a single placement group; a vertical-connect
+        # (NVL72) rack spans placement groups, and Azure refuses it in a single one (R-agentbaker-gb300).
         "orchestrationMode": "Uniform",
-        "singlePlacementGroup": spec.size.infiniband,
+        "singlePlacementGroup": vertical["single_placement_group"] if vertical else spec.size.infiniband,
         # Overprovisioned GPU VMs count against quota and would join the InfiniBand partition.
         "overprovision": False,
         "upgradePolicy": {"mode": "Manual"},
         "virtualMachineProfile": vm_profile,
     }
+    if vertical:
+        # As Microsoft's GB300 rack is deployed; highSpeedInterconnectPlacement stays unset (Azure answers 400).
+        body["properties"]["platformFaultDomainCount"] = vertical["platform_fault_domain_count"]
     if ppg is not None:
         body["properties"]["proximityPlacementGroup"] = {"id": ppg}
     return Resource(f"vmss{index:03d}", "Microsoft.Compute/virtualMachineScaleSets", COMPUTE_API, name, body, "scale-set")

@@ -71,8 +71,11 @@ HEALTH_FACTS: dict[str, tuple[tuple[type, ...], str]] = {
 GPU_VENDORS = ("nvidia", "amd")
 PROFILE_KEYS = {
     "schema", "id", "series", "description", "seeds", "default_size", "defaults", "sizes", "images",
-    "ofed", "nccl", "extensions", "rules", "discrepancies", "scale_set", "notes", "placement",
+    "ofed", "nccl", "extensions", "rules", "discrepancies", "scale_set", "notes", "placement", "vertical_connect",
 }
+# What a vertical-connect (rack-scale NVLink) size needs on its scale set; see profiles/nd-gb300-v6.toml.
+VERTICAL_CONNECT_KEYS = {"rack", "single_placement_group", "platform_fault_domain_count", "ephemeral_placement",
+                         "sku_reports_gpus", "source", "notes"}
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,8 @@ class Profile:
     notes: str = ""
     # When a proximity placement group helps and when it only constrains capacity; racks (GB200/GB300).
     placement: dict[str, Any] | None = None
+    # Rack-scale NVLink sizes (GB200/GB300): how Azure wants their scale sets; None elsewhere.
+    vertical_connect: dict[str, Any] | None = None
 
     def size(self, name: str) -> Size:
         """A size by ARM name or alias, case-insensitively; suggests the nearest otherwise."""
@@ -254,6 +259,19 @@ def _require(table: dict, key: str, types: type | tuple[type, ...], where: str) 
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
         raise ProfileError(f"{where}: key '{key}' has value {value!r} of the wrong type")
     return value
+
+
+def _vertical_connect(raw: dict | None, where: str) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    table = dict(raw)
+    _check_keys(table, VERTICAL_CONNECT_KEYS, where)
+    _require(table, "rack", int, where)
+    _require(table, "single_placement_group", bool, where)
+    _require(table, "platform_fault_domain_count", int, where)
+    _require(table, "ephemeral_placement", str, where)
+    table["source"] = _sources(table.get("source"), f"{where}.source")
+    return table
 
 
 def _check_keys(table: dict, allowed: set[str], where: str) -> None:
@@ -389,6 +407,7 @@ def parse_profile(data: dict, path: str) -> Profile:
     if placement:
         _check_keys(placement, {"ppg", "racks", "source"}, f"{where} [placement]")
         placement["source"] = _sources(placement.get("source"), f"{where} [placement].source")
+    vertical = _vertical_connect(data.get("vertical_connect"), f"{where} [vertical_connect]")
 
     profile = Profile(
         id=_require(data, "id", str, where),
@@ -409,6 +428,7 @@ def parse_profile(data: dict, path: str) -> Profile:
         path=str(path),
         notes=data.get("notes", ""),
         placement=placement or None,
+        vertical_connect=vertical,
     )
     if profile.id != Path(path).stem:
         raise ProfileError(f"{where}: 'id' is {profile.id!r} but the file is named {Path(path).stem!r}")

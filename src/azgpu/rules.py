@@ -204,11 +204,24 @@ def ephemeral_os_disk(ctx: Context) -> Iterator[Finding]:
     if not ctx.size.cap("ephemeral_os_disk"):
         yield _f("EPHEMERAL_OS_DISK_UNSUPPORTED", f"{ctx.size.name} does not support ephemeral OS disks",
                  "drop --ephemeral-os-disk", ctx.size.facts["ephemeral_os_disk"].source, fld="ephemeral_os_disk")
-    elif req.os_disk_size_gb and ctx.size.temp_disk_gib and req.os_disk_size_gb > ctx.size.temp_disk_gib:
+    elif (req.os_disk_size_gb and ctx.size.temp_disk_gib and req.os_disk_size_gb > ctx.size.temp_disk_gib
+          and not ctx.profile.vertical_connect):  # there the disk goes on CacheDisk, not the temp disks
         yield _f("EPHEMERAL_OS_DISK_TOO_LARGE",
                  f"an ephemeral OS disk of {req.os_disk_size_gb} GiB does not fit {ctx.size.name}'s {ctx.size.temp_disk_gib:g} GiB resource disk",
                  f"pass --os-disk-size-gb {int(ctx.size.temp_disk_gib)} or less, or drop --ephemeral-os-disk",
                  ("D-ephemeral", *ctx.size.source), fld="os_disk_size_gb")
+
+
+def imex(ctx: Context) -> Iterator[Finding]:
+    """GB200/GB300: multi-node NVLink needs NVIDIA IMEX on every node (R-azhpc-imex)."""
+    img = ctx.image
+    if not ctx.profile.vertical_connect or img is None or not img.known or img.imex:
+        return
+    yield _f("IMAGE_NO_IMEX",
+             f"image '{img.name}' does not ship NVIDIA IMEX: GPUs of different VMs of an NVL72 rack cannot share memory "
+             "over NVLink without the nvidia-imex service and its channel",
+             f"use --image {ctx.profile.default_image}, or install nvidia-imex on the nodes", ("R-azhpc-imex",),
+             "warning", "image")
 
 
 def os_disk_size(ctx: Context) -> Iterator[Finding]:
@@ -406,9 +419,18 @@ def _cuda_max(ctx: Context, args: dict) -> Iterator[Finding]:
 def _rack(ctx: Context, args: dict) -> Iterator[Finding]:
     nodes, k = ctx.request.nodes or 0, args["multiple"]
     if nodes > 0 and nodes % k:
-        yield _f("NODES_NOT_RACK_MULTIPLE",
-                 f"{nodes} nodes is not a multiple of {k}: one NVL72 rack is {k} VMs, so NVLink domains will be partial",
-                 f"use --nodes {max(k, nodes - nodes % k)} or {nodes + k - nodes % k}", ctx.rule_source, "warning", "nodes")
+        lower, upper = nodes - nodes % k, nodes + k - nodes % k
+        remedy = f"use --nodes {lower} or {upper}" if lower else f"use --nodes {upper}"
+        vertical = ctx.profile.vertical_connect
+        if vertical:
+            # Azure refuses the scale set: "Capacity must be a multiple of 18 for SKUs that support vertical connect".
+            yield _f("NODES_NOT_RACK_MULTIPLE",
+                     f"{nodes} nodes is not a whole number of NVL72 racks: Azure only creates {ctx.size.name} scale sets "
+                     f"in multiples of {k} VMs", remedy, (*ctx.rule_source, *vertical["source"]), fld="nodes")
+        else:
+            yield _f("NODES_NOT_RACK_MULTIPLE",
+                     f"{nodes} nodes is not a multiple of {k}: one NVL72 rack is {k} VMs, so NVLink domains will be partial",
+                     remedy, ctx.rule_source, "warning", "nodes")
 
 
 @series_rule("gpu_vendor", args=("vendor",), required=("vendor",))
@@ -510,7 +532,7 @@ def spot_eviction(ctx: Context) -> Iterator[Finding]:
 UNIVERSAL: tuple[Callable[[Context], Iterator[Finding]], ...] = (
     retired, hyperv_generation, cpu_architecture, image_known, linux_only, trusted_launch, accelerated_networking,
     os_disk_size, data_disks, spot, ephemeral_os_disk, infiniband, ofed, gpu_extensions, custom_image, spot_eviction,
-    outbound,
+    outbound, imex,
 )
 
 

@@ -81,9 +81,21 @@ def _hosts_file(out: dict[str, Any], tool: str, line, *, address: str, slots: in
     domains = _domains(out)
     if out.get("infiniband") and len(domains) > 1:
         lines.append("# InfiniBand connects only the VMs of one scale set: a job using it keeps to one domain below.")
+    racks = {h: r for r in out.get("racks") or () for h in r["nodes"]}
     for domain in domains:
         lines.append(f"# {_label(out, domain['scale_set'])}")
-        lines += [line(_address(n, address), count) for n in domain["nodes"]]
+        if not racks:
+            lines += [line(_address(n, address), count) for n in domain["nodes"]]
+            continue
+        # Grouped by NVLink rack, so a job that wants one rack takes consecutive lines.
+        size = out["nodes_per_rack"]
+        for rack in [r for r in out["racks"] if r["scale_set"] == domain["scale_set"] and r["nodes"]]:
+            lines.append(f"# {rack['name']}: {_rack_note(rack, size)}")
+            members = set(rack["nodes"])
+            lines += [line(_address(n, address), count) for n in domain["nodes"] if n["hostname"] in members]
+        lines += [line(_address(n, address), count) for n in domain["nodes"] if n["hostname"] not in racks]
+    for item in out.get("excluded_nodes", ()):
+        lines.append(f"# Left out: {item['hostname']} ({item['reason']}).")
     return "\n".join(lines) + "\n"
 
 
@@ -135,7 +147,32 @@ def _node_lines(out: dict[str, Any]) -> str:
         lines.append("# No InfiniBand: the nodes share the virtual network's Ethernet, so one partition holds them all.")
         every = (n["hostname"] for d in domains for n in d["nodes"])
         lines.append(f"PartitionName={out['cluster']} Nodes={compress(every, sort=True)} Default=YES MaxTime=INFINITE State=UP")
+    if out.get("racks"):
+        lines += _imex_lines()
     return "\n".join(lines) + "\n"
+
+
+def _imex_lines() -> list[str]:
+    """NVIDIA IMEX for the NVLink racks: Slurm's switch/nvidia_imex plugin (slurm.conf(5) SwitchType, Slurm
+    24.05+, SchedMD/slurm CHANGELOG/slurm-24.05.md) gives each job an IMEX channel of its own; before it, the
+    image's nvidia-imex service (Azure/azhpc-images install_nvidiagpudriver.sh) serves one channel for the rack,
+    configured with the rack's addresses (NVIDIA IMEX guide, "Deployment Models": NVLink domain wide)."""
+    return [
+        "# NVIDIA IMEX, which multi-node NVLink on GB200/GB300 needs (the Azure HPC GB image ships nvidia-imex):",
+        "# Slurm 24.05+ gives each job an IMEX channel of its own with this plugin (slurm.conf(5) SwitchType).",
+        "SwitchType=switch/nvidia_imex",
+        "# Slurm before 24.05: delete the line above and keep the image's nvidia-imex.service running domain wide, its",
+        "# /etc/nvidia-imex/nodes_config.cfg holding the private IPs of the node's rack (imex-nodes-RACK.cfg beside",
+        "# this file); docs/gb-racks.md has the Prolog that checks the channel before each job.",
+    ]
+
+
+def _imex_nodes(out: dict[str, Any]) -> dict[str, str]:
+    """One IMEX nodes_config.cfg per rack: the private IPs of its nodes, one per line (NVIDIA IMEX guide,
+    IMEX_NODE_CONFIG_FILE); nodes left out of the scheduler files are left out here too."""
+    ips = {n["hostname"]: n["ip"] for d in out["ib_domains"] for n in d["nodes"]}
+    return {f"imex-nodes-{r['name']}.cfg": "".join(f"{ips[h]}\n" for h in r["nodes"] if h in ips)
+            for r in out.get("racks") or () if r["nodes"]}
 
 
 def _gres(out: dict[str, Any]) -> str:
@@ -196,17 +233,40 @@ def _tree_conf(out: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _basis(rack: dict[str, Any]) -> str:
+    return rack.get("basis") or ("assumed" if rack["source"] == "assumed-consecutive-instances" else "reported")
+
+
 def _assumed_note(out: dict[str, Any]) -> list[str]:
-    sources = {r["source"] for r in out["racks"]}
+    bases = {_basis(r) for r in out["racks"]}
     lines = []
-    if "assumed-consecutive-instances" in sources:
-        lines += ["# Blocks marked 'assumed': Azure reported no interconnect subgroup or block for their VMs, so they",
+    if "measured" in bases:
+        lines += ["# Blocks marked 'measured': grouped by the NVLink domain each node's GPUs reported to azgpu's health check",
+                  f"# (nvidia-smi -q, Fabric ClusterUUID and CliqueId){' at ' + out['racks_measured_at'] if out.get('racks_measured_at') else ''}."]
+    if "assumed" in bases:
+        lines += ["# Blocks marked 'assumed': neither the nodes nor Azure said which VMs share a rack, so they",
                   f"# ASSUME that consecutive instances of a scale set fill one rack, {out['nodes_per_rack']} at a time. Check on",
-                  "# the nodes: `nvidia-smi -q | grep -E 'ClusterUUID|CliqueId'` must print one ClusterUUID per block."]
-    if sources - {"assumed-consecutive-instances"}:
-        lines.append("# Blocks marked 'subgroup'/'block' follow the interconnect subgroup or block Azure reported for "
-                     "each VM (Compute API 2026-03-01+).")
+                  "# the nodes: `nvidia-smi -q | grep -E 'ClusterUUID|CliqueId'` must print one ClusterUUID per block,",
+                  "# or run 'provision check' to measure them."]
+    if "reported" in bases:
+        lines.append("# Blocks marked 'reported' follow the interconnect subgroup or block Azure reported for "
+                     "each VM (Compute API 2026-03-01+), not measured on the nodes.")
+    for item in out.get("excluded_nodes", ()):
+        lines.append(f"# Left out: {item['hostname']} ({item['reason']}).")
     return lines
+
+
+def _rack_note(rack: dict[str, Any], size: int) -> str:
+    where = {"azure-interconnect-subgroup": f"subgroup {rack['id']}", "azure-interconnect-block": f"block {rack['id']}",
+             "nvlink-fabric": f"NVLink domain {rack['id']}"}
+    note = f"{_basis(rack)}" + (f", {where[rack['source']]}" if rack["source"] in where else "")
+    if rack.get("agrees_with_azure") is False:
+        note += f"; Azure's subgroups disagree ({', '.join(rack.get('azure_subgroups', []))})"
+    if rack.get("fabric_not_complete"):
+        note += f"; fabric not complete on {', '.join(rack['fabric_not_complete'])}"
+    if len(rack["nodes"]) < size:
+        note += f"; SHORT: {len(rack['nodes'])} of {size} VMs: blocks smaller than BlockSizes need Slurm 25.05+"
+    return note
 
 
 def _block_conf(out: dict[str, Any]) -> list[str]:
@@ -221,11 +281,10 @@ def _block_conf(out: dict[str, Any]) -> list[str]:
         *_assumed_note(out),
     ]
     for rack in out["racks"]:
-        where = {"azure-interconnect-subgroup": f"subgroup {rack['id']}", "azure-interconnect-block": f"block {rack['id']}"}
-        note = where.get(rack["source"], "assumed")
-        short = (f"; {len(rack['nodes'])} of {size} VMs: blocks smaller than BlockSizes need Slurm 25.05+"
-                 if len(rack["nodes"]) < size else "")
-        lines.append(f"# {rack['name']}: {rack['scale_set']}, {note}{short}")
+        if not rack["nodes"]:
+            lines.append(f"# {rack['name']}: {rack['scale_set']}, {_rack_note(rack, size)}; no node left")
+            continue
+        lines.append(f"# {rack['name']}: {rack['scale_set']}, {_rack_note(rack, size)}")
         lines.append(f"BlockName={rack['name']} Nodes={compress(rack['nodes'], sort=True)}")
     lines.append(f"BlockSizes={size}")
     return lines
@@ -249,7 +308,7 @@ def _topology_yaml(out: dict[str, Any]) -> str:
     if out.get("racks"):
         topologies.append({"topology": f"{out['cluster']}-racks", "cluster_default": True, "block": {
             "block_sizes": [out["nodes_per_rack"]],
-            "blocks": [{"block": r["name"], "nodes": compress(r["nodes"], sort=True)} for r in out["racks"]]}})
+            "blocks": [{"block": r["name"], "nodes": compress(r["nodes"], sort=True)} for r in out["racks"] if r["nodes"]]}})
     topologies.append({"topology": f"{out['cluster']}-{'infiniband' if out.get('infiniband') else 'network'}",
                        "cluster_default": not topologies, "tree": {"switches": switches}})
     head = [f"# topology.yaml for {_summary(out)}.",
@@ -264,9 +323,10 @@ def _topology_yaml(out: dict[str, Any]) -> str:
 
 
 def slurm_files(out: dict[str, Any]) -> dict[str, str]:
-    """slurm.conf.nodes, gres.conf, topology.conf and topology.yaml, by file name."""
+    """slurm.conf.nodes, gres.conf, topology.conf and topology.yaml, by file name; on NVLink racks also an
+    IMEX nodes_config.cfg per rack."""
     return {"slurm.conf.nodes": _node_lines(out), "gres.conf": _gres(out), "topology.conf": _topology_conf(out),
-            "topology.yaml": _topology_yaml(out)}
+            "topology.yaml": _topology_yaml(out), **_imex_nodes(out)}
 
 
 def separator(name: str) -> str:

@@ -48,7 +48,9 @@ def test_scale_sets_are_uniform_with_single_placement_group_for_infiniband(azure
     for vmss in scale_sets:
         props = vmss["properties"]
         assert props["orchestrationMode"] == "Uniform"
-        assert props["singlePlacementGroup"] is infiniband
+        # Vertical-connect racks (GB200/GB300) span placement groups (R-agentbaker-gb300, docs/gb-racks.md).
+        vertical = load_profile(profile).vertical_connect
+        assert props["singlePlacementGroup"] is (infiniband and not vertical)
         assert props["provisioningState"] == "Succeeded"
 
 

@@ -13,7 +13,7 @@ from azgpu.errors import ValidationFailed
 from azgpu.profiles import load_profile
 
 H100 = "Standard_ND96isr_H100_v5"  # documented resource (temp) disk: ResourceDisk
-GB200 = "Standard_ND128isr_NDR_GB200_v6"  # no resource disk, local NVMe only: NvmeDisk
+GB200 = "Standard_ND128isr_NDR_GB200_v6"  # vertical connect: CacheDisk only (R-agentbaker-gb300)
 CAPABILITY = "SupportedEphemeralOSDiskPlacements"
 
 
@@ -53,9 +53,17 @@ def test_without_the_capability_the_documented_placement_is_used(azure, session)
     assert drift_findings(result) == []
 
 
-def test_nvme_only_size_places_it_on_nvme(azure, session):
-    deploy(azure, session, "nd-gb200-v6", GB200, "NvmeDisk")
-    assert placement(azure) == "NvmeDisk"
+def test_vertical_connect_size_places_it_on_the_cache_disk_as_microsoft_does(azure, session):
+    # R-agentbaker-gb300: CacheDisk works; ResourceDisk is InvalidParameter and NvmeDisk NotSupported.
+    result = deploy(azure, session, "nd-gb200-v6", GB200, "NvmeDisk,CacheDisk")
+    assert placement(azure) == "CacheDisk"
+    assert drift_findings(result) == []
+
+
+def test_vertical_connect_size_offering_no_cache_disk_refuses_the_ephemeral_os_disk(azure, session):
+    with pytest.raises(ValidationFailed) as info:
+        deploy(azure, session, "nd-gb200-v6", GB200, "NvmeDisk")
+    assert "EPHEMERAL_OS_DISK_UNSUPPORTED" in [f.code for f in info.value.errors]
 
 
 def test_a_placement_the_documentation_does_not_imply_is_reported_as_drift(azure, session):

@@ -261,13 +261,15 @@ def test_two_gb300_racks_are_two_blocks_of_18(azure, session, cli):
     assert len({b["blockname"] for b in blocks}) == 2
 
 
-def test_two_gb300_racks_are_assumed_from_consecutive_instances(azure, session, cli):
+@pytest.mark.skipif(not sdk_has(compute_models, "InterconnectBlockProfile"),
+                    reason="this azure-mgmt-compute does not know interconnect subgroups")
+def test_two_gb300_racks_follow_the_interconnect_subgroup_azure_reports(azure, session, cli):
     two_racks(azure, session)
     out = json.loads(outputs(cli))
     by_instance = {n["hostname"]: int(n["instance_id"]) for d in out["ib_domains"] for n in d["nodes"]}
-    assert [r["source"] for r in out["racks"]] == [racks.ASSUMED] * 2
+    assert [r["source"] for r in out["racks"]] == [racks.SUBGROUP] * 2
     assert [sorted(by_instance[h] for h in r["nodes"]) for r in out["racks"]] == [list(range(18)), list(range(18, 36))]
-    assert "ASSUME" in sections(outputs(cli, "--format", "slurm"))["topology.conf"]
+    assert "ASSUME" not in sections(outputs(cli, "--format", "slurm"))["topology.conf"]
 
 
 def test_gb300_lists_instances_with_their_instance_view_once_per_scale_set(azure, session, cli):

@@ -15,6 +15,7 @@ from deploy_support import ALL_SERIES, LOCATION, RG, calls, request
 
 import azgpu
 from azgpu.deploy.create import create
+from azgpu.profiles import load_profile
 from azgpu.render.arm import render_arm, render_arm_parameters
 
 TOKEN = re.compile(r"\s*(?:'((?:[^']|'')*)'|([A-Za-z_][A-Za-z0-9_]*)|([(),]))")
@@ -90,6 +91,9 @@ def test_evaluator_knows_the_three_forms_and_the_escape():
 
 
 def _template_and_puts(azure, session, req: azgpu.Request):
+    if req.nodes and req.nodes >= 18:  # a GB rack: 18 x 128 vCPUs, above the fake's default family limit
+        family = load_profile(req.profile).size(load_profile(req.profile).default_size).cap("quota_family")
+        azure.set_quota(LOCATION, family, limit=req.nodes * 128)
     create(session, req)
     plan = azgpu.build_plan(azgpu.validate(req, command="create"))
     template = render_arm(plan)
@@ -105,7 +109,8 @@ def _template_and_puts(azure, session, req: azgpu.Request):
     return expected, puts
 
 
-REQUESTS = {p: {"profile": p} for p in ALL_SERIES}
+# GB200/GB300 come in whole racks of 18 VMs (NODES_NOT_RACK_MULTIPLE otherwise).
+REQUESTS = {p: {"profile": p, **({"nodes": 18} if "gb" in p else {})} for p in ALL_SERIES}
 REQUESTS["everything"] = {"profile": "nd-h100-v5", "nodes": 5, "max_ib_domain": 2, "spot": True, "public_ip": True,
                           "ssh_source": "203.0.113.0/24", "data_disks": 2, "zone": "2", "tags": {"team": "ml"},
                           "admin_username": "ops"}

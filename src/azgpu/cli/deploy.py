@@ -45,12 +45,15 @@ def register(cli: click.Group) -> None:
     @click.option("--replace-unhealthy", is_flag=True,
                   help="With --check (implied): delete failing nodes, scale back out, check the new ones.")
     @click.option("--max-rounds", type=int, default=3, show_default=True, help="Replacement rounds at most.")
+    @click.option("--spare-racks", type=int, default=0, show_default=True,
+                  help="GB200/GB300: deploy N racks more than --nodes, check every node (implies --check), then "
+                       "remove whole racks (partial, unhealthy or beyond --nodes) to end with whole healthy racks.")
     @health_options
     @report_options
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
                    fallback_locations, accept_terms, what_if_, allow_scale_in, currency, check, replace_unhealthy,
-                   max_rounds, parallel, node_timeout, nccl, report_to_azure, insight_timeout, yes, **values):
+                   max_rounds, spare_racks, parallel, node_timeout, nccl, report_to_azure, insight_timeout, yes, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
@@ -100,7 +103,7 @@ def register(cli: click.Group) -> None:
                                     allow_scale_in=allow_scale_in, confirm=confirm, currency=currency, check=check,
                                     replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
                                     check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl},
-                                    before_delete=reporter)
+                                    before_delete=reporter, spare_racks=spare_racks)
                 except UnhealthyNodesError as exc:  # the result and its health report first, then the error
                     if exc.result is not None:
                         shown = with_compact_health(exc.result, obj)

@@ -188,9 +188,19 @@ def register(cli: click.Group) -> None:
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             report = health.check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout,
                                   nccl=nccl, on_node=progress, on_start=progress.start)
+            racks = _racks(session, name, resource_group, report)
         data = report.as_dict()
+        if racks is not None:
+            data["racks"] = racks
         if progress.each is None and progress.total and progress.shown != sum(progress.counts.values()):
             log(progress.line())
         emit_report(data, obj)
         if not report.healthy:
             raise health.unhealthy_error(data, cluster=name, resource_group=resource_group, replacing=False)
+
+
+def _racks(session, name: str, resource_group: str, report) -> list | None:
+    """GB200/GB300: the racks the nodes measured (azgpu.deploy.rack_gate), else None."""
+    from ..deploy.rack_gate import for_check
+
+    return for_check(session, name, resource_group, report)

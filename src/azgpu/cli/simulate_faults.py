@@ -1,4 +1,4 @@
-"""`provision simulate fault|fabric`: break simulated nodes for the health gate (state file only).
+"""`provision simulate fault|fabric|rack`: break simulated nodes for the health gate (state file only).
 
 `simulate fault` breaks simulated nodes (or the next ones to be created) so `provision check` and
 `create --check` have something to find; `simulate fabric` slows a scale set's InfiniBand fabric for
@@ -109,3 +109,31 @@ def register(cli: click.Group) -> None:
             raise InputError(str(exc).strip("'\""), code="INVALID_FAULT",
                              remedy="name a scale set of the simulated cloud and a factor from 0 to 1") from None
         emit({"scale_set": scale_set, "factor": factor}, obj)
+
+    @simulate_group.command("rack")
+    @click.option("-n", "--name", default=None, help="Cluster name (to resolve a bare instance id).")
+    @click.option("--short-next", type=int, default=None,
+                  help="The next N GB200/GB300 racks filled are one node short: one VM Azure reports in the rack "
+                       "sits in an NVLink domain of its own (e.g. before create --check).")
+    @click.option("--fabric-incomplete", "incomplete", multiple=True,
+                  help="A node (computer name, SCALESET/ID, or an id with -n) whose NVLink fabric never completed.")
+    @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
+    @common
+    def rack_cmd(obj, name, short_next, incomplete, simulate_state):
+        """Break the NVLink racks of simulated ND GB200/GB300 v6 clusters (docs/gb-racks.md)."""
+        if not short_next and not incomplete:
+            raise InputError("nothing to break", code="MISSING_ARGUMENT",
+                             remedy="pass --short-next N or --fabric-incomplete NODE")
+        fake = _fake(simulate_state, new=bool(short_next) and not incomplete)
+        result: dict = {}
+        try:
+            if short_next:
+                fake.short_rack_next(short_next)
+                result["short_next"] = short_next
+            if incomplete:
+                nodes = [fake.fabric_incomplete(_instance(fake, name, i)) for i in incomplete]
+                result["nodes"] = [{"computer": n["computer"], "fabric": n["fabric"]} for n in nodes]
+        except (KeyError, ValueError) as exc:
+            raise InputError(str(exc).strip("'\""), code="INVALID_FAULT",
+                             remedy="name an instance of the simulated cloud, and a count of 1 or more") from None
+        emit(result, obj)

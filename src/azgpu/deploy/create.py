@@ -79,7 +79,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
            allow_scale_in: bool = False, confirm: Callable[[str], bool] | None = None,
            currency: str = "USD", check: bool = False, replace_unhealthy: bool = False,
            max_rounds: int = 3, before_delete: Callable[[list], None] | None = None,
-           check_options: dict[str, Any] | None = None) -> dict[str, Any]:
+           check_options: dict[str, Any] | None = None, spare_racks: int = 0) -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
     accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
@@ -92,8 +92,12 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     health.UnhealthyNodes (with this result under .result) unless every node passes; replace_unhealthy
     (implies check): replace failing nodes for at most max_rounds rounds, calling before_delete(nodes)
     while their VMs still exist. check_options: parallel, node_timeout, nccl.
+    spare_racks (vertical-connect sizes, implies check): deploy that many racks more, then keep the
+    requested number of whole healthy racks and remove the others (azgpu.deploy.rack_gate).
     """
-    check = check or replace_unhealthy
+    check = check or replace_unhealthy or bool(spare_racks)
+    if spare_racks:
+        request = with_spare_racks(request, spare_racks)
     if check and (dry_run or not wait):
         raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
                          remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
@@ -150,7 +154,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         result["resources"] = [{"name": e.name, "stage": e.stage, "state": e.state} for e in events.values()]
         if check:
             _health_gate(session, plan, resource_group, result, replace_unhealthy, max_rounds, before_delete,
-                         check_options or {}, on_notice)
+                         check_options or {}, on_notice, spare_racks)
         return plain(result)
     raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
 
@@ -164,19 +168,48 @@ def _accept_terms(session, plan) -> None:
         raise to_azure_error(exc, f"accepting the marketplace terms of plan {plan.name}") from None
 
 
+def with_spare_racks(request: Request, spare_racks: int) -> Request:
+    """The request with `spare_racks` whole racks more; bad input (not a rack size, a negative count)
+    exits 2 before anything is created."""
+    from ..profiles import load_profile
+
+    vertical = load_profile(request.profile).vertical_connect if request.profile else None
+    if spare_racks < 0:
+        raise InputError(f"--spare-racks must be 0 or more, not {spare_racks}", code="INVALID_SPARE_RACKS",
+                         remedy="pass --spare-racks 1 for one rack more than --nodes asks")
+    if not vertical:
+        raise InputError(f"--spare-racks needs a profile with rack-scale NVLink (nd-gb200-v6, nd-gb300-v6), "
+                         f"not '{request.profile}'", code="SPARE_RACKS_WITHOUT_RACKS",
+                         remedy="drop --spare-racks, or use --profile nd-gb300-v6")
+    return request.with_changes(nodes=(request.nodes or 0) + spare_racks * vertical["rack"])
+
+
 def _health_gate(session, plan: Plan, resource_group: str, result: dict[str, Any], replace: bool, max_rounds: int,
-                 before_delete, options: dict[str, Any], on_notice: Callable[[str], None]) -> None:
+                 before_delete, options: dict[str, Any], on_notice: Callable[[str], None], spare_racks: int = 0) -> None:
     from . import health
 
     cluster = plan.spec.names.cluster
-    on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace else ""))
+    vertical = plan.spec.profile.vertical_connect
+    on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace and not
+                                                               vertical else ""))
 
     def on_round(r: dict[str, Any]) -> None:
         bad = len(r["failed"]) + len(r.get("inconclusive", [])) + len(r["unreachable"])
         on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
 
-    outcome = health.gate(session, cluster, resource_group, replace=replace, max_rounds=max_rounds,
-                          before_delete=before_delete, on_round=on_round, **options)
+    if vertical:  # whole racks only: azgpu.deploy.rack_gate
+        from . import rack_gate
+
+        outcome, racks, pruned, stopped = rack_gate.gate(
+            session, plan, resource_group, replace=replace, spare_racks=spare_racks, max_rounds=max_rounds,
+            before_delete=before_delete, options=options, on_notice=on_notice, on_round=on_round)
+        outcome.stopped = stopped
+        result["racks"] = racks
+        if spare_racks:
+            result["spare_racks"] = {"requested": spare_racks, "removed": pruned}
+    else:
+        outcome = health.gate(session, cluster, resource_group, replace=replace, max_rounds=max_rounds,
+                              before_delete=before_delete, on_round=on_round, **options)
     result["health"] = outcome.as_dict()
     if not outcome.healthy:
         raise health.unhealthy_error(result["health"], cluster=cluster, resource_group=resource_group,

@@ -206,6 +206,7 @@ def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
         nodes, found = _nodes(session, resource_group, v, racks=bool(per_rack))
         domains.append({"scale_set": v.name, "nodes": nodes})
         signals.update(found)
+    racks, domains, extra = _racks(session, name, resource_group, domains, signals, per_rack)
     return {
         "cluster": name,
         "resource_group": resource_group,
@@ -220,8 +221,31 @@ def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
         "nccl_env": dict(profile.nccl.get("env", {})) if profile else {},
         "ib_domains": domains,
         "nodes_per_rack": per_rack,
-        "racks": group_racks(name, domains, signals, per_rack) if per_rack else [],
+        "racks": racks,
+        **extra,
     }
+
+
+def _racks(session, name: str, resource_group: str, domains: list[dict], signals: dict,
+           per_rack: int | None) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """Racks from what the last health gate measured on the nodes (azgpu.rack_record) and what Azure
+    reports; the domains without the nodes that gate left out of the scheduler files."""
+    if not per_rack:
+        return [], domains, {}
+    from ..rack_record import load
+
+    record = load(getattr(session, "subscription_id", "") or "", resource_group, name) or {}
+    present = {n["hostname"] for d in domains for n in d["nodes"]}
+    fabrics = {h: v.get("fabric") for h, v in (record.get("nodes") or {}).items() if h in present}
+    excluded = {h: why for h, why in (record.get("excluded") or {}).items() if h in present}
+    racks = group_racks(name, domains, signals, per_rack, fabrics=fabrics, excluded=excluded)
+    extra: dict[str, Any] = {}
+    if record:
+        extra["racks_measured_at"] = record.get("measured_at")
+    if excluded:
+        extra["excluded_nodes"] = [{"hostname": h, "reason": why} for h, why in sorted(excluded.items())]
+        domains = [{**d, "nodes": [n for n in d["nodes"] if n["hostname"] not in excluded]} for d in domains]
+    return racks, domains, extra
 
 
 @_translated
@@ -280,6 +304,9 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
             if interrupted:
                 wait_for([j for j in jobs if not j.cancelled()], timeout=INTERRUPT_GRACE)  # as Deployer.deploy
 
+    from ..rack_record import forget
+
+    forget(getattr(session, "subscription_id", "") or "", resource_group, name)
     group_deleted = False
     tags = (cluster.group.tags or {}) if cluster.group is not None else {}
     if tags.get(CREATED_TAG) == "true" and is_ours(tags, name):

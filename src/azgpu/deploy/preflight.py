@@ -171,6 +171,8 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
     for name, documented in (("vCPUs", size.vcpus), ("GPUs", size.gpus), ("MaxDataDiskCount", size.max_data_disks)):
         if caps.get(name) is not None and str(caps[name]) != str(documented):
             drift(name, documented, caps[name])
+    # A missing capability is never drift (the loop above skips it): GB300's SKU metadata has no GPUs entry
+    # at all (R-agentbaker-gb300), which the profile records as sku_reports_gpus = false.
     if caps.get("MaxDataDiskCount") is not None and req.data_disks > int(caps["MaxDataDiskCount"]):
         pf.findings.append(_err("DATA_DISKS_OVER_LIMIT", f"{size.name} takes {caps['MaxDataDiskCount']} data disks here, "
                                                          f"{req.data_disks} requested",
@@ -196,12 +198,14 @@ def _check_ephemeral_placement(pf: Preflight, spec: Spec, caps: dict[str, str], 
     if live is None:
         return
     offered = {p.strip().lower(): p.strip() for p in live.split(",") if p.strip()}
-    documented = documented_placement(spec.size)
+    documented = documented_placement(spec.size, spec.profile)
     if offered and spec.size.cap("ephemeral_os_disk") and documented.lower() not in offered:
         drift("SupportedEphemeralOSDiskPlacements", f"{documented} (implied by the documented local disks)", live)
     if not spec.request.ephemeral_os_disk or supported is False:
         return
-    choice = next((p for p in EPHEMERAL_PLACEMENTS if p.lower() in offered), None)
+    # A vertical-connect size takes only the placement Microsoft deploys it with (NvmeDisk: NotSupported there).
+    order = (documented,) if spec.profile.vertical_connect else EPHEMERAL_PLACEMENTS
+    choice = next((p for p in order if p.lower() in offered), None)
     if choice is None:
         pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED",
                                 f"{spec.size.name} reports no ephemeral OS disk placement here "

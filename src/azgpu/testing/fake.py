@@ -504,6 +504,27 @@ class FakeAzure:
             self._store.pending_faults.append({"count": int(count), "fault": hardware.validate_fault(fault)})
             self.save()
 
+    # -- racks of vertical-connect sizes (testing/vertical_connect.py) --------------------------
+    def fabric_incomplete(self, instance: str, state: str = "In Progress", status: str = "N/A") -> dict:
+        """A node of a GB200/GB300 rack whose NVLink fabric did not complete (nvidia-smi -q's Fabric State
+        and Status); instance as for make_unhealthy. Returns the node state."""
+        from . import vertical_connect
+
+        with self._transaction():
+            node = self._store.nodes[self._vm_id(instance).lower()]
+            vertical_connect.break_fabric(node, state, status)
+            self.save()
+            return node
+
+    def short_rack_next(self, count: int = 1) -> None:
+        """The next `count` racks filled are one node short: their first VM is reported in the rack's
+        interconnect subgroup, but its GPUs join an NVLink domain of their own."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        with self._transaction():
+            self._store.racks["short_next"] = self._store.racks.get("short_next", 0) + int(count)
+            self.save()
+
     def degrade_fabric(self, scale_set: str, factor: float) -> None:
         """Make a scale set's InfiniBand fabric deliver `factor` (0..1) of its all-reduce bandwidth:
         the fault only a multi-node NCCL check sees."""

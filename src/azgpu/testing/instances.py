@@ -12,7 +12,7 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from . import hardware
+from . import hardware, vertical_connect
 from .errors import ArmError
 from .lro import iso
 from .store import key, same_id, stable_uuid
@@ -194,8 +194,10 @@ def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str
         vm["tags"] = dict(vmss["tags"])
     if vmss.get("zones"):
         vm["zones"] = [vmss["zones"][instance % len(vmss["zones"])]]
+    members = vms(backend, vmss)
     backend.store.put(vm)
-    hardware.new_node(backend.store, vm, vmss)
+    node = hardware.new_node(backend.store, vm, vmss)
+    vertical_connect.place(backend.store, vmss, members, node)
 
 
 def fault_domain(vm: dict) -> int:

@@ -110,6 +110,8 @@ class Store:
         self.pending_faults: list[dict] = []
         self.fabric: dict[str, float] = {}
         self.instance_ids: dict[str, int] = {}
+        # Rack faults of vertical-connect sizes waiting for the next rack (testing/vertical_connect.py).
+        self.racks: dict[str, int] = {}
         # Azure Impact Reporting (testing/impact_reporting.py): workload impacts by lower-cased name
         # ({"resource", "reported", "insights"}), resource providers' registration states by lower-cased
         # namespace (unlisted: Registered), the caller's permissions (None: Owner-like), categories a
@@ -166,6 +168,7 @@ class Store:
             "pending_faults": self.pending_faults,
             "fabric": self.fabric,
             "instance_ids": self.instance_ids,
+            "racks": self.racks,
             "impacts": self.impacts,
             "providers": self.providers,
             "permissions": self.permissions,
@@ -192,6 +195,7 @@ class Store:
         self.pending_faults = data.get("pending_faults", [])
         self.fabric = data.get("fabric", {})
         self.instance_ids = data.get("instance_ids", {})
+        self.racks = data.get("racks", {})
         self.impacts = data.get("impacts", {})
         self.providers = data.get("providers", {})
         self.permissions = data.get("permissions")
@@ -245,10 +249,10 @@ def shape_problem(data) -> str | None:
     shapes = {"resources": dict, "operations": dict, "sku_overrides": list, "quota": dict, "images": list,
               "times": dict, "counter": int, "agreements": dict, "capacity": dict, "nodes": dict,
               "pending_faults": list, "fabric": dict, "instance_ids": dict, "impacts": dict, "providers": dict,
-              "impact_categories": list}
+              "impact_categories": list, "racks": dict}
     # Saved before these existed: absent is an empty one.
     optional = {"times", "agreements", "capacity", "nodes", "pending_faults", "fabric", "instance_ids", "impacts",
-                "providers", "impact_categories"}
+                "providers", "impact_categories", "racks"}
     for name, kind in shapes.items():
         if name in optional and name not in data:
             continue

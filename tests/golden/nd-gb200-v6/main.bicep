@@ -93,7 +93,7 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
   }
   properties: {
     orchestrationMode: 'Uniform'
-    singlePlacementGroup: true
+    singlePlacementGroup: false
     overprovision: false
     upgradePolicy: {
       mode: 'Manual'
@@ -123,9 +123,13 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
         }
         osDisk: {
           createOption: 'FromImage'
-          caching: 'ReadWrite'
+          caching: 'ReadOnly'
+          diffDiskSettings: {
+            option: 'Local'
+            placement: 'CacheDisk'
+          }
           managedDisk: {
-            storageAccountType: 'Premium_LRS'
+            storageAccountType: 'Standard_LRS'
           }
         }
       }
@@ -163,6 +167,7 @@ resource vmss000 'Microsoft.Compute/virtualMachineScaleSets@2026-04-01' = {
         }
       }
     }
+    platformFaultDomainCount: 1
   }
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from .. import galleries, images, instances, marketplace, quota, references
+from .. import galleries, images, instances, marketplace, quota, references, vertical_connect
 from ..errors import ArmError, child_not_found, invalid_reference
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
@@ -169,6 +169,7 @@ def _validate(backend, vmss: dict, previous: dict | None) -> None:
     sku = _check_sku(backend, vmss)
     if previous is not None:
         _check_immutable(previous, vmss)
+    vertical_connect.check(vmss)
     _check_references(backend, vmss)
     references.check_ppg(backend, vmss)
     references.check_identities(backend, vmss)
@@ -255,6 +256,8 @@ def begin_delete_instances(backend, req, scale_set: dict, ids: list[str]) -> Res
             raise ArmError(400, "InvalidParameter",
                            f"The provided instanceId {instance} is not an active Virtual Machine Scale Set VM instanceId.")
     backend.refuse_while_running(req, scale_set)
+    if vertical_connect.applies(scale_set):
+        vertical_connect.check_capacity(len(present - set(ids)))
     for vm in instances.vms(backend, scale_set):
         if vm["instanceId"] in ids:
             vm["properties"]["provisioningState"] = "Deleting"
@@ -307,9 +310,11 @@ def _vm(backend, rg: str, vmss: str, instance: str) -> dict:
     return vm
 
 
-def _with_view(vm: dict) -> dict:
+def _with_view(vm: dict, backend=None) -> dict:
     out = copy.deepcopy(vm)
     out["properties"]["instanceView"] = instances.instance_view(vm)
+    if backend is not None:
+        out["properties"]["instanceView"].update(vertical_connect.instance_view(backend.store, vm))
     return out
 
 
@@ -318,19 +323,20 @@ def list_vms(backend, req, sub, rg, vmss):
     scale_set = backend.require(_vmss_id(backend, rg, vmss))
     vms = instances.vms(backend, scale_set)
     if "instanceview" in (req.query.get("$expand") or "").lower():
-        vms = [_with_view(vm) for vm in vms]
+        vms = [_with_view(vm, backend) for vm in vms]
     return page(vms)
 
 
 @route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)")
 def get_vm(backend, req, sub, rg, vmss, instance):
     vm = _vm(backend, rg, vmss, instance)
-    return Response(200, _with_view(vm) if "instanceview" in (req.query.get("$expand") or "").lower() else vm)
+    return Response(200, _with_view(vm, backend) if "instanceview" in (req.query.get("$expand") or "").lower() else vm)
 
 
 @route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/instanceView")
 def vm_instance_view(backend, req, sub, rg, vmss, instance):
-    return Response(200, instances.instance_view(_vm(backend, rg, vmss, instance)))
+    vm = _vm(backend, rg, vmss, instance)
+    return Response(200, {**instances.instance_view(vm), **vertical_connect.instance_view(backend.store, vm)})
 
 
 # -- extensions ----------------------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""The health gate for vertical-connect racks (ND GB200/GB300 v6), and pruning spare racks.
+
+Azure creates these scale sets only in whole racks ("Capacity must be a multiple of 18 for SKUs that
+support vertical connect", T-gb300-vmss; Microsoft's GB300 test deploys capacity 18, R-agentbaker-gb300).
+Nothing Microsoft publishes says that one VM of a rack can be deleted, reimaged onto other hardware
+or redeployed (the size page lists "Service Healing: Not Supported"), so azgpu never deletes single
+instances of a rack: an unhealthy node is reported (Guest Health Reporting, with --report-to-azure),
+left out of the hostfiles and scheduler files, and its rack is named as short. What azgpu does
+delete is whole racks, and only with `create --spare-racks N`: it asked for N racks more than
+wanted, checks every node, then removes the racks that are partial, unhealthy or beyond the count,
+at most N racks' worth of instances, after reporting their bad hosts (docs/gb-racks.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..racks import fabric_of, group
+from .deployer import to_azure_error
+from .resource_types import VMSS
+
+NOT_DELETED = "failed the health check; not deleted: Azure creates vertical-connect scale sets only in whole racks"
+
+
+def _signals(session, resource_group: str, scale_sets: list[str]) -> dict[str, dict[str, str | None]]:
+    from .lifecycle import interconnect
+
+    found: dict[str, dict[str, str | None]] = {}
+    try:
+        for name in scale_sets:
+            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, name, expand="instanceView"):
+                host = vm.os_profile.computer_name if vm.os_profile else vm.name
+                found[host] = interconnect(vm)
+    except Exception as exc:
+        raise to_azure_error(exc, "reading the racks Azure reports") from None
+    return found
+
+
+def _domains(nodes: list[Any]) -> list[dict[str, Any]]:
+    by_set: dict[str, list[Any]] = {}
+    for n in nodes:
+        by_set.setdefault(n.scale_set, []).append(n)
+    return [{"scale_set": name, "nodes": [{"hostname": n.computer_name, "instance_id": n.instance_id}
+                                          for n in sorted(members, key=lambda n: int(n.instance_id)
+                                                          if n.instance_id.isdigit() else 0)]}
+            for name, members in sorted(by_set.items())]
+
+
+def measure(session, cluster: str, resource_group: str, nodes: list[Any], per_rack: int,
+            excluded: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The racks of the checked nodes: by the fabric each node reported, cross-checked with Azure."""
+    signals = _signals(session, resource_group, sorted({n.scale_set for n in nodes}))
+    fabrics = {n.computer_name: fabric_of(n) for n in nodes}
+    return group(cluster, _domains(nodes), signals, per_rack, fabrics=fabrics, excluded=excluded)
+
+
+def for_check(session, cluster: str, resource_group: str, report) -> list[dict[str, Any]] | None:
+    """`provision check` on a vertical-connect cluster: its racks as the nodes measured them, nodes that
+    did not pass left out (and the measurement recorded for `outputs`); None on other sizes."""
+    from ..profiles import find_size
+    from ..rack_record import save
+
+    sizes = {s.get("size") for s in report.scale_sets if s.get("size")}
+    try:
+        vertical = next((find_size(size)[0].vertical_connect for size in sizes), None)
+    except Exception:  # noqa: BLE001 - a size no profile knows has no racks azgpu could name
+        return None
+    if not vertical:
+        return None
+    excluded = {n.computer_name: n.summary() for n in report.nodes if not n.passed}
+    racks = measure(session, cluster, resource_group, report.nodes, vertical["rack"], excluded=excluded)
+    save(getattr(session, "subscription_id", "") or "", resource_group, cluster, report.nodes, excluded)
+    return racks
+
+
+def choose(racks: list[dict[str, Any]], bad: set[str], per_rack: int, wanted: int,
+           spare: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
+    """(racks to keep, racks to remove, why nothing is removed). Whole healthy racks first, in order;
+    at most `spare` racks' worth of instances go, and a scale set only ever loses whole racks' worth."""
+    def whole_and_healthy(rack: dict[str, Any]) -> bool:
+        return (len(rack["nodes"]) == per_rack and not bad & set(rack["nodes"])
+                and rack.get("agrees_with_azure", True) and not rack.get("fabric_not_complete"))
+
+    good = [r for r in racks if whole_and_healthy(r)]
+    keep = good[:wanted]
+    if len(keep) < wanted:
+        keep += [r for r in racks if r not in keep][:wanted - len(keep)]
+    remove = [r for r in racks if r not in keep]
+    count = sum(len(r["nodes"]) for r in remove)
+    if count > spare * per_rack:
+        return racks, [], (f"removing the {len(remove)} rack(s) that are not whole and healthy would take {count} "
+                           f"instances, more than the {spare} spare rack(s) of {per_rack}")
+    by_set: dict[str, int] = {}
+    for r in remove:
+        by_set[r["scale_set"]] = by_set.get(r["scale_set"], 0) + len(r["nodes"])
+    odd = [name for name, n in by_set.items() if n % per_rack]
+    if odd:
+        return racks, [], (f"scale set(s) {', '.join(odd)} would lose a number of instances that is not a whole "
+                           f"number of racks of {per_rack}, which Azure refuses")
+    return keep, remove, None
+
+
+def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int, max_rounds: int,
+         before_delete: Callable[[list], None] | None, options: dict[str, Any],
+         on_notice: Callable[[str], None], on_round: Callable[[dict[str, Any]], None]):
+    """Check every node, measure the racks, prune spare racks, leave out what cannot be replaced.
+
+    Returns (the health GateResult, the final racks, the pruned racks, why the gate stopped or None).
+    before_delete(nodes) reports proven-faulty nodes (Guest Health Reporting) before their racks are
+    removed, and, with replace, the ones left in place; if it raises, nothing is removed.
+    """
+    from ..rack_record import save
+    from . import health
+
+    cluster = plan.spec.names.cluster
+    per_rack = plan.spec.profile.vertical_connect["rack"]
+    outcome = health.gate(session, cluster, resource_group, replace=False, max_rounds=max_rounds,
+                          on_round=on_round, **options)
+    report = outcome.report
+    bad = {n.computer_name for n in report.nodes if not n.passed}
+    reported: set[str] = set()
+
+    def report_to_azure(nodes: list[Any]) -> None:
+        proven = [n for n in nodes if health.replaceable(n) and n.computer_name not in reported]
+        if proven and before_delete:
+            before_delete(proven)
+            reported.update(n.computer_name for n in proven)
+
+    racks = measure(session, cluster, resource_group, report.nodes, per_rack)
+    pruned: list[dict[str, Any]] = []
+    stopped = None
+    if spare_racks:
+        wanted = max(0, plan.spec.nodes // per_rack - spare_racks)
+        keep, remove, stopped = choose(racks, bad, per_rack, wanted, spare_racks)
+        if remove:
+            doomed = [n for n in report.nodes if any(n.computer_name in r["nodes"] for r in remove)]
+            report_to_azure(doomed)  # while the VMs still exist, as the single-node gate does
+            on_notice(f"removing {len(remove)} rack(s), {len(doomed)} instance(s): "
+                      + "; ".join(f"{r['name']} ({_why(r, bad, per_rack)})" for r in remove))
+            _delete(session, resource_group, doomed)
+            pruned = [{**r, "reason": _why(r, bad, per_rack)} for r in remove]
+            gone = {n.computer_name for n in doomed}
+            report.nodes = [n for n in report.nodes if n.computer_name not in gone]
+    left = [n for n in report.nodes if not n.passed]
+    excluded: dict[str, str] = {}
+    if left:
+        if replace:
+            report_to_azure(left)
+        excluded = {n.computer_name: f"{n.summary()}; {NOT_DELETED}" for n in left}
+    racks = measure(session, cluster, resource_group, report.nodes, per_rack, excluded=excluded)
+    if left:
+        short = [r["name"] for r in racks if r["short"]]
+        stopped = stopped or (f"{len(left)} node(s) left out of the hostfiles and scheduler files, rack(s) "
+                              f"{', '.join(short) or 'none'} short: Azure does not let one VM of a rack be deleted"
+                              + ("" if replace else "; --replace-unhealthy --report-to-azure reports them to Azure"))
+    save(getattr(session, "subscription_id", "") or "", resource_group, cluster, report.nodes, excluded)
+    return outcome, racks, pruned, stopped
+
+
+def _why(rack: dict[str, Any], bad: set[str], per_rack: int) -> str:
+    sick = sorted(bad & set(rack["nodes"]))
+    if sick:
+        return f"unhealthy: {', '.join(sick)}"
+    if len(rack["nodes"]) != per_rack:
+        return f"partial: {len(rack['nodes'])} of {per_rack} VMs"
+    if rack.get("agrees_with_azure") is False:
+        return "the nodes' NVLink domain disagrees with Azure's interconnect subgroup"
+    return "beyond the requested racks"
+
+
+def _delete(session, resource_group: str, nodes: list[Any]) -> None:
+    by_set: dict[str, list[str]] = {}
+    for n in nodes:
+        by_set.setdefault(n.scale_set, []).append(n.instance_id)
+    try:
+        pollers = [VMSS.begin_delete_instances(session, resource_group, name, ids) for name, ids in by_set.items()]
+        for poller in pollers:
+            poller.result()
+    except Exception as exc:
+        raise to_azure_error(exc, "removing spare racks") from None

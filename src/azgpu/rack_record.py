@@ -1,0 +1,77 @@
+"""What the health gate measured about a cluster's racks, kept for `provision outputs`.
+
+The NVLink domain each node reported (racks.fabric_of) and the nodes left out of the scheduler
+files (unhealthy nodes of a vertical-connect rack that Azure does not let azgpu delete alone), by
+cluster, in the user's state directory (XDG_STATE_HOME on Linux). Only what the nodes and Azure
+said is kept: no secret. `outputs` joins it with what Azure lists now, so a node that has since
+gone is simply not shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from .racks import fabric_of
+
+VERSION = 1
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", part.lower())
+
+
+def path(subscription: str, resource_group: str, cluster: str) -> Path:
+    from platformdirs import user_state_dir
+
+    return Path(user_state_dir("azgpu")) / "racks" / _safe(subscription) / _safe(resource_group) / f"{_safe(cluster)}.json"
+
+
+def save(subscription: str, resource_group: str, cluster: str, nodes: list[Any], excluded: dict[str, str]) -> Path:
+    """Record each checked node's fabric and status, and the excluded hostnames with why. `nodes`:
+    NodeResults (or their dicts) of the health gate."""
+    record = {
+        "version": VERSION,
+        "cluster": cluster,
+        "resource_group": resource_group,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "nodes": {str(_get(n, "computer_name")): {"fabric": fabric_of(n), "status": _get(n, "status"),
+                                                  "physical_host": _get(n, "physical_host")} for n in nodes},
+        "excluded": dict(excluded),
+    }
+    target = path(subscription, resource_group, cluster)
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = target.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(record, fh, indent=1, sort_keys=True)
+    os.replace(tmp, target)
+    return target
+
+
+def load(subscription: str, resource_group: str, cluster: str) -> dict[str, Any] | None:
+    """The record, or None when there is none or it cannot be read as one (then racks are not measured)."""
+    try:
+        record = json.loads(path(subscription, resource_group, cluster).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("version") != VERSION or not isinstance(record.get("nodes"), dict):
+        return None
+    return record
+
+
+def forget(subscription: str, resource_group: str, cluster: str) -> None:
+    """Drop the record (destroy): a cluster created again under the same name reuses its computer
+    names, and must not inherit what was measured on the old VMs."""
+    try:
+        path(subscription, resource_group, cluster).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)

@@ -1,0 +1,147 @@
+"""ND GB300 v6 racks end to end in the fake: spare racks pruned to whole healthy racks, unhealthy nodes
+of a rack reported and left out (Azure creates vertical-connect scale sets only in whole racks), and
+the scheduler files' racks measured from the nodes (docs/gb-racks.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args
+
+from azgpu.health.results import NodeResult
+
+GB300_FAMILY = "standardNDISRGB300V6Family"
+REPORT = ("--check", "--replace-unhealthy", "--report-to-azure", "--yes", "--insight-timeout", "60")
+# The node's fabric in NodeResult comes with the health gate's fabric reading (interfaces: NodeResult.fabric);
+# before it, racks rest on Azure's interconnect subgroups ("reported"), after it on the nodes ("measured").
+FABRIC = "fabric" in {f.name for f in dataclasses.fields(NodeResult)}
+BASIS = "measured" if FABRIC else "reported"
+
+
+@pytest.fixture
+def racks_quota(azure):
+    azure.set_quota("eastus", GB300_FAMILY, limit=54 * 128)
+    azure.set_quota("eastus", "cores", limit=54 * 128)
+
+
+def capacity(azure) -> list[int]:
+    return [v["sku"]["capacity"] for v in azure.resources(type=VMSS)]
+
+
+def test_spare_rack_with_one_bad_node_ends_with_two_whole_healthy_racks(cli, azure, racks_quota, tmp_path):
+    azure.unhealthy_next(1, gpus=3)  # instance 0: the first rack
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "--spare-racks", "1", *REPORT)
+    assert rc == 0, err
+    result = json.loads(out)
+    assert capacity(azure) == [36]
+    assert [(r["short"], len(r["nodes"]), r["basis"]) for r in result["racks"]] == [(0, 18, BASIS)] * 2
+    (removed,) = result["spare_racks"]["removed"]
+    assert removed["reason"].startswith("unhealthy: ") and len(removed["nodes"]) == 18
+    (entry,) = result["guest_health_reports"]
+    assert entry["category"] == "Resource.Hpc.Unhealthy.HpcMissingGpu"
+    # Reported while the VM still existed: the report's POST comes before the rack's deleteInstances.
+    posts = [r.path.lower() for r in calls(azure, "POST", "PUT")]
+    report = next(i for i, p in enumerate(posts) if "microsoft.impact" in p)
+    delete = next(i for i, p in enumerate(posts) if p.endswith("/delete"))
+    assert report < delete
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "slurm")
+    assert rc == 0, err
+    topo = out.split("# ---- topology.conf ----")[1].split("# ---- topology.yaml ----")[0]
+    assert topo.count("BlockName=") == 2 and f"Blocks marked '{BASIS}'" in topo and "ASSUME" not in topo
+
+
+def test_without_spare_racks_a_bad_node_is_reported_left_out_and_its_rack_named_short(cli, azure, racks_quota):
+    azure.unhealthy_next(1, gpus=3)
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), *REPORT)
+    assert rc == 1
+    assert "UNHEALTHY_NODES" in err and "rack(s) c1-rack000 short" in err and "left out" in err
+    assert capacity(azure) == [36]  # nothing deleted: Azure refuses a scale set off a multiple of 18
+    assert not [r for r in calls(azure, "POST") if r.path.lower().endswith("/delete")]
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
+    assert rc == 0, err
+    assert "# Left out: c1-000-000000" in out and "SHORT: 17 of 18" in out
+    assert len([x for x in out.splitlines() if x and not x.startswith("#")]) == 35
+
+
+def test_a_rack_short_of_one_node_in_its_nvlink_domain_is_visible(cli, azure, racks_quota):
+    azure.short_rack_next()
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "--check")
+    assert rc == 0, err
+    racks = json.loads(out)["racks"]
+    if FABRIC:  # the stray node's GPUs report another NVLink domain than its rack-mates'
+        assert sorted(len(r["nodes"]) for r in racks) == [1, 17, 18]
+        assert any(r.get("agrees_with_azure") is False for r in racks)
+    else:
+        assert [len(r["nodes"]) for r in racks] == [18, 18]
+
+
+def test_spare_racks_need_a_rack_profile(cli, azure):
+    rc, out, err = cli(*create_args("nd-h100-v5", nodes=2), "--spare-racks", "1")
+    assert_cli_error(rc, err, 2, "SPARE_RACKS_WITHOUT_RACKS", "nd-gb300-v6")
+    assert not [r for r in azure.requests if r.method in ("PUT", "POST", "PATCH", "DELETE")]
+
+
+def test_a_partial_rack_is_refused_before_azure_is_asked(cli, azure):
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=20))
+    assert_cli_error(rc, err, 2, "NODES_NOT_RACK_MULTIPLE", "--nodes 18 or 36")
+    assert not azure.requests
+
+
+def test_check_shows_the_racks_and_a_short_one(cli, azure, racks_quota):
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36))
+    assert rc == 0, err
+    azure.make_unhealthy("c1-vmss000/20", gpus=3)
+    rc, out, err = cli("check", *cluster_args())
+    assert rc == 1
+    racks = json.loads(out)["racks"]
+    assert [(len(r["nodes"]), r["short"]) for r in racks] == [(18, 0), (17, 1)]
+    assert racks[1]["excluded"][0]["hostname"] == "c1-000-00000k"
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
+    assert "# Left out: c1-000-00000k" in out
+
+
+def test_simulate_rack_breaks_a_nodes_fabric_and_queues_a_short_rack(run, sim, state_file):
+    rc, out, err = run("simulate", "rack", "--short-next", "1", "--simulate-state", state_file)
+    assert rc == 0, err
+    rc, out, err = sim(*create_args("nd-gb300-v6", nodes=18))
+    assert rc == 0, err
+    rc, out, err = run("simulate", "rack", "-n", "c1", "--fabric-incomplete", "3", "--simulate-state", state_file)
+    assert rc == 0, err
+    (node,) = json.loads(out)["nodes"]
+    assert node["fabric"]["state"] == "In Progress"
+    from azgpu.testing import FakeAzure
+
+    fake = FakeAzure.load(str(state_file))
+    domains = [fake.node(f"c1-vmss000/{i}")["fabric"]["clusterUuid"] for i in range(18)]
+    assert sorted(domains.count(d) for d in set(domains)) == [1, 17]
+    rc, out, err = run("simulate", "rack", "--simulate-state", state_file)
+    assert_cli_error(rc, err, 2, "MISSING_ARGUMENT", "--short-next")
+
+
+def test_the_sku_api_without_a_gpu_count_is_not_drift(azure, session, racks_quota):
+    # Microsoft's GB300 test notes the Compute SKU metadata lacks the GPUs capability (R-agentbaker-gb300).
+    from deploy_support import request
+
+    from azgpu.deploy.create import create
+    from azgpu.testing.skus import capability, catalog_data
+
+    (sku,) = [s for s in catalog_data()["skus"] if s["name"] == "Standard_ND128isr_GB300_v6"]
+    assert capability(sku, "GPUs") is None
+    result = create(session, request("nd-gb300-v6", nodes=18, ephemeral_os_disk=True))
+    assert not [f for f in result["preflight"]["findings"] if f["code"] == "SKU_DRIFT"]
+    (vmss,) = azure.resources(type=VMSS)
+    assert vmss["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"]["diffDiskSettings"]["placement"] \
+        == "CacheDisk"
+
+
+def test_destroy_forgets_what_was_measured_so_a_new_cluster_of_the_same_name_starts_clean(cli, azure, racks_quota):
+    azure.unhealthy_next(1, gpus=3)
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=18), "--check")
+    assert rc == 1
+    assert cli("destroy", *cluster_args(), "--yes")[0] == 0
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=18))
+    assert rc == 0, err
+    rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
+    assert "Left out" not in out and len([x for x in out.splitlines() if not x.startswith("#")]) == 18
