@@ -172,7 +172,9 @@ REJECTED_REMEDY = ("Azure rejected the request itself (see the message): fix the
 OPERATION_NOT_ALLOWED_REMEDY = ("Azure does not allow this operation for the resource's size, state or settings (the "
                                 "message says why): change the request accordingly and re-run")
 # Codes that only wrap the error that matters, which comes in `details`.
-WRAPPERS = {"", "deploymentfailed", "failed", "invalidtemplatedeployment", "resourcedeploymentfailure"}
+# PreflightValidationCheckFailed wraps the errors of a template validation (Deployments - Validate, 400).
+WRAPPERS = {"", "deploymentfailed", "failed", "invalidtemplatedeployment", "resourcedeploymentfailure",
+            "preflightvalidationcheckfailed"}
 RATE_LIMIT_HEADER = "x-ms-ratelimit-remaining-"
 
 
@@ -370,6 +372,9 @@ def translate(exc: Exception, *, what: str = "") -> AzureError:
         err.policy_assignment = rid or name
         return err
     label = code or str(status or "error")
+    target = body.get("target") or ""
+    if target and target not in message:  # what Azure refused, when its message does not say
+        message = f"{message} (target: {target})"
     err = mapping.kind(f"{prefix}{label}: {message}", code=mapping.code, remedy=mapping.remedy, azure_code=code)
     if isinstance(err, ThrottledError):
         err.remaining = rate_limit_headers(getattr(exc, "response", None))

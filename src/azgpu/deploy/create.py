@@ -79,7 +79,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
            allow_scale_in: bool = False, confirm: Callable[[str], bool] | None = None,
            currency: str = "USD", check: bool = False, replace_unhealthy: bool = False,
            max_rounds: int = 3, before_delete: Callable[[list], None] | None = None,
-           check_options: dict[str, Any] | None = None) -> dict[str, Any]:
+           check_options: dict[str, Any] | None = None, arm_validate: bool = True) -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
     accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
@@ -92,6 +92,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     health.UnhealthyNodes (with this result under .result) unless every node passes; replace_unhealthy
     (implies check): replace failing nodes for at most max_rounds rounds, calling before_delete(nodes)
     while their VMs still exist. check_options: parallel, node_timeout, nccl.
+    arm_validate: once azgpu's own checks pass, Azure validates the same template (Deployments -
+    Validate, nothing written) and its errors stop the run; False (--no-arm-validate) skips it.
     """
     check = check or replace_unhealthy
     if check and (dry_run or not wait):
@@ -116,6 +118,11 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
         analysis = analyse(session, deployer, listed, strict=True)
+        if arm_validate:  # Azure's own preflight of exactly these bodies, after azgpu's checks passed
+            from .arm_preflight import validate as arm_check
+
+            result["azure_validation"] = arm_check(session, deployer, group_exists=listed is not None,
+                                                   location=plan.spec.request.location)
         if attempt == 0:
             held = analysis.nodes_before
         if dry_run:

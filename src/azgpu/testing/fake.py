@@ -564,6 +564,28 @@ class FakeAzure:
                 {"actions": list(actions), "notActions": list(not_actions), "dataActions": [], "notDataActions": []}]
             self.save()
 
+    # -- ARM's own preflight (Deployments - Validate / What If, testing/deployments.py) ----------
+    def add_policy_assignment(self, name: str, *, denied_sizes: list[str], display_name: str | None = None,
+                              resource_group: str | None = None) -> str:
+        """An Azure Policy assignment (Deny effect) that refuses scale sets of these sizes, at the
+        subscription or one resource group: template validation and the scale set's PUT answer
+        RequestDisallowedByPolicy naming it. Returns the assignment's id."""
+        with self._transaction():
+            scope = f"/subscriptions/{self.subscription_id}" + (f"/resourceGroups/{resource_group}" if resource_group else "")
+            self._store.policies.append({"name": name, "display_name": display_name or name,
+                                         "denied_sizes": list(denied_sizes), "scope": scope})
+            self.save()
+            return f"{scope}/providers/Microsoft.Authorization/policyAssignments/{name}"
+
+    def reject_property(self, resource_type: str, path: str, *, code: str = "InvalidParameter",
+                        message: str = "The property '{path}' of resource '{name}' is not valid in this region or "
+                                       "api-version.") -> None:
+        """Template validation refuses any resource of this type whose body has `path` (dotted, e.g.
+        properties.virtualMachineProfile.securityProfile), with ARM's error code and this message."""
+        with self._transaction():
+            self._store.rejections.append({"type": resource_type, "path": path, "code": code, "message": message})
+            self.save()
+
     def set_impact_categories(self, names: list[str]) -> None:
         """Impact categories the ImpactCategories listing shows beside the REST-spec example's."""
         with self._transaction():

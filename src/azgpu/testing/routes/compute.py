@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from .. import galleries, images, instances, marketplace, quota, references
+from .. import deployments, galleries, images, instances, marketplace, quota, references
 from ..errors import ArmError, child_not_found, invalid_reference
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
@@ -195,6 +195,10 @@ def put_vmss(backend, req, sub, rg, vmss):
     resource_id = _vmss_id(backend, rg, vmss)
     previous = backend.find(resource_id)
     resource = backend.new_resource(resource_id, req.body)
+    denial = deployments.policy_denial(backend.store, sub, rg, resource)
+    if denial is not None:  # Azure Policy evaluates every PUT, with or without a template validation first
+        raise ArmError(403, denial["code"], denial["message"],
+                       extra={k: v for k, v in denial.items() if k not in ("code", "message")})
     _validate(backend, resource, previous)
     return _accept(backend, req, resource, previous)
 
