@@ -118,6 +118,10 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
         analysis = analyse(session, deployer, listed, strict=True)
+        for line in deployer.kept_notices:  # what the user added to azgpu's resources stays
+            on_notice(line)
+        if deployer.kept_notices:
+            result["kept"] = deployer.kept_notices
         if arm_validate:  # Azure's own preflight of exactly these bodies, after azgpu's checks passed
             from .arm_preflight import validate as arm_check
 
