@@ -20,8 +20,11 @@ def _error(message: str, remedy: str = "pass a writable --out-dir") -> InputErro
     return InputError(message, code="INVALID_OUT_DIR", remedy=remedy)
 
 
-def write_files(out_dir: str, files: dict[str, str]) -> Path:
-    """Write every file of `files` (name -> text) into out_dir, or none of them; returns the directory."""
+def write_files(out_dir: str, files: dict[str, str], *, private: frozenset[str] | set[str] = frozenset()) -> Path:
+    """Write every file of `files` (name -> text) into out_dir, or none of them; returns the directory.
+
+    private: names written readable by the owner only (0600): parameter files may hold cloud-init in clear.
+    """
     if not out_dir.strip() or "\0" in out_dir:
         raise _error("--out-dir is empty" if not out_dir.strip() else "--out-dir is not a valid path",
                      "pass a directory, e.g. --out-dir out")
@@ -43,7 +46,9 @@ def write_files(out_dir: str, files: dict[str, str]) -> Path:
     try:
         for name, text in files.items():
             # UTF-8 whatever the locale: tag values and descriptions may hold any character.
-            with open(staging / name, "x", encoding="utf-8", newline="\n") as fh:
+            mode = 0o600 if name in private else 0o666  # less the umask, as open() does
+            fd = os.open(staging / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            with open(fd, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
         for name in files:
             os.replace(staging / name, directory / name)
