@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import Finding
-from ..images import ImageId
+from ..images import ImageId, PurchasePlan
 from ..sources import cite
 from ..validate import Spec
 from .deployer import is_not_found, rest_shape
@@ -117,6 +117,21 @@ def check_definition(pf, spec: Spec, label: str, props: dict, source: str) -> No
     _end_of_life(pf, label, props.get("endOfLifeDate"))
 
 
+def check_purchase_plan(pf, spec: Spec, label: str, props: dict) -> None:
+    """A custom image built from a Marketplace image carries its purchase plan (GalleryImageProperties.
+    purchasePlan, and the community/shared views): the scale set needs it, and its terms must be
+    accepted (Learn, "Supply Azure Marketplace purchase plan information when creating images")."""
+    plan = PurchasePlan.from_api(props.get("purchasePlan"))
+    if plan is None:
+        return
+    pf.plan = plan
+    if plan != spec.image.plan:
+        pf.overrides["plan"] = plan
+    pf.findings.append(_err("IMAGE_PLAN", f"{label} carries purchase plan {plan.name} (product {plan.product}, "
+                                          f"publisher {plan.publisher}); azgpu deploys it with the plan", "",
+                            SOURCE_GALLERY, "note"))
+
+
 def _end_of_life(pf, label: str, date: Any) -> None:
     if not date:
         return
@@ -193,6 +208,7 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
                                 "read it", SOURCE_GALLERY))
         return
     check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
+    check_purchase_plan(pf, spec, label, definition.get("properties") or {})
     name = ref.version
     if name is None:
         versions = [_rest(v) for v in compute.gallery_image_versions.list_by_gallery_image(
@@ -227,6 +243,7 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
                                 "check the ID ('az sig image-definition list-community' / 'list-shared')", SOURCE_GALLERY))
         return
     check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
+    check_purchase_plan(pf, spec, label, definition.get("properties") or {})
     if ref.version is None:
         listed = [_rest(v) for v in versions.list(loc, ref.gallery, ref.definition)]
         version = _latest(listed, loc)

@@ -373,8 +373,12 @@ class FakeAzure:
                           hyper_v_generation: str = "V2", architecture: str = "x64", os_type: str = "Linux",
                           os_state: str = "Generalized", security_type: str | None = None, publisher: str = "contoso",
                           offer: str | None = None, sku: str | None = None, community_name: str | None = None,
-                          shared_name: str | None = None, body: dict | None = None) -> str:
+                          shared_name: str | None = None, body: dict | None = None,
+                          purchase_plan: dict | None = None) -> str:
         """An Azure Compute Gallery image definition (the gallery is made when missing); returns its ID.
+
+        purchase_plan ({"name", "publisher", "product"}): the definition is of an image built from a
+        Marketplace image with that plan; scale sets of it need the plan and accepted terms.
 
         community_name publishes the gallery to the community under that public name; shared_name shares
         it directly (Groups) under that unique name. body replaces the generated REST body, e.g. with a
@@ -393,7 +397,7 @@ class FakeAzure:
             image_body = body if body is not None else galleries.definition_body(
                 location=location, os_type=os_type, os_state=os_state, hyper_v_generation=hyper_v_generation,
                 architecture=architecture, security_type=security_type, publisher=publisher, offer=offer or gallery,
-                sku=sku or image)
+                sku=sku or image, purchase_plan=purchase_plan)
             return self._seed(f"{gallery_id}/images/{image}", image_body)["id"]
 
     def add_gallery_image_version(self, image_id: str, version: str, *, regions: tuple[str, ...] | list[str] = ("eastus",),

@@ -81,7 +81,8 @@ def _check_references(backend, vmss: dict) -> None:
 def _check_image(backend, vmss: dict, sku: dict) -> None:
     ref = (_profile(vmss).get("storageProfile") or {}).get("imageReference") or {}
     if not ref.get("publisher"):
-        galleries.check_reference(backend, vmss, sku)  # gallery, community, shared, managed images
+        # Gallery, community, shared, managed images; one built from a Marketplace image has its plan.
+        _check_plan(backend, vmss, galleries.check_reference(backend, vmss, sku))
         return
     urn = ":".join(ref.get(k, "") for k in ("publisher", "offer", "sku")) + ":" + ref.get("version", "latest")
     image = images.find(backend.store.images, vmss["location"], ref["publisher"], ref.get("offer", ""),
