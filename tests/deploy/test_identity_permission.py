@@ -1,0 +1,48 @@
+"""A user-assigned identity the caller may not assign is refused in the preflight, with the role to grant
+(Managed Identity Operator), before anything is written; the caller's permissions on the identity are
+read from the permissions API (Permissions - List For Resource)."""
+
+from __future__ import annotations
+
+import pytest
+from deploy_support import VMSS, assert_cli_error, create_args, request, writes
+
+from azgpu.deploy.create import create
+from azgpu.errors import ValidationFailed
+
+ASSIGN = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
+# The built-in Managed Identity Operator role's actions (Learn, "Azure built-in roles: Identity").
+OPERATOR = ["Microsoft.ManagedIdentity/userAssignedIdentities/*/read",
+            "Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action", "Microsoft.Authorization/*/read",
+            "Microsoft.Insights/alertRules/*", "Microsoft.Resources/subscriptions/resourceGroups/read",
+            "Microsoft.Resources/deployments/*", "Microsoft.Support/*"]
+CONTRIBUTOR_LIKE = ["*"]
+
+
+def test_an_identity_the_caller_may_not_assign_is_refused_with_the_role_to_grant(azure, session):
+    rid = azure.add_user_assigned_identity("id-rg", "trainer")
+    azure.set_permissions(CONTRIBUTOR_LIKE, not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
+    with pytest.raises(ValidationFailed) as caught:
+        create(session, request(identity=[rid]))
+    (err,) = [f for f in caught.value.errors if f.code == "IDENTITY_NOT_ASSIGNABLE"]
+    assert ASSIGN in err.message and rid in err.message
+    assert "Managed Identity Operator" in err.remedy and f"--scope {rid}" in err.remedy
+    assert writes(azure) == []
+    asked = [r.path for r in azure.requests if r.path.endswith("/providers/Microsoft.Authorization/permissions")]
+    assert asked == [f"{rid}/providers/Microsoft.Authorization/permissions"]
+
+
+def test_the_cli_exits_2_and_names_the_role(azure, cli):
+    rid = azure.add_user_assigned_identity("id-rg", "trainer")
+    azure.set_permissions(["Microsoft.Compute/*", "Microsoft.Network/*", "Microsoft.Resources/*"])
+    rc, out, err = cli(*create_args(), "--identity", rid)
+    assert_cli_error(rc, err, 2, "IDENTITY_NOT_ASSIGNABLE", "Managed Identity Operator")
+
+
+@pytest.mark.parametrize("actions", [CONTRIBUTOR_LIKE, ["Microsoft.Compute/*", "Microsoft.Network/*",
+                                                         "Microsoft.Resources/*", *OPERATOR]])
+def test_an_operator_of_the_identity_deploys(azure, session, actions):
+    rid = azure.add_user_assigned_identity("id-rg", "trainer")
+    azure.set_permissions(actions)
+    create(session, request(identity=[rid]))
+    assert azure.resources(type=VMSS)[0]["identity"]["userAssignedIdentities"] == {rid: {}}
