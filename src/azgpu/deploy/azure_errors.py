@@ -368,7 +368,13 @@ def translate(exc: Exception, *, what: str = "") -> AzureError:
     if mapping.kind is PolicyError:
         name, rid = policy_assignment(body)
         named = f" (policy assignment '{name}'" + (f", {rid}" if rid else "") + ")" if name or rid else ""
-        err = PolicyError(f"{prefix}{code}{named}: {message}", code=mapping.code, remedy=mapping.remedy, azure_code=code)
+        remedy = mapping.remedy
+        marker = "/providers/microsoft.authorization/policyassignments/"
+        if marker in rid.lower():  # the exact command to read the assignment's rule
+            at = rid.lower().index(marker)
+            scope, assignment = rid[:at] or "/", rid[at + len(marker):]
+            remedy = remedy.replace("--name NAME --scope SCOPE", f"--name {assignment} --scope {scope}")
+        err = PolicyError(f"{prefix}{code}{named}: {message}", code=mapping.code, remedy=remedy, azure_code=code)
         err.policy_assignment = rid or name
         return err
     label = code or str(status or "error")

@@ -99,7 +99,7 @@ def policy_denial(store, sub: str, rg: str, resource: dict) -> dict | None:
         assignment_id = f"{scope}/providers/Microsoft.Authorization/policyAssignments/{policy['name']}"
         definition_id = f"/subscriptions/{sub}/providers/Microsoft.Authorization/policyDefinitions/{stable_uuid('policy', policy['name'])}"
         identifiers = [{"policyAssignment": {"name": policy["display_name"], "id": assignment_id},
-                        "policyDefinition": {"name": "Not allowed resource types", "id": definition_id}}]
+                        "policyDefinition": {"name": "Allowed virtual machine size SKUs", "id": definition_id}}]
         return {
             "code": "RequestDisallowedByPolicy",
             "target": resource["name"],
