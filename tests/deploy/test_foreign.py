@@ -8,6 +8,7 @@ import pytest
 from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, request
 
 from azgpu.deploy.create import create
+from azgpu.deploy.deployer import rest_shape
 from azgpu.deploy.lifecycle import destroy
 
 
@@ -83,3 +84,21 @@ def test_two_clusters_sharing_a_group_leave_no_empty_group_in_either_order(azure
     second = destroy(session, order[1], RG)
     assert second["resource_group_deleted"] is True
     assert azure.resources(type=RG_TYPE) == [] or all(g["name"] != RG for g in azure.resources(type=RG_TYPE))
+
+
+def test_a_rerun_keeps_a_hand_added_nsg_rule(azure, session):
+    create(session, request(nodes=2))
+    rule = {"properties": {"priority": 2000, "direction": "Inbound", "access": "Allow", "protocol": "Tcp",
+                           "sourceAddressPrefix": "10.20.0.0/16", "sourcePortRange": "*",
+                           "destinationAddressPrefix": "*", "destinationPortRange": "8888"}}
+    nsg = rest_shape(session.network.network_security_groups.get(RG, "c1-nsg"))
+    body = {"location": "eastus", "tags": nsg.get("tags"), "properties": {
+        "securityRules": [*[{"name": r["name"], "properties": r["properties"]} for r in nsg["properties"]["securityRules"]],
+                          {"name": "jupyter-from-vpn", **rule}]}}
+    session.network.network_security_groups.begin_create_or_update(RG, "c1-nsg", body).result()
+    notices = []
+    create(session, request(nodes=2, tags={"team": "x"}), on_notice=notices.append)  # a tag change PUTs the NSG
+    (live,) = azure.resources(type="Microsoft.Network/networkSecurityGroups", resource_group=RG)
+    assert "jupyter-from-vpn" in [r["name"] for r in live["properties"]["securityRules"]]
+    assert live["tags"]["team"] == "x"
+    assert "network security group 'c1-nsg' keeps rule(s) jupyter-from-vpn that azgpu did not create" in notices

@@ -174,6 +174,8 @@ class Deployer:
     foreign_subnets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # VNet key -> address prefixes a user added to the VNet's space (for their subnets), kept the same way.
     foreign_prefixes: dict[str, list[str]] = field(default_factory=dict)
+    # NSG key -> security rules a user added (a PUT of the NSG replaces its rules), kept the same way.
+    foreign_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.resolver = Resolver(self.session.subscription_id, self.resource_group, plan_parameters(self.plan))
@@ -196,6 +198,9 @@ class Deployer:
         if self.foreign_subnets.get(r.key):
             props = body.setdefault("properties", {})
             props["subnets"] = [*(props.get("subnets") or []), *self.foreign_subnets[r.key]]
+        if self.foreign_rules.get(r.key):
+            props = body.setdefault("properties", {})
+            props["securityRules"] = [*(props.get("securityRules") or []), *self.foreign_rules[r.key]]
         if self.foreign_prefixes.get(r.key):
             space = body.setdefault("properties", {}).setdefault("addressSpace", {})
             space["addressPrefixes"] = [*(space.get("addressPrefixes") or []), *self.foreign_prefixes[r.key]]
@@ -209,6 +214,8 @@ class Deployer:
                "did not create" for key, subnets in self.foreign_subnets.items() if subnets]
         out += [f"virtual network '{names[key]}' keeps address prefix(es) {', '.join(prefixes)} that azgpu did not add"
                 for key, prefixes in self.foreign_prefixes.items() if prefixes]
+        out += [f"network security group '{names[key]}' keeps rule(s) {', '.join(x['name'] for x in rules)} that azgpu "
+                "did not create" for key, rules in self.foreign_rules.items() if rules]
         return out
 
     def _emit(self, key: str, **changes) -> None:
@@ -289,6 +296,8 @@ class Deployer:
                 planned = ((r.body.get("properties") or {}).get("addressSpace") or {}).get("addressPrefixes") or []
                 have = ((live.get("properties") or {}).get("addressSpace") or {}).get("addressPrefixes") or []
                 self.foreign_prefixes[r.key] = [p for p in have if p not in planned]
+            if r.type.lower() == resource_types.NSG.type.lower():
+                self.foreign_rules[r.key] = foreign_children(r, rest_shape(current), "securityRules")
             found[r.key] = current
         return found
 
@@ -512,16 +521,21 @@ SUBNET_READ_ONLY = frozenset({"provisioningState", "ipConfigurations", "ipConfig
                               "resourceNavigationLinks", "serviceAssociationLinks", "privateEndpoints"})
 
 
-def foreign_subnets(r: Resource, live: dict[str, Any]) -> list[dict[str, Any]]:
-    """The live VNet's subnets that the plan does not have, as a PUT must carry them to keep them."""
-    planned = {(s.get("name") or "").lower() for s in (r.body.get("properties") or {}).get("subnets") or []}
+def foreign_children(r: Resource, live: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The live resource's inline children under properties.<key> (a VNet's subnets, an NSG's security
+    rules) that the plan does not have, as a PUT must carry them to keep them."""
+    planned = {(s.get("name") or "").lower() for s in (r.body.get("properties") or {}).get(key) or []}
     out = []
-    for subnet in (live.get("properties") or {}).get("subnets") or []:
-        if (subnet.get("name") or "").lower() in planned:
+    for child in (live.get("properties") or {}).get(key) or []:
+        if (child.get("name") or "").lower() in planned:
             continue
-        props = {k: v for k, v in (subnet.get("properties") or {}).items() if k not in SUBNET_READ_ONLY}
-        out.append({"name": subnet["name"], "properties": props})
+        props = {k: v for k, v in (child.get("properties") or {}).items() if k not in SUBNET_READ_ONLY}
+        out.append({"name": child["name"], "properties": props})
     return out
+
+
+def foreign_subnets(r: Resource, live: dict[str, Any]) -> list[dict[str, Any]]:
+    return foreign_children(r, live, "subnets")
 
 
 def to_azure_error(exc: Exception, what: str) -> AzureError:
