@@ -60,7 +60,8 @@ def request(deployer, *, group_exists: bool, location: str) -> tuple[str, dict[s
         {"type": "Microsoft.Resources/resourceGroups", "apiVersion": GROUP_API, "name": rg, "location": location},
         {"type": "Microsoft.Resources/deployments", "apiVersion": API_VERSION, "name": name, "resourceGroup": rg,
          "dependsOn": [f"[resourceId('Microsoft.Resources/resourceGroups', '{rg}')]"],
-         "properties": {"mode": "Incremental", "template": inner}},
+         # Inner scope: the nested template's own expressions (its dependsOn) resolve in the group, not here.
+         "properties": {"mode": "Incremental", "expressionEvaluationOptions": {"scope": "inner"}, "template": inner}},
     ]}
     return (f"/subscriptions/{sub}/providers/Microsoft.Resources/deployments/{name}",
             {"location": location, "properties": {"template": template, "parameters": {}, "mode": "Incremental"}})
