@@ -46,9 +46,8 @@ def write_files(out_dir: str, files: dict[str, str], *, private: frozenset[str] 
     try:
         for name, text in files.items():
             # UTF-8 whatever the locale: tag values and descriptions may hold any character.
-            mode = 0o600 if name in private else 0o666  # less the umask, as open() does
-            fd = os.open(staging / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            with open(fd, "w", encoding="utf-8", newline="\n") as fh:
+            opener = _owner_only if name in private else None
+            with open(staging / name, "x", encoding="utf-8", newline="\n", opener=opener) as fh:
                 fh.write(text)
         for name in files:
             os.replace(staging / name, directory / name)
@@ -58,6 +57,11 @@ def write_files(out_dir: str, files: dict[str, str], *, private: frozenset[str] 
         raise _error(f"cannot write to '{out_dir}': {exc.strerror}") from None
     shutil.rmtree(staging, ignore_errors=True)
     return directory
+
+
+def _owner_only(path: str, flags: int) -> int:
+    """open()'s opener for a file only its owner may read or write (0600), from its creation on."""
+    return os.open(path, flags, 0o600)
 
 
 def _remove_created(created: list[Path]) -> None:

@@ -16,6 +16,7 @@ azgpu sends them resolved, so the only expressions are `dependsOn`'s, which orde
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from typing import Any
 
@@ -171,7 +172,8 @@ def validate(backend, sub: str, rg: str | None, name: str, body: dict) -> dict:
         "name": name,
         "type": DEPLOYMENT_TYPE,
         "properties": {
-            "templateHash": str(abs(hash(json.dumps(props["template"], sort_keys=True))) % 10 ** 19),
+            "templateHash": str(int(hashlib.sha256(json.dumps(props["template"], sort_keys=True).encode())
+                                    .hexdigest(), 16) % 10 ** 19),
             "parameters": props.get("parameters") or {},
             "mode": props.get("mode", "Incremental"),
             "provisioningState": "Succeeded",
