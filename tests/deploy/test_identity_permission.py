@@ -46,3 +46,23 @@ def test_an_operator_of_the_identity_deploys(azure, session, actions):
     azure.set_permissions(actions)
     create(session, request(identity=[rid]))
     assert azure.resources(type=VMSS)[0]["identity"]["userAssignedIdentities"] == {rid: {}}
+
+
+def test_the_fake_refuses_the_scale_set_put_as_azure_does_and_the_table_names_the_role(azure, session):
+    from azgpu.deploy.azure_errors import AuthError
+    from azgpu.deploy.deployer import Deployer, to_azure_error
+    from azgpu.plan import build_plan
+    from azgpu.validate import validate
+
+    rid = azure.add_user_assigned_identity("id-rg", "trainer")
+    azure.add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/rg1", {"location": "eastus"})
+    azure.set_permissions(CONTRIBUTOR_LIKE, not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
+    plan = build_plan(validate(request(identity=[rid]), command="create"))  # no preflight
+    deployer = Deployer(session, plan, "rg1")
+    for r in plan.resources[:-1]:
+        deployer.begin_put(r).result()
+    with pytest.raises(Exception) as caught:
+        deployer.begin_put(plan.resources[-1]).result()
+    err = to_azure_error(caught.value, "c1-vmss000")
+    assert isinstance(err, AuthError) and err.code == "NOT_AUTHORIZED_LINKED"
+    assert ASSIGN in err.message and "Managed Identity Operator" in err.remedy

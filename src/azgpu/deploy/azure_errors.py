@@ -101,6 +101,12 @@ TABLE: dict[str, Mapping] = {
     "AuthorizationFailed": Mapping(AuthError, "NOT_AUTHORIZED",
                                    "ask for the Contributor role on the resource group or subscription "
                                    "(az role assignment create)"),
+    # The caller may write the resource but not use something it links to, e.g. assign a user-assigned
+    # identity (Microsoft.ManagedIdentity/userAssignedIdentities/assign/action).
+    "LinkedAuthorizationFailed": Mapping(AuthError, "NOT_AUTHORIZED_LINKED",
+                                         "the caller lacks an action on a resource the request links to (the message "
+                                         "names it): for a user-assigned identity, grant the 'Managed Identity "
+                                         "Operator' role on the identity, or drop --identity"),
     "InvalidAuthenticationToken": Mapping(AuthError, "AUTHENTICATION_FAILED",
                                           "sign in again: az login (or check AZURE_CLIENT_ID / AZURE_TENANT_ID / "
                                           "AZURE_CLIENT_SECRET)"),
