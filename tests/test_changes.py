@@ -99,12 +99,12 @@ def test_report_names_every_instance_a_change_deletes():
     assert what_if(shrink).as_dict()["instances_to_delete"] == ["c1-vmss000_3", "c1-vmss000_2"]
 
 
-def test_report_marks_a_refused_change_with_a_bang():
+def test_report_marks_a_refused_change_with_a_symbol_arm_does_not_use():
     refused = ResourceChange("Refused", VMSS, "c1-vmss000", "id", reason="Azure cannot change that in place",
                              delta=[PropertyChange("sku.name", "Modify", "Standard_A", "Standard_B", refused=True)])
     text = report(what_if(refused))
-    assert "  ! Microsoft.Compute/virtualMachineScaleSets/c1-vmss000\n" in text
-    assert '    ! sku.name: "Standard_A" => "Standard_B"\n' in text
+    assert "  # Microsoft.Compute/virtualMachineScaleSets/c1-vmss000\n" in text
+    assert '    # sku.name: "Standard_A" => "Standard_B"\n' in text
     assert "Resource changes: 1 refused." in text
 
 

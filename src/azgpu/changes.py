@@ -4,9 +4,10 @@ The report follows `az deployment group what-if` (Learn, "ARM template deploymen
 operation"): one line per resource with its symbol and api-version, property paths under it with
 `before => after`, and a summary line. On top, a scale set lists the instances a change deletes,
 one by one, because those are GPU nodes. Symbols: `+` create, `-` delete, `~` modify, `=` no
-change, `*` ignore (exists, not in the plan, left alone), and `!` refused: a change Azure cannot
-apply in place, so `provision create` stops before writing anything. (ARM's own `!` means
-"Deploy", a change type azgpu never reports.)
+change, `*` ignore (exists, not in the plan, left alone), and `#` refused: a change Azure cannot
+apply in place, so `provision create` stops before writing anything. `#` is a symbol ARM does not
+use: ARM's `!` means "Deploy" and its `x` "NoEffect". Below it, ARM's own what-if of the same
+template, in ARM's vocabulary (`arm_lines`).
 
 Pure and offline: the deployer feeds it the plan's resolved bodies and the live resources in REST
 shape.
@@ -18,7 +19,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-SYMBOLS = {"Delete": "-", "Create": "+", "Modify": "~", "NoChange": "=", "Refused": "!", "Ignore": "*"}
+SYMBOLS = {"Delete": "-", "Create": "+", "Modify": "~", "NoChange": "=", "Refused": "#", "Ignore": "*"}
+REFUSED = SYMBOLS["Refused"]
+# ARM's change types and property change types with the symbols `az deployment group what-if` prints.
+ARM_SYMBOLS = {"Create": "+", "Delete": "-", "Modify": "~", "NoChange": "=", "Ignore": "*", "Deploy": "!",
+               "NoEffect": "x", "Unsupported": "?", "Array": "~"}
 LEGEND = {
     "Delete": "Delete",
     "Create": "Create",
@@ -47,7 +52,7 @@ class PropertyChange:
 
     @property
     def symbol(self) -> str:
-        return "!" if self.refused else SYMBOLS[self.change]
+        return REFUSED if self.refused else SYMBOLS[self.change]
 
     def as_dict(self) -> dict[str, Any]:
         out = {"path": self.path, "property_change_type": self.change, "before": self.before, "after": self.after}
@@ -116,6 +121,8 @@ class WhatIf:
     changes: list[ResourceChange]
     cost: dict[str, Any] | None = None
     preflight: dict[str, Any] | None = None
+    arm: list[dict[str, Any]] | None = None  # ARM's own what-if `changes`, as Azure answered them
+    arm_note: str = ""  # why ARM's what-if is absent (--no-arm-validate)
 
     @property
     def deleted_instances(self) -> list[tuple[ResourceChange, InstanceChange]]:
@@ -147,6 +154,10 @@ class WhatIf:
             out["cost"] = self.cost
         if self.preflight is not None:
             out["preflight"] = self.preflight
+        if self.arm is not None:
+            out["azure_what_if"] = [arm_change(c) for c in self.arm]
+        elif self.arm_note:
+            out["azure_what_if_skipped"] = self.arm_note
         return out
 
 
@@ -220,7 +231,7 @@ def _value(value: Any) -> str:
 def _paint(text: str, symbol: str, color: bool) -> str:
     if not color:
         return text
-    code = {"-": "31", "!": "31;1", "+": "32", "~": "35", "*": "90", "=": "0"}.get(symbol, "0")
+    code = {"-": "31", REFUSED: "31;1", "!": "34", "+": "32", "~": "35", "*": "90", "=": "0"}.get(symbol, "0")
     return f"\x1b[{code}m{text}\x1b[0m"
 
 
@@ -273,10 +284,93 @@ def report(w: WhatIf, *, color: bool = False) -> str:
         lines.append(_paint(f"Instances to delete: {len(deleted)} GPU node(s): {names}{more}. 'provision create' "
                             "deletes them only with --allow-scale-in or a yes at its prompt.", "-", color))
     for c in w.refused:
-        lines.append(_paint(f"Refused: {c.name}: {c.reason}", "!", color))
+        lines.append(_paint(f"Refused: {c.name}: {c.reason}", REFUSED, color))
     if w.cost is not None:
         lines.append(f"Cost: {cost_line(w.cost)}")
+    if w.arm is not None:
+        lines += ["", "Azure Resource Manager's own what-if of the same template (az deployment group what-if), "
+                      "including what azgpu does not set:", ""]
+        lines += arm_lines(w.arm, color=color)
+    elif w.arm_note:
+        lines += ["", f"Azure Resource Manager's own what-if: {w.arm_note}"]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------ ARM's what-if
+
+
+def _masked(path: str, value: Any) -> Any:
+    """Write-only values (custom data, passwords) are not printed: they may hold secrets."""
+    if path.rsplit(".", 1)[-1] in WRITE_ONLY:
+        return "(write-only, not shown)"
+    if isinstance(value, dict):
+        return {k: _masked(f"{path}.{k}", v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(path, v) for v in value]
+    return value
+
+
+def _flat(delta: list[dict[str, Any]], prefix: str = "") -> list[dict[str, Any]]:
+    """ARM's nested property changes (Array children by index) as flat paths: a.b[0].c."""
+    out = []
+    for d in delta or []:
+        path = d.get("path") or ""
+        where = (f"{prefix}[{path}]" if path.isdigit() else f"{prefix}.{path}" if prefix else path) if path else prefix
+        kind = d.get("propertyChangeType") or "Modify"
+        if d.get("children"):
+            out += _flat(d["children"], where)
+            continue
+        out.append({"path": where, "change": kind, "before": _masked(where, d.get("before")),
+                    "after": _masked(where, d.get("after"))})
+    return out
+
+
+def arm_change(c: dict[str, Any]) -> dict[str, Any]:
+    """One of ARM's resource changes for -o json: its id, change type, symbol and flat property deltas."""
+    kind = c.get("changeType") or "Unsupported"
+    out = {"resource_id": c.get("resourceId"), "change_type": kind, "symbol": ARM_SYMBOLS.get(kind, "?"),
+           "delta": [{**d, "symbol": ARM_SYMBOLS.get(d["change"], "?")} for d in _flat(c.get("delta") or [])]}
+    if c.get("unsupportedReason"):
+        out["reason"] = c["unsupportedReason"]
+    return out
+
+
+def _short(resource_id: str) -> str:
+    """provider/type/name from a resource id, as az prints it."""
+    parts = (resource_id or "").split("/")
+    lowered = [p.lower() for p in parts]
+    if "providers" in lowered:
+        i = len(lowered) - 1 - lowered[::-1].index("providers")
+        return "/".join(parts[i + 1:])
+    return resource_id
+
+
+def arm_lines(changes: list[dict[str, Any]], *, color: bool = False) -> list[str]:
+    """ARM's what-if result in its own vocabulary, the way `az deployment group what-if` prints it."""
+    lines = []
+    counts: dict[str, int] = {}
+    for c in changes:
+        entry = arm_change(c)
+        counts[entry["change_type"]] = counts.get(entry["change_type"], 0) + 1
+        api = ((c.get("after") or c.get("before") or {}).get("apiVersion"))
+        lines.append(_paint(f"  {entry['symbol']} {_short(entry['resource_id'])}" + (f" [{api}]" if api else ""),
+                            entry["symbol"], color))
+        for d in entry["delta"]:
+            if d["change"] == "Create":
+                text = f"    {d['symbol']} {d['path']}: {_value(d['after'])}"
+            elif d["change"] == "Delete":
+                text = f"    {d['symbol']} {d['path']}: {_value(d['before'])}"
+            else:
+                text = f"    {d['symbol']} {d['path']}: {_value(d['before'])} => {_value(d['after'])}"
+            lines.append(_paint(text, d["symbol"], color))
+        if entry.get("reason"):
+            lines.append(f"      {entry['reason']}")
+    order = ("Create", "Delete", "Modify", "Deploy", "NoChange", "NoEffect", "Ignore", "Unsupported")
+    words = {"Create": "to create", "Delete": "to delete", "Modify": "to modify", "Deploy": "to deploy",
+             "NoChange": "no change", "NoEffect": "no effect", "Ignore": "to ignore", "Unsupported": "unsupported"}
+    summary = ", ".join(f"{counts[k]} {words[k]}" for k in order if counts.get(k))
+    lines += ["", f"Azure's resource changes: {summary or 'none'}."]
+    return lines
 
 
 def _rate(value: float) -> str:

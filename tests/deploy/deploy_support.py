@@ -47,8 +47,15 @@ def calls(azure, *methods: str, since: int = 0, path: str = "") -> list:
             if (not methods or r.method in methods) and path.lower() in r.path.lower()]
 
 
+def arm_check(r) -> bool:
+    """Deployments - Validate or What If: a POST that writes nothing (REST spec, deployments 2025-04-01)."""
+    path = r.path.lower()
+    return r.method == "POST" and "/providers/microsoft.resources/deployments/" in path and \
+        path.endswith(("/validate", "/whatif"))
+
+
 def writes(azure, since: int = 0) -> list:
-    return calls(azure, *WRITES, since=since)
+    return [r for r in calls(azure, *WRITES, since=since) if not arm_check(r)]
 
 
 def ours(resource: dict, name: str = NAME) -> bool:

@@ -9,7 +9,7 @@ import json
 import sys
 
 import pytest
-from deploy_support import LOCATION, VM, VMSS, assert_cli_error, calls, create_args, request, writes
+from deploy_support import LOCATION, VM, VMSS, arm_check, assert_cli_error, calls, create_args, request, writes
 
 from azgpu.deploy.create import create
 from azgpu.deploy.whatif import ScaleInRefused
@@ -47,7 +47,7 @@ def test_the_flag_deletes_exactly_the_instances_the_what_if_named(four, cli):
     rc, out, err = cli(*create_args(nodes=2), "--allow-scale-in")
     assert rc == 0, err
     assert sorted(set(f"c1-vmss000_{i}" for i in range(4)) - set(instances(four))) == sorted(named)
-    (post,) = calls(four, "POST")
+    (post,) = [r for r in calls(four, "POST") if not arm_check(r)]  # Azure's template checks write nothing
     assert post.path.endswith("/virtualMachineScaleSets/c1-vmss000/delete")
     assert sorted(post.body["instanceIds"]) == ["2", "3"]
     assert four.resources(type=VMSS)[0]["sku"]["capacity"] == 2

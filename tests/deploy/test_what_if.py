@@ -1,5 +1,5 @@
 """`create --what-if` against live state: `=` when nothing changed, `~` with the exact property, one
-`-` per instance a shrink deletes, `!` for what Azure cannot change in place; nothing written."""
+`-` per instance a shrink deletes, `#` for what Azure cannot change in place; nothing written."""
 
 from __future__ import annotations
 
@@ -68,10 +68,10 @@ def test_shrink_shows_each_instance_it_deletes(existing, cli):
 def test_size_change_is_refused_with_a_bang(existing, cli):
     result = what_if_json(cli, "ndm-a100-v4", "--tag", "team=a", nodes=4)
     vmss = next(c for c in result["changes"] if c["name"] == "c1-vmss000")
-    assert vmss["symbol"] == "!" and "Azure cannot change that in place" in vmss["reason"]
+    assert vmss["symbol"] == "#" and "Azure cannot change that in place" in vmss["reason"]
     assert {"path": "sku.name", "property_change_type": "Modify", "before": "Standard_ND96asr_v4",
             "after": "Standard_ND96amsr_A100_v4", "refused": True} in vmss["delta"]
-    assert '    ! sku.name: "Standard_ND96asr_v4" => "Standard_ND96amsr_A100_v4"' in \
+    assert '    # sku.name: "Standard_ND96asr_v4" => "Standard_ND96amsr_A100_v4"' in \
         what_if_text(cli, "ndm-a100-v4", "--tag", "team=a", nodes=4)
 
 
@@ -115,7 +115,7 @@ def test_a_same_named_resource_azgpu_did_not_make_is_refused(azure, cli):
     azure.add_resource(f"/subscriptions/{sub}/resourceGroups/{RG}/providers/Microsoft.Network/networkSecurityGroups/c1-nsg",
                        {"location": "eastus", "tags": {}, "properties": {"securityRules": []}})
     nsg = what_if_json(cli, "nd-a100-v4")["changes"][0]
-    assert nsg["symbol"] == "!" and "was not created by azgpu" in nsg["reason"]
+    assert nsg["symbol"] == "#" and "was not created by azgpu" in nsg["reason"]
 
 
 def test_what_if_comes_with_the_cost_before_and_after(existing, cli):

@@ -35,6 +35,9 @@ def register(cli: click.Group) -> None:
     @click.option("--what-if", "what_if_", is_flag=True,
                   help="Show what create would change, resource by resource and instance by instance, and the cost "
                        "(as 'az deployment group what-if'); write nothing. -o json for automation.")
+    @click.option("--no-arm-validate", is_flag=True,
+                  help="Skip Azure's own template validation (and, with --what-if, Azure's what-if), for callers "
+                       "without Microsoft.Resources/deployments/validate/action.")
     @click.option("--allow-scale-in", is_flag=True,
                   help="Allow deleting instances (fewer --nodes, a scale set no longer planned); without it create "
                        "refuses, or asks at a terminal.")
@@ -52,8 +55,9 @@ def register(cli: click.Group) -> None:
     @report_options
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
-                   fallback_locations, accept_terms, what_if_, allow_scale_in, currency, check, replace_unhealthy,
-                   max_rounds, spare_racks, parallel, node_timeout, nccl, report_to_azure, insight_timeout, yes, **values):
+                   fallback_locations, accept_terms, what_if_, no_arm_validate, allow_scale_in, currency, check,
+                   replace_unhealthy, max_rounds, spare_racks, parallel, node_timeout, nccl, report_to_azure,
+                   insight_timeout, yes, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
@@ -78,7 +82,8 @@ def register(cli: click.Group) -> None:
                                                                    insight_timeout=insight_timeout)])
         print_findings(spec.findings, verbose=obj["verbose"])
         if what_if_:
-            _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency)
+            _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency,
+                     arm=not no_arm_validate)
             return
 
         def ask(report: str) -> bool:
@@ -103,7 +108,8 @@ def register(cli: click.Group) -> None:
                                     allow_scale_in=allow_scale_in, confirm=confirm, currency=currency, check=check,
                                     replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
                                     check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl},
-                                    before_delete=reporter, spare_racks=spare_racks)
+                                    before_delete=reporter, spare_racks=spare_racks,
+                                    arm_validate=not no_arm_validate)
                 except UnhealthyNodesError as exc:  # the result and its health report first, then the error
                     if exc.result is not None:
                         shown = with_compact_health(exc.result, obj)
@@ -114,12 +120,12 @@ def register(cli: click.Group) -> None:
         shown = with_compact_health(result, obj)
         emit(with_reports(shown, reporter.entries, obj) if reporter else shown, obj)
 
-    def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency):
+    def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency, arm=True):
         from ..changes import report
         from ..deploy.whatif import what_if
 
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            result = what_if(session, spec.request, currency=currency)
+            result = what_if(session, spec.request, currency=currency, arm=arm)
         for f in (result.preflight or {}).get("findings", []):
             print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
         source = click.get_current_context().get_parameter_source("output")

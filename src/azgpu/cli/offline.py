@@ -102,7 +102,7 @@ def register(cli: click.Group) -> None:
             files["main.bicepparam"] = render_bicepparam(plan)
         from ..render.write import write_files
 
-        directory = write_files(out_dir, files)
+        directory = write_files(out_dir, files, private={"main.parameters.json", "main.bicepparam"})
         print_findings(spec.findings, verbose=obj["verbose"])
         emit({"out_dir": str(directory), "files": [{"name": n, "bytes": len(t.encode())} for n, t in files.items()],
               "resources": len(plan.resources), "scale_sets": [r.name for r in plan.scale_sets]}, obj)

@@ -244,7 +244,11 @@ def _throttle_budget() -> float | None:
 def session_for(subscription, simulate, latency, state):
     budget = _throttle_budget()
     if simulate:
+        from ..deploy.session import check_subscription_id
         from ..deploy.simulate import DEFAULT_LATENCY, simulated_session
+
+        if subscription is not None:  # checked as it is without --simulate, before anything runs
+            check_subscription_id(subscription)
 
         if bad := number_findings(latency=latency):
             raise InputError(bad[0].message, code=bad[0].code, remedy=bad[0].remedy)

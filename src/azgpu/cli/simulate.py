@@ -153,6 +153,23 @@ def register(cli: click.Group) -> None:
               "sku_changes": azure.sku_overrides(),
               "capacity_limits": azure.capacity_limits()}, obj)
 
+    @simulate.group("policy")
+    def policy():
+        """Azure Policy assignments with a Deny effect, as template validation and every PUT meet them."""
+
+    @policy.command("deny-size")
+    @click.argument("name")
+    @click.option("--size", "sizes", multiple=True, required=True, help="A VM size to deny (repeat for more).")
+    @click.option("--display-name", default=None, help="The assignment's display name (default: NAME).")
+    @click.option("-g", "--resource-group", default=None, help="Assign it to this resource group only.")
+    @STATE_OPTION
+    @common
+    def policy_deny_size(obj, name, sizes, display_name, resource_group, state):
+        """Deny scale sets of these sizes (like 'Allowed virtual machine size SKUs' without them)."""
+        assignment = _azure(state).add_policy_assignment(name, denied_sizes=list(sizes), display_name=display_name,
+                                                         resource_group=resource_group)
+        emit({"policy_assignment": assignment, "denied_sizes": list(sizes)}, obj)
+
     @simulate.command("reset")
     @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
     @STATE_OPTION

@@ -101,6 +101,12 @@ TABLE: dict[str, Mapping] = {
     "AuthorizationFailed": Mapping(AuthError, "NOT_AUTHORIZED",
                                    "ask for the Contributor role on the resource group or subscription "
                                    "(az role assignment create)"),
+    # The caller may write the resource but not use something it links to, e.g. assign a user-assigned
+    # identity (Microsoft.ManagedIdentity/userAssignedIdentities/assign/action).
+    "LinkedAuthorizationFailed": Mapping(AuthError, "NOT_AUTHORIZED_LINKED",
+                                         "the caller lacks an action on a resource the request links to (the message "
+                                         "names it): for a user-assigned identity, grant the 'Managed Identity "
+                                         "Operator' role on the identity, or drop --identity"),
     "InvalidAuthenticationToken": Mapping(AuthError, "AUTHENTICATION_FAILED",
                                           "sign in again: az login (or check AZURE_CLIENT_ID / AZURE_TENANT_ID / "
                                           "AZURE_CLIENT_SECRET)"),
@@ -172,7 +178,9 @@ REJECTED_REMEDY = ("Azure rejected the request itself (see the message): fix the
 OPERATION_NOT_ALLOWED_REMEDY = ("Azure does not allow this operation for the resource's size, state or settings (the "
                                 "message says why): change the request accordingly and re-run")
 # Codes that only wrap the error that matters, which comes in `details`.
-WRAPPERS = {"", "deploymentfailed", "failed", "invalidtemplatedeployment", "resourcedeploymentfailure"}
+# PreflightValidationCheckFailed wraps the errors of a template validation (Deployments - Validate, 400).
+WRAPPERS = {"", "deploymentfailed", "failed", "invalidtemplatedeployment", "resourcedeploymentfailure",
+            "preflightvalidationcheckfailed"}
 RATE_LIMIT_HEADER = "x-ms-ratelimit-remaining-"
 
 
@@ -366,10 +374,19 @@ def translate(exc: Exception, *, what: str = "") -> AzureError:
     if mapping.kind is PolicyError:
         name, rid = policy_assignment(body)
         named = f" (policy assignment '{name}'" + (f", {rid}" if rid else "") + ")" if name or rid else ""
-        err = PolicyError(f"{prefix}{code}{named}: {message}", code=mapping.code, remedy=mapping.remedy, azure_code=code)
+        remedy = mapping.remedy
+        marker = "/providers/microsoft.authorization/policyassignments/"
+        if marker in rid.lower():  # the exact command to read the assignment's rule
+            at = rid.lower().index(marker)
+            scope, assignment = rid[:at] or "/", rid[at + len(marker):]
+            remedy = remedy.replace("--name NAME --scope SCOPE", f"--name {assignment} --scope {scope}")
+        err = PolicyError(f"{prefix}{code}{named}: {message}", code=mapping.code, remedy=remedy, azure_code=code)
         err.policy_assignment = rid or name
         return err
     label = code or str(status or "error")
+    target = body.get("target") or ""
+    if target and target not in message:  # what Azure refused, when its message does not say
+        message = f"{message} (target: {target})"
     err = mapping.kind(f"{prefix}{label}: {message}", code=mapping.code, remedy=mapping.remedy, azure_code=code)
     if isinstance(err, ThrottledError):
         err.remaining = rate_limit_headers(getattr(exc, "response", None))

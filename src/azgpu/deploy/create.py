@@ -79,7 +79,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
            allow_scale_in: bool = False, confirm: Callable[[str], bool] | None = None,
            currency: str = "USD", check: bool = False, replace_unhealthy: bool = False,
            max_rounds: int = 3, before_delete: Callable[[list], None] | None = None,
-           check_options: dict[str, Any] | None = None, spare_racks: int = 0) -> dict[str, Any]:
+           check_options: dict[str, Any] | None = None, spare_racks: int = 0,
+           arm_validate: bool = True) -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
     accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
@@ -94,6 +95,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     while their VMs still exist. check_options: parallel, node_timeout, nccl.
     spare_racks (vertical-connect sizes, implies check): deploy that many racks more, then keep the
     requested number of whole healthy racks and remove the others (azgpu.deploy.rack_gate).
+    arm_validate: once azgpu's own checks pass, Azure validates the same template (Deployments -
+    Validate, nothing written) and its errors stop the run; False (--no-arm-validate) skips it.
     """
     check = check or replace_unhealthy or bool(spare_racks)
     if spare_racks:
@@ -120,6 +123,15 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
         result: dict[str, Any] = {**plan.summary(), "preflight": pf.as_dict(), "dry_run": dry_run}
         deployer = Deployer(session, plan, resource_group, on_event=on_event, timeout=timeout)
         analysis = analyse(session, deployer, listed, strict=True)
+        for line in deployer.kept_notices:  # what the user added to azgpu's resources stays
+            on_notice(line)
+        if deployer.kept_notices:
+            result["kept"] = deployer.kept_notices
+        if arm_validate:  # Azure's own preflight of exactly these bodies, after azgpu's checks passed
+            from .arm_preflight import validate as arm_check
+
+            result["azure_validation"] = arm_check(session, deployer, group_exists=listed is not None,
+                                                   location=plan.spec.request.location)
         if attempt == 0:
             held = analysis.nodes_before
         if dry_run:

@@ -169,6 +169,13 @@ class Deployer:
     removals: dict[str, list[str]] = field(default_factory=dict)
     # Resource key -> the live values of its type's `kept` keys (existing() reads them; body() sends them).
     kept: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # VNet key -> the live subnets azgpu did not create (a user added them): every PUT of the VNet
+    # carries them, since a PUT without a subnet deletes it (existing() reads them).
+    foreign_subnets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # VNet key -> address prefixes a user added to the VNet's space (for their subnets), kept the same way.
+    foreign_prefixes: dict[str, list[str]] = field(default_factory=dict)
+    # NSG key -> security rules a user added (a PUT of the NSG replaces its rules), kept the same way.
+    foreign_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.resolver = Resolver(self.session.subscription_id, self.resource_group, plan_parameters(self.plan))
@@ -188,7 +195,28 @@ class Deployer:
                 body.pop(key, None)
             else:
                 body[key] = value
+        if self.foreign_subnets.get(r.key):
+            props = body.setdefault("properties", {})
+            props["subnets"] = [*(props.get("subnets") or []), *self.foreign_subnets[r.key]]
+        if self.foreign_rules.get(r.key):
+            props = body.setdefault("properties", {})
+            props["securityRules"] = [*(props.get("securityRules") or []), *self.foreign_rules[r.key]]
+        if self.foreign_prefixes.get(r.key):
+            space = body.setdefault("properties", {}).setdefault("addressSpace", {})
+            space["addressPrefixes"] = [*(space.get("addressPrefixes") or []), *self.foreign_prefixes[r.key]]
         return body
+
+    @property
+    def kept_notices(self) -> list[str]:
+        """What a re-run keeps that azgpu did not create, one line each."""
+        names = {r.key: r.name for r in self.plan.resources}
+        out = [f"virtual network '{names[key]}' keeps subnet(s) {', '.join(s['name'] for s in subnets)} that azgpu "
+               "did not create" for key, subnets in self.foreign_subnets.items() if subnets]
+        out += [f"virtual network '{names[key]}' keeps address prefix(es) {', '.join(prefixes)} that azgpu did not add"
+                for key, prefixes in self.foreign_prefixes.items() if prefixes]
+        out += [f"network security group '{names[key]}' keeps rule(s) {', '.join(x['name'] for x in rules)} that azgpu "
+                "did not create" for key, rules in self.foreign_rules.items() if rules]
+        return out
 
     def _emit(self, key: str, **changes) -> None:
         event = self.events[key]
@@ -262,6 +290,14 @@ class Deployer:
             if kept := resource_types.of(r.type).kept:
                 live = rest_shape(current)
                 self.kept[r.key] = {k: live.get(k) for k in kept}
+            if r.type.lower() == resource_types.VNET.type.lower():
+                live = rest_shape(current)
+                self.foreign_subnets[r.key] = foreign_subnets(r, live)
+                planned = ((r.body.get("properties") or {}).get("addressSpace") or {}).get("addressPrefixes") or []
+                have = ((live.get("properties") or {}).get("addressSpace") or {}).get("addressPrefixes") or []
+                self.foreign_prefixes[r.key] = [p for p in have if p not in planned]
+            if r.type.lower() == resource_types.NSG.type.lower():
+                self.foreign_rules[r.key] = foreign_children(r, rest_shape(current), "securityRules")
             found[r.key] = current
         return found
 
@@ -478,6 +514,28 @@ class Deployer:
                 self._emit(f"delete:{name}", state="deleted", finished=time.monotonic())
         except Exception as exc:
             raise to_azure_error(exc, "deleting scale sets no longer in the plan") from None
+
+
+# Subnet properties Azure computes or links from elsewhere: left out of a PUT that keeps a subnet.
+SUBNET_READ_ONLY = frozenset({"provisioningState", "ipConfigurations", "ipConfigurationProfiles", "purpose",
+                              "resourceNavigationLinks", "serviceAssociationLinks", "privateEndpoints"})
+
+
+def foreign_children(r: Resource, live: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """The live resource's inline children under properties.<key> (a VNet's subnets, an NSG's security
+    rules) that the plan does not have, as a PUT must carry them to keep them."""
+    planned = {(s.get("name") or "").lower() for s in (r.body.get("properties") or {}).get(key) or []}
+    out = []
+    for child in (live.get("properties") or {}).get(key) or []:
+        if (child.get("name") or "").lower() in planned:
+            continue
+        props = {k: v for k, v in (child.get("properties") or {}).items() if k not in SUBNET_READ_ONLY}
+        out.append({"name": child["name"], "properties": props})
+    return out
+
+
+def foreign_subnets(r: Resource, live: dict[str, Any]) -> list[dict[str, Any]]:
+    return foreign_children(r, live, "subnets")
 
 
 def to_azure_error(exc: Exception, what: str) -> AzureError:

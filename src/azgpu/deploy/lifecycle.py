@@ -16,6 +16,8 @@ from ..profiles import find_size, load_profile
 from ..racks import group as group_racks
 from . import resource_types
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
+from ..naming import Names
+from ..plan import MANAGED_BY
 from .deployer import CREATED_TAG, IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE, TERMINAL, is_not_found, is_ours, list_group, \
     to_azure_error
 from .session import result_of
@@ -277,7 +279,12 @@ def wait(session, name: str, resource_group: str, *, timeout: float | None = Non
 
 @_translated
 def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[str, Any]:
-    """Delete the cluster's tagged resources (scale sets first), then its group if azgpu made it and it is empty."""
+    """Delete the cluster's tagged resources (scale sets first), then its group if azgpu made it and it is empty.
+
+    A virtual network that holds subnets, NICs or peerings azgpu did not create stays (with what it still
+    uses): `kept` says what and why. The group goes when the last azgpu cluster in it does and nothing
+    else is left, whichever cluster created it; `resource_group_kept` says why it stays otherwise.
+    """
     cluster = require(find_cluster(session, name, resource_group))
     deleted: list[dict[str, str]] = []
 
@@ -289,7 +296,28 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
         if on_update:
             on_update(resource.type, resource.name, "deleted")
 
+    kept: list[dict[str, str]] = []
+    held: set[str] = set()  # lower-cased names of resources a kept VNet still uses
     for wave in resource_types.teardown_waves(cluster.resources):
+        if any((r.type or "").lower() == resource_types.VNET.type.lower() for r in wave):
+            # The scale sets are gone: what a VNet still holds now is what someone else put there.
+            for vnet in [r for r in wave if (r.type or "").lower() == resource_types.VNET.type.lower()]:
+                reason, uses = _foreign_in_vnet(session, resource_group, name, vnet.name, on_update)
+                if reason:
+                    kept.append({"type": vnet.type, "name": vnet.name, "reason": reason})
+                    held |= uses
+                    if on_update:
+                        on_update(vnet.type, vnet.name, f"kept: {reason}")
+            wave = [r for r in wave if r.name not in {k["name"] for k in kept}]
+        for r in [r for r in wave if (r.name or "").lower() in held]:
+            kept.append({"type": r.type, "name": r.name, "reason": "a virtual network azgpu keeps still uses it"})
+            if on_update:
+                on_update(r.type, r.name, "kept: a virtual network azgpu keeps still uses it")
+            # What a kept resource uses in turn (a NAT gateway's public IP) stays with it.
+            held |= _uses(session, resource_group, r)
+        wave = [r for r in wave if (r.name or "").lower() not in held]
+        if not wave:
+            continue
         pool = ThreadPoolExecutor(max_workers=len(wave))  # each worker only waits on Azure
         jobs = [pool.submit(delete, r) for r in wave]
         try:
@@ -307,9 +335,11 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     from ..rack_record import forget
 
     forget(getattr(session, "subscription_id", "") or "", resource_group, name)
-    group_deleted = False
+    group_deleted, group_kept = False, ""
     tags = (cluster.group.tags or {}) if cluster.group is not None else {}
-    if tags.get(CREATED_TAG) == "true" and is_ours(tags, name):
+    # Any azgpu cluster's destroy may remove a group azgpu created, once the last thing in it is gone:
+    # the group is tagged with the cluster that created it, which need not be the last one left.
+    if tags.get(CREATED_TAG) == "true" and tags.get("managed-by") == MANAGED_BY:
         left = list(session.resources.resources.list_by_resource_group(resource_group))
         if not left:
             try:
@@ -317,8 +347,76 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
             except Exception as exc:
                 raise to_azure_error(exc, f"resource group {resource_group}") from None
             group_deleted = True
-    return {"cluster": name, "resource_group": resource_group, "deleted": deleted,
-            "resource_group_deleted": group_deleted}
+        else:
+            others = sorted({(r.tags or {}).get("azgpu-cluster") for r in left if is_azgpu(r.tags)} - {None, name})
+            ours = [r.name for r in left if is_ours(r.tags, name)]
+            foreign = [r.name for r in left if not is_azgpu(r.tags)]
+            parts = [f"azgpu cluster(s) {', '.join(others)}"] if others else []
+            parts += [f"{listing(ours)}, which this destroy leaves (see kept)"] if ours else []
+            parts += [f"{len(foreign)} resource(s) azgpu did not create: {listing(foreign)}"] if foreign else []
+            group_kept = "it still holds " + "; ".join(parts)
+    out = {"cluster": name, "resource_group": resource_group, "deleted": deleted,
+           "resource_group_deleted": group_deleted}
+    if kept:
+        out["kept"] = kept
+    if group_kept:
+        out["resource_group_kept"] = group_kept
+    return out
+
+
+def is_azgpu(tags: dict | None) -> bool:
+    return (tags or {}).get("managed-by") == MANAGED_BY
+
+
+def _foreign_in_vnet(session, resource_group: str, cluster: str, vnet: str, on_update) -> tuple[str, set[str]]:
+    """Why the cluster's VNet must stay (subnets, attached NICs or peerings azgpu did not create), and the
+    names of azgpu's resources it still uses then; ('', set()) when it can go. azgpu's own subnet is
+    deleted when nothing foreign is in it, so its NAT gateway can go too."""
+    try:
+        live = resource_types.VNET.get(session, resource_group, vnet)
+    except Exception as exc:
+        if is_not_found(exc):
+            return "", set()
+        raise
+    ours = Names(cluster).subnet.lower()
+    subnets = list(live.subnets or [])
+    foreign = [s.name for s in subnets if (s.name or "").lower() != ours]
+    attached = [s.name for s in subnets if s.ip_configurations]
+    peerings = [p.name for p in (getattr(live, "virtual_network_peerings", None) or [])]
+    reasons = []
+    if foreign:
+        reasons.append(f"subnet(s) {listing(foreign)} that azgpu did not create")
+    if attached:
+        reasons.append(f"network interfaces azgpu did not create in subnet(s) {listing(attached)}")
+    if peerings:
+        reasons.append(f"peering(s) {listing(peerings)}")
+    if not reasons:
+        return "", set()
+    uses: set[str] = set()
+    for subnet in subnets:
+        if (subnet.name or "").lower() != ours:
+            continue
+        if subnet.ip_configurations:  # someone's NICs: azgpu's subnet stays, with what it uses
+            uses |= {_leaf(getattr(subnet.nat_gateway, "id", None)), _leaf(getattr(subnet.network_security_group, "id", None))}
+            continue
+        if on_update:
+            on_update(resource_types.VNET.type + "/subnets", subnet.name, "deleting")
+        session.network.subnets.begin_delete(resource_group, vnet, subnet.name).result()
+        if on_update:
+            on_update(resource_types.VNET.type + "/subnets", subnet.name, "deleted")
+    return "it holds " + "; ".join(reasons) + ": azgpu leaves it", {u for u in uses if u}
+
+
+def _leaf(resource_id: str | None) -> str:
+    return (resource_id or "").rstrip("/").rsplit("/", 1)[-1].lower() if resource_id else ""
+
+
+def _uses(session, resource_group: str, resource: Any) -> set[str]:
+    """Names of what a kept NAT gateway uses (its public IPs), which must stay with it."""
+    if (resource.type or "").lower() != resource_types.NAT_GATEWAY.type.lower():
+        return set()
+    nat = resource_types.NAT_GATEWAY.get(session, resource_group, resource.name)
+    return {_leaf(ip.id) for ip in (nat.public_ip_addresses or [])}
 
 
 def _delete(session, resource_group: str, resource: Any) -> None:

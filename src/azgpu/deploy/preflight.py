@@ -426,19 +426,26 @@ def check_terms(pf: Preflight, spec: Spec, terms: Any, *, accept_terms: bool = F
     plan = pf.plan
     if plan is None or bool(getattr(terms, "accepted", False)):
         return
+    if spec.image.image_id is not None:  # a custom image: the terms are the plan's, named by the plan
+        what = f"image {spec.image.image_id.text} (built from a Marketplace image)"
+        accept = f"az vm image terms accept --publisher {plan.publisher} --offer {plan.product} --plan {plan.name}"
+        show = f"az vm image terms show --publisher {plan.publisher} --offer {plan.product} --plan {plan.name}"
+    else:
+        what = f"image {spec.image.urn}"
+        accept = f"az vm image terms accept --urn {spec.image.urn}"
+        show = f"az vm image terms show --urn {spec.image.urn}"
     if accept_terms:
         pf.accept_terms = plan
-        pf.findings.append(_err("MARKETPLACE_TERMS_ACCEPTING", f"the marketplace terms of image {spec.image.urn} (plan "
+        pf.findings.append(_err("MARKETPLACE_TERMS_ACCEPTING", f"the marketplace terms of {what} (plan "
                                                                f"{plan.name}) are accepted for this subscription before "
                                                                "the deployment (--accept-terms)",
-                                f"read them first: az vm image terms show --urn {spec.image.urn}", SOURCE_TERMS, "note"))
+                                f"read them first: {show}", SOURCE_TERMS, "note"))
         return
     pf.findings.append(_err(
         "MARKETPLACE_TERMS_NOT_ACCEPTED",
-        f"the marketplace terms of image {spec.image.urn} (publisher {plan.publisher}, product {plan.product}, plan "
+        f"the marketplace terms of {what} (publisher {plan.publisher}, product {plan.product}, plan "
         f"{plan.name}) are not accepted for this subscription: Azure refuses the deployment",
-        f"az vm image terms accept --urn {spec.image.urn} (once per subscription), or add --accept-terms",
-        SOURCE_TERMS))
+        f"{accept} (once per subscription), or add --accept-terms", SOURCE_TERMS))
 
 
 def latest_version(versions: list[Any]) -> str:
@@ -475,6 +482,10 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
     preflight_custom.check_ppg(pf, session, spec)
     if spec.image.image_id is not None:  # gallery, community, shared or managed image: read from its own API
         preflight_custom.check_custom_image(pf, session, spec)
+        if pf.plan is not None:  # built from a Marketplace image: the same terms as the Marketplace image's
+            from .marketplace import terms
+
+            check_terms(pf, spec, terms(session, pf.plan), accept_terms=accept_terms)
         return pf
     img = spec.image
     try:

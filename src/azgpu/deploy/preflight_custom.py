@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import Finding
-from ..images import ImageId
+from ..images import ImageId, PurchasePlan
 from ..sources import cite
 from ..validate import Spec
 from .deployer import is_not_found, rest_shape
@@ -22,6 +22,8 @@ SOURCE_GALLERY = "Azure Compute Gallery API (az sig image-definition show, az si
 SOURCE_IMAGES = "Azure images API (az image show)"
 SOURCE_MSI = "Managed identities API (az identity show)"
 SOURCE_PPG = "Proximity placement groups API (az ppg show)"
+SOURCE_PERMISSIONS = "Azure permissions API (Permissions - List For Resource, Microsoft.Authorization 2022-04-01)"
+ASSIGN_ACTION = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
 MSI_API = "2024-11-30"  # Microsoft.ManagedIdentity userAssignedIdentities GET (UserAssignedIdentities_Get)
 VMS_PER_REPLICA = 50  # "For every 50 VMs that you create concurrently, we recommend that you keep one replica" (D-acg)
 # SecurityType values of a gallery image definition and the VMs each can create (Learn: Store and share images).
@@ -117,6 +119,21 @@ def check_definition(pf, spec: Spec, label: str, props: dict, source: str) -> No
     _end_of_life(pf, label, props.get("endOfLifeDate"))
 
 
+def check_purchase_plan(pf, spec: Spec, label: str, props: dict) -> None:
+    """A custom image built from a Marketplace image carries its purchase plan (GalleryImageProperties.
+    purchasePlan, and the community/shared views): the scale set needs it, and its terms must be
+    accepted (Learn, "Supply Azure Marketplace purchase plan information when creating images")."""
+    plan = PurchasePlan.from_api(props.get("purchasePlan"))
+    if plan is None:
+        return
+    pf.plan = plan
+    if plan != spec.image.plan:
+        pf.overrides["plan"] = plan
+    pf.findings.append(_err("IMAGE_PLAN", f"{label} carries purchase plan {plan.name} (product {plan.product}, "
+                                          f"publisher {plan.publisher}); azgpu deploys it with the plan", "",
+                            SOURCE_GALLERY, "note"))
+
+
 def _end_of_life(pf, label: str, date: Any) -> None:
     if not date:
         return
@@ -193,6 +210,7 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
                                 "read it", SOURCE_GALLERY))
         return
     check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
+    check_purchase_plan(pf, spec, label, definition.get("properties") or {})
     name = ref.version
     if name is None:
         versions = [_rest(v) for v in compute.gallery_image_versions.list_by_gallery_image(
@@ -227,6 +245,7 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
                                 "check the ID ('az sig image-definition list-community' / 'list-shared')", SOURCE_GALLERY))
         return
     check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
+    check_purchase_plan(pf, spec, label, definition.get("properties") or {})
     if ref.version is None:
         listed = [_rest(v) for v in versions.list(loc, ref.gallery, ref.definition)]
         version = _latest(listed, loc)
@@ -276,12 +295,49 @@ def check_custom_image(pf, session, spec: Spec) -> None:
 
 
 def check_identities(pf, session, spec: Spec) -> None:
-    """Every --identity exists: a missing one fails the scale set's PUT (FailedIdentityOperation)."""
+    """Every --identity exists (a missing one fails the scale set's PUT, FailedIdentityOperation), and the
+    caller may assign it: Learn ("Configure managed identities on virtual machine scale sets") needs the
+    Managed Identity Operator role (its assign action) on the identity, or the PUT fails with
+    LinkedAuthorizationFailed after the network was created."""
     for rid in (spec.identity or {}).get("userAssignedIdentities") or {}:
         if _get(session.resources.resources.get_by_id, rid, api_version=MSI_API) is None:
             pf.findings.append(_err("IDENTITY_NOT_FOUND", f"user-assigned identity {rid} does not exist",
                                     "create it ('az identity create -g RG -n NAME') or fix the ID given to --identity",
                                     SOURCE_MSI))
+            continue
+        _check_assign(pf, session, rid)
+
+
+def _allows(permissions: list[dict], action: str) -> bool:
+    """Learn's rule (an action in some permission's actions and not in its notActions), where a '/*/' in
+    a pattern also matches a single '/': Managed Identity Operator's ".../userAssignedIdentities/*/assign/
+    action" grants the operation ".../userAssignedIdentities/assign/action"."""
+    from .ghr import allowed
+
+    widened = [{"actions": [x for a in p.get("actions") or [] for x in (a, a.replace("/*/", "/"))],
+                "notActions": [x for n in p.get("notActions") or [] for x in (n, n.replace("/*/", "/"))]}
+               for p in permissions]
+    return allowed(widened, action)
+
+
+def _check_assign(pf, session, rid: str) -> None:
+    from .ghr import PERMISSIONS_API_VERSION, _json, _send
+
+    response = _send(session, "GET", f"{rid}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API_VERSION)
+    if response.status_code != 200:
+        pf.findings.append(_err("IDENTITY_PERMISSIONS_UNKNOWN",
+                                f"could not read the caller's permissions on user-assigned identity {rid} (HTTP "
+                                f"{response.status_code}): assigning it may still fail at the scale set's PUT",
+                                "", SOURCE_PERMISSIONS, "warning"))
+        return
+    permissions = [p for p in _json(response).get("value") or [] if isinstance(p, dict)]
+    if not _allows(permissions, ASSIGN_ACTION):
+        pf.findings.append(_err(
+            "IDENTITY_NOT_ASSIGNABLE",
+            f"the caller may not assign user-assigned identity {rid} ({ASSIGN_ACTION} is not granted): Azure refuses "
+            "the scale set with LinkedAuthorizationFailed",
+            f"grant the 'Managed Identity Operator' role on the identity ('az role assignment create --role \"Managed "
+            f"Identity Operator\" --assignee <caller> --scope {rid}'), or drop --identity", SOURCE_PERMISSIONS))
 
 
 def check_ppg(pf, session, spec: Spec) -> None:

@@ -57,9 +57,14 @@ def resolve_subscription(explicit: str | None) -> str:
         raise InputError("no Azure subscription selected", code="NO_SUBSCRIPTION",
                          remedy=f"pass --subscription ID, set {SUBSCRIPTION_ENV}, or run 'az login' and "
                                 "'az account set -s ID'")
+    where = "--subscription" if explicit else SUBSCRIPTION_ENV if os.environ.get(SUBSCRIPTION_ENV) else "az's default"
+    return check_subscription_id(sub, where)
+
+
+def check_subscription_id(sub: str, where: str = "--subscription") -> str:
+    """A subscription ID is a GUID, in every mode (--simulate too): it goes into every request path, where
+    a name or a '/' would address something else."""
     if not SUBSCRIPTION_ID_RE.fullmatch(sub):
-        # It goes into every request path: a name or a '/' would address something else.
-        where = "--subscription" if explicit else SUBSCRIPTION_ENV if os.environ.get(SUBSCRIPTION_ENV) else "az's default"
         raise InputError(f"subscription {sub!r} (from {where}) is not a subscription ID", code="INVALID_SUBSCRIPTION",
                          remedy="pass the subscription's ID, a GUID: az account show --query id -o tsv")
     return sub

@@ -156,12 +156,15 @@ def cost_of(session, plan, analysis: Analysis, currency: str) -> dict:
                          simulated=bool(getattr(session, "simulated", False))).as_dict()
 
 
-def what_if(session, request: Request, *, currency: str = "USD", prices: bool = True) -> WhatIf:
+def what_if(session, request: Request, *, currency: str = "USD", prices: bool = True,
+            arm: bool = True) -> WhatIf:
     """What `create` would do to the subscription, resource by resource and instance by instance,
     without writing anything; the preflight's findings and the cost come with it.
 
     A change Azure cannot make in place, or a resource of the same name azgpu did not create, is a
-    '!' entry here (create stops on it); instances a shrink deletes are '-' lines, one per node.
+    '#' entry here (create stops on it); instances a shrink deletes are '-' lines, one per node.
+    arm: ARM's own what-if of the same template comes with it (Deployments - What If); False
+    (--no-arm-validate) leaves it out.
     """
     from ..pricing import check_currency
     from ..validate import validate
@@ -174,4 +177,11 @@ def what_if(session, request: Request, *, currency: str = "USD", prices: bool = 
     deployer = Deployer(session, plan, request.resource_group)
     analysis = analyse(session, deployer, listed, strict=False)
     cost = cost_of(session, plan, analysis, currency) if prices else None
-    return report_of(analysis, deployer, cost=cost, preflight=pf.as_dict())
+    report = report_of(analysis, deployer, cost=cost, preflight=pf.as_dict())
+    if arm:
+        from .arm_preflight import what_if as arm_what_if
+
+        report.arm = arm_what_if(session, deployer, group_exists=listed is not None, location=plan.spec.request.location)
+    else:
+        report.arm_note = "skipped (--no-arm-validate)"
+    return report

@@ -20,8 +20,11 @@ def _error(message: str, remedy: str = "pass a writable --out-dir") -> InputErro
     return InputError(message, code="INVALID_OUT_DIR", remedy=remedy)
 
 
-def write_files(out_dir: str, files: dict[str, str]) -> Path:
-    """Write every file of `files` (name -> text) into out_dir, or none of them; returns the directory."""
+def write_files(out_dir: str, files: dict[str, str], *, private: frozenset[str] | set[str] = frozenset()) -> Path:
+    """Write every file of `files` (name -> text) into out_dir, or none of them; returns the directory.
+
+    private: names written readable by the owner only (0600): parameter files may hold cloud-init in clear.
+    """
     if not out_dir.strip() or "\0" in out_dir:
         raise _error("--out-dir is empty" if not out_dir.strip() else "--out-dir is not a valid path",
                      "pass a directory, e.g. --out-dir out")
@@ -43,7 +46,8 @@ def write_files(out_dir: str, files: dict[str, str]) -> Path:
     try:
         for name, text in files.items():
             # UTF-8 whatever the locale: tag values and descriptions may hold any character.
-            with open(staging / name, "x", encoding="utf-8", newline="\n") as fh:
+            opener = _owner_only if name in private else None
+            with open(staging / name, "x", encoding="utf-8", newline="\n", opener=opener) as fh:
                 fh.write(text)
         for name in files:
             os.replace(staging / name, directory / name)
@@ -53,6 +57,11 @@ def write_files(out_dir: str, files: dict[str, str]) -> Path:
         raise _error(f"cannot write to '{out_dir}': {exc.strerror}") from None
     shutil.rmtree(staging, ignore_errors=True)
     return directory
+
+
+def _owner_only(path: str, flags: int) -> int:
+    """open()'s opener for a file only its owner may read or write (0600), from its creation on."""
+    return os.open(path, flags, 0o600)
 
 
 def _remove_created(created: list[Path]) -> None:

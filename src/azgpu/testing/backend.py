@@ -184,6 +184,8 @@ class Backend:
 
             vm_actions.finish(self, op)
             return
+        if op["kind"] == "whatIf":  # writes nothing: its result is already on the operation
+            return
         target = self.find(op["target"])
         if target is None:
             return

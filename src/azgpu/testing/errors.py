@@ -28,8 +28,9 @@ class ArmError(Exception):
     """An answer in ARM's error shape: {"error": {"code", "message"}} with an HTTP status."""
 
     def __init__(self, status: int, code: str, message: str, headers: dict | None = None,
-                 details: list[dict] | None = None):
+                 details: list[dict] | None = None, extra: dict | None = None):
         super().__init__(f"{status} {code}: {message}")
+        self.extra = extra or {}  # more members of the error: target, additionalInfo
         self.status = status
         self.code = code
         self.message = message
@@ -40,6 +41,7 @@ class ArmError(Exception):
         error = {"code": self.code, "message": self.message}
         if self.details:
             error["details"] = self.details
+        error.update(self.extra)
         return {"error": error}
 
 

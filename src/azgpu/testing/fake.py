@@ -373,8 +373,12 @@ class FakeAzure:
                           hyper_v_generation: str = "V2", architecture: str = "x64", os_type: str = "Linux",
                           os_state: str = "Generalized", security_type: str | None = None, publisher: str = "contoso",
                           offer: str | None = None, sku: str | None = None, community_name: str | None = None,
-                          shared_name: str | None = None, body: dict | None = None) -> str:
+                          shared_name: str | None = None, body: dict | None = None,
+                          purchase_plan: dict | None = None) -> str:
         """An Azure Compute Gallery image definition (the gallery is made when missing); returns its ID.
+
+        purchase_plan ({"name", "publisher", "product"}): the definition is of an image built from a
+        Marketplace image with that plan; scale sets of it need the plan and accepted terms.
 
         community_name publishes the gallery to the community under that public name; shared_name shares
         it directly (Groups) under that unique name. body replaces the generated REST body, e.g. with a
@@ -393,7 +397,7 @@ class FakeAzure:
             image_body = body if body is not None else galleries.definition_body(
                 location=location, os_type=os_type, os_state=os_state, hyper_v_generation=hyper_v_generation,
                 architecture=architecture, security_type=security_type, publisher=publisher, offer=offer or gallery,
-                sku=sku or image)
+                sku=sku or image, purchase_plan=purchase_plan)
             return self._seed(f"{gallery_id}/images/{image}", image_body)["id"]
 
     def add_gallery_image_version(self, image_id: str, version: str, *, regions: tuple[str, ...] | list[str] = ("eastus",),
@@ -583,6 +587,28 @@ class FakeAzure:
         with self._transaction():
             self._store.permissions = None if actions is None else [
                 {"actions": list(actions), "notActions": list(not_actions), "dataActions": [], "notDataActions": []}]
+            self.save()
+
+    # -- ARM's own preflight (Deployments - Validate / What If, testing/deployments.py) ----------
+    def add_policy_assignment(self, name: str, *, denied_sizes: list[str], display_name: str | None = None,
+                              resource_group: str | None = None) -> str:
+        """An Azure Policy assignment (Deny effect) that refuses scale sets of these sizes, at the
+        subscription or one resource group: template validation and the scale set's PUT answer
+        RequestDisallowedByPolicy naming it. Returns the assignment's id."""
+        with self._transaction():
+            scope = f"/subscriptions/{self.subscription_id}" + (f"/resourceGroups/{resource_group}" if resource_group else "")
+            self._store.policies.append({"name": name, "display_name": display_name or name,
+                                         "denied_sizes": list(denied_sizes), "scope": scope})
+            self.save()
+            return f"{scope}/providers/Microsoft.Authorization/policyAssignments/{name}"
+
+    def reject_property(self, resource_type: str, path: str, *, code: str = "InvalidParameter",
+                        message: str = "The property '{path}' of resource '{name}' is not valid in this region or "
+                                       "api-version.") -> None:
+        """Template validation refuses any resource of this type whose body has `path` (dotted, e.g.
+        properties.virtualMachineProfile.securityProfile), with ARM's error code and this message."""
+        with self._transaction():
+            self._store.rejections.append({"type": resource_type, "path": path, "code": code, "message": message})
             self.save()
 
     def set_impact_categories(self, names: list[str]) -> None:

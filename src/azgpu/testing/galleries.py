@@ -40,7 +40,8 @@ def version_key(name: str) -> tuple:
 
 
 def definition_body(*, location: str, os_type: str, os_state: str, hyper_v_generation: str, architecture: str,
-                    security_type: str | None, publisher: str, offer: str, sku: str) -> dict:
+                    security_type: str | None, publisher: str, offer: str, sku: str,
+                    purchase_plan: dict | None = None) -> dict:
     properties: dict[str, Any] = {
         "osType": os_type, "osState": os_state, "hyperVGeneration": hyper_v_generation,
         "identifier": {"publisher": publisher, "offer": offer, "sku": sku}, "architecture": architecture,
@@ -48,6 +49,8 @@ def definition_body(*, location: str, os_type: str, os_state: str, hyper_v_gener
     }
     if security_type:
         properties["features"] = [{"name": "SecurityType", "value": security_type}]
+    if purchase_plan:  # GalleryImageProperties.purchasePlan (ImagePurchasePlan: name, publisher, product)
+        properties["purchasePlan"] = dict(purchase_plan)
     return {"location": location, "properties": properties}
 
 
@@ -137,20 +140,22 @@ def shared_version_view(version: dict, location: str, unique_id: str) -> dict:
     return {"properties": view, "location": location, "name": version["name"], "identifier": {"uniqueId": unique_id}}
 
 
-def check_reference(backend: Backend, vmss: dict, sku: dict) -> None:
+def check_reference(backend: Backend, vmss: dict, sku: dict) -> dict | None:
     """A scale set's gallery, community, shared or managed image, checked as ARM checks a PUT:
     it exists, it is in (replicated to) the scale set's location, and its generation and
-    architecture fit the size."""
+    architecture fit the size. Returns the definition's purchasePlan (a custom image built from a
+    Marketplace image carries one), which the caller checks as for a Marketplace image."""
     ref = (((vmss.get("properties") or {}).get("virtualMachineProfile") or {}).get("storageProfile") or {}).get(
         "imageReference") or {}
     location = vmss["location"]
     image, version = _resolve(backend, ref, location)
     if image is None:
-        return
+        return None
     props = image.get("properties") or {}
     # V1 and x64 are the spec's defaults for gallery image definitions and managed images.
     check_bootable(sku, vmss["sku"]["name"], props.get("hyperVGeneration") or "V1", props.get("architecture") or "x64",
                    "an image")
+    return props.get("purchasePlan")
 
 
 def _unavailable(ref_text: str, location: str) -> ArmError:

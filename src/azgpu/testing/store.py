@@ -121,6 +121,11 @@ class Store:
         self.permissions: list[dict] | None = None
         self.impact_categories: list[str] = []
         self.impact_insights: list[dict] | None = None
+        # ARM's own preflight (testing/deployments.py): Azure Policy assignments that deny sizes
+        # ({"name", "display_name", "denied_sizes", "scope"}) and properties Azure rejects
+        # ({"type", "path", "code", "message"}).
+        self.policies: list[dict] = []
+        self.rejections: list[dict] = []
 
     # -- resources ---------------------------------------------------------------------------
     def get(self, resource_id: str) -> dict | None:
@@ -174,6 +179,8 @@ class Store:
             "permissions": self.permissions,
             "impact_categories": self.impact_categories,
             "impact_insights": self.impact_insights,
+            "policies": self.policies,
+            "rejections": self.rejections,
         }
 
     def load_json(self, data: dict) -> None:
@@ -201,6 +208,8 @@ class Store:
         self.permissions = data.get("permissions")
         self.impact_categories = data.get("impact_categories", [])
         self.impact_insights = data.get("impact_insights")
+        self.policies = data.get("policies", [])
+        self.rejections = data.get("rejections", [])
 
     def save(self, path: str | os.PathLike) -> None:
         # Write then rename, so a CLI process reading the file never sees half of it; a failed write
@@ -249,10 +258,10 @@ def shape_problem(data) -> str | None:
     shapes = {"resources": dict, "operations": dict, "sku_overrides": list, "quota": dict, "images": list,
               "times": dict, "counter": int, "agreements": dict, "capacity": dict, "nodes": dict,
               "pending_faults": list, "fabric": dict, "instance_ids": dict, "impacts": dict, "providers": dict,
-              "impact_categories": list, "racks": dict}
+              "impact_categories": list, "racks": dict, "policies": list, "rejections": list}
     # Saved before these existed: absent is an empty one.
     optional = {"times", "agreements", "capacity", "nodes", "pending_faults", "fabric", "instance_ids", "impacts",
-                "providers", "impact_categories", "racks"}
+                "providers", "impact_categories", "racks", "policies", "rejections"}
     for name, kind in shapes.items():
         if name in optional and name not in data:
             continue

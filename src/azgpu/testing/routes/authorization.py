@@ -3,7 +3,8 @@
 GET {scope}/providers/Microsoft.Authorization/permissions at a subscription (Learn, "Use Resource
 Manager authentication API to access subscriptions") or a resource group (Permissions -
 ListForResourceGroup, authorization spec 2022-04-01): {"value": [{"actions", "notActions",
-"dataActions", "notDataActions"}]}. The fake's caller has the same permissions at every scope.
+"dataActions", "notDataActions"}]}, and a resource (Permissions - ListForResource). The fake's caller
+has the same permissions at every scope.
 """
 
 from __future__ import annotations
@@ -22,4 +23,11 @@ def subscription_permissions(backend, req, sub):
 @route("GET", RG + PERMISSIONS)
 def group_permissions(backend, req, sub, rg):
     backend.require_rg(rg)
+    return page(ir.permissions(backend.store))
+
+
+@route("GET", RG + r"/providers/(?P<namespace>[^/]+)/(?P<kind>[^/]+)/(?P<name>[^/]+)" + PERMISSIONS)
+def resource_permissions(backend, req, sub, rg, namespace, kind, name):
+    """Permissions - List For Resource (authorization spec 2022-04-01), for a top-level resource."""
+    backend.require(f"{backend.rg_id(rg)}/providers/{namespace}/{kind}/{name}")
     return page(ir.permissions(backend.store))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from .. import galleries, images, instances, marketplace, quota, references, vertical_connect
+from .. import deployments, galleries, images, instances, marketplace, quota, references, vertical_connect
 from ..errors import ArmError, child_not_found, invalid_reference
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
@@ -81,7 +81,8 @@ def _check_references(backend, vmss: dict) -> None:
 def _check_image(backend, vmss: dict, sku: dict) -> None:
     ref = (_profile(vmss).get("storageProfile") or {}).get("imageReference") or {}
     if not ref.get("publisher"):
-        galleries.check_reference(backend, vmss, sku)  # gallery, community, shared, managed images
+        # Gallery, community, shared, managed images; one built from a Marketplace image has its plan.
+        _check_plan(backend, vmss, galleries.check_reference(backend, vmss, sku))
         return
     urn = ":".join(ref.get(k, "") for k in ("publisher", "offer", "sku")) + ":" + ref.get("version", "latest")
     image = images.find(backend.store.images, vmss["location"], ref["publisher"], ref.get("offer", ""),
@@ -196,8 +197,39 @@ def put_vmss(backend, req, sub, rg, vmss):
     resource_id = _vmss_id(backend, rg, vmss)
     previous = backend.find(resource_id)
     resource = backend.new_resource(resource_id, req.body)
+    denial = deployments.policy_denial(backend.store, sub, rg, resource)
+    if denial is not None:  # Azure Policy evaluates every PUT, with or without a template validation first
+        raise ArmError(403, denial["code"], denial["message"],
+                       extra={k: v for k, v in denial.items() if k not in ("code", "message")})
+    _check_identity_assign(backend, resource)
     _validate(backend, resource, previous)
     return _accept(backend, req, resource, previous)
+
+
+ASSIGN_ACTION = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
+
+
+def _check_identity_assign(backend, vmss: dict) -> None:
+    """Assigning a user-assigned identity is a linked action on the identity: without it ARM answers 403
+    LinkedAuthorizationFailed (Learn, "Configure managed identities on virtual machine scale sets": the
+    Managed Identity Operator role). A '/*/' in a granted action also covers the single '/' here."""
+    identities = list(((vmss.get("identity") or {}).get("userAssignedIdentities") or {}))
+    if not identities:
+        return
+    from .. import impact_reporting as ir
+
+    granted = [{"actions": [x for a in p.get("actions") or [] for x in (a, a.replace("/*/", "/"))],
+                "notActions": [x for n in p.get("notActions") or [] for x in (n, n.replace("/*/", "/"))]}
+               for p in ir.permissions(backend.store)]
+    if any(any(ir._matches(a, ASSIGN_ACTION) for a in p["actions"]) and
+           not any(ir._matches(n, ASSIGN_ACTION) for n in p["notActions"]) for p in granted):
+        return
+    principal = stable_uuid("principal", "caller")
+    raise ArmError(403, "LinkedAuthorizationFailed",
+                   f"The client '{principal}' with object id '{principal}' has permission to perform action "
+                   f"'Microsoft.Compute/virtualMachineScaleSets/write' on scope '{vmss['id']}'; however, it does not "
+                   f"have permission to perform action(s) '{ASSIGN_ACTION}' on the linked scope(s) "
+                   f"'{', '.join(identities)}' (respectively) or the linked scope(s) are invalid.")
 
 
 def _merge(target: dict, patch: dict) -> dict:

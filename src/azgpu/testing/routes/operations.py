@@ -40,7 +40,8 @@ def _result(backend, op: dict) -> Response:
     if op["status"] == "Failed":
         # A Location monitor reports failure as an error answer; 400 so the SDK does not retry it.
         return Response(400, {"error": op["error"]})
-    return Response(204)
+    # An operation with a result (a what-if) answers it once done, as its Location is documented to.
+    return Response(200, op["result"]) if op.get("result") is not None else Response(204)
 
 
 @route("GET", PROVIDER_LOCATION + r"/operationResults/(?P<op_id>[^/]+)")
