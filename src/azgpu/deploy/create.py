@@ -79,7 +79,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
            allow_scale_in: bool = False, confirm: Callable[[str], bool] | None = None,
            currency: str = "USD", check: bool = False, replace_unhealthy: bool = False,
            max_rounds: int = 3, before_delete: Callable[[list], None] | None = None,
-           check_options: dict[str, Any] | None = None) -> dict[str, Any]:
+           check_options: dict[str, Any] | None = None, scale_sets: list[int] | None = None) -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
     accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
@@ -92,6 +92,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     health.UnhealthyNodes (with this result under .result) unless every node passes; replace_unhealthy
     (implies check): replace failing nodes for at most max_rounds rounds, calling before_delete(nodes)
     while their VMs still exist. check_options: parallel, node_timeout, nccl.
+    scale_sets: each scale set's capacity instead of the split of the request's nodes (one per
+    scale set of that split; Slurm's resume grows one InfiniBand domain and keeps the others).
     """
     check = check or replace_unhealthy
     if check and (dry_run or not wait):
@@ -109,6 +111,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     held = 0  # instances this cluster held before this run: a fallback must not delete them
     for attempt, (location, zone) in enumerate(tried):
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
+        if scale_sets is not None:
+            spec = dataclasses.replace(spec, scale_sets=tuple(scale_sets))
         # One listing serves the quota arithmetic, the group check and finding what exists.
         listed = list_group(session, resource_group)
         plan, pf = prepare(session, spec, listed, fallback_zones=list(zones) if attempt == 0 else [],
