@@ -8,6 +8,7 @@ the Azure SDK loads only inside resume, suspend and resume-fail.
 from __future__ import annotations
 
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,7 +79,7 @@ def register(cli: click.Group) -> None:
     @click.option("--state-dir", default=None, metavar="DIR", help="The programs' --state-dir [/var/lib/azgpu-slurm].")
     @click.option("--log-file", default=None, metavar="FILE",
                   help="The programs' --log-file [/var/log/slurm/azgpu-power.log].")
-    @click.option("--resume-timeout", type=click.IntRange(min=60), default=None, help="ResumeTimeout in seconds [1800].")
+    @click.option("--resume-timeout", type=click.IntRange(min=1), default=None, help="ResumeTimeout in seconds [1800].")
     @click.option("--suspend-time", type=click.IntRange(min=1), default=None, help="SuspendTime in seconds [600].")
     @click.option("--health-check", is_flag=True,
                   help="Install azgpu's node check as HealthCheckProgram on every node (drains a failing node).")
@@ -105,16 +106,23 @@ def register(cli: click.Group) -> None:
             extra += ["--zone", z]
         for loc in fallback_locations or ():
             extra += ["--fallback-location", loc]
+        scontrol = shutil.which("scontrol")
+        if scontrol:  # slurmctld runs the programs without PATH
+            extra += ["--scontrol", scontrol]
+        env = {}
         if simulate:  # the programs run against the same simulated subscription, without its latency
             from ..deploy.simulate import state_file
 
-            extra += ["--simulate", "--simulate-state", str(state_file(simulate_state).resolve()),
+            state = state_file(simulate_state).resolve()
+            extra += ["--simulate", "--simulate-state", str(state),
                       "--simulate-latency", str(simulate_latency if simulate_latency is not None else 0)]
+            # azgpu's cache beside the simulated state, not in the home of whoever runs slurmctld
+            env["XDG_CACHE_HOME"] = str(state.parent / "cache")
         settings = {k: v for k, v in (("resume_timeout", resume_timeout), ("suspend_time", suspend_time)) if v}
         where = program_dir or (str(Path(out_dir).resolve()) if out_dir else "/etc/slurm")
         files = conf.files(spec, program_dir=where, cluster_file=str(Path(cluster_file).resolve()),
                            state_dir=state_dir or "/var/lib/azgpu-slurm",
-                           log_file=log_file or "/var/log/slurm/azgpu-power.log", extra=extra,
+                           log_file=log_file or "/var/log/slurm/azgpu-power.log", extra=extra, env=env,
                            health_check=health_check, **settings)
         if out_dir is None:
             click.echo(files["azgpu.conf"], nl=False)

@@ -33,14 +33,17 @@ def program_name(cluster: str, command: str) -> str:
     return f"azgpu-{cluster}-{command}"
 
 
-def program(command: str, *, cluster_file: str, state_dir: str, log_file: str, extra: list[str]) -> str:
-    """A program slurmctld runs: slurm.conf takes a path, not a command line, so the options live here."""
+def program(command: str, *, cluster_file: str, state_dir: str, log_file: str, extra: list[str],
+            env: dict[str, str] | None = None) -> str:
+    """A program slurmctld runs: slurm.conf takes a path, not a command line, so the options live here.
+    slurmctld gives it an environment of SLURM_CONF alone (and SLURM_RESUME_FILE on resume)."""
     argv = [sys.executable, "-m", "azgpu.cli", "slurm", command, "-f", cluster_file, "--state-dir", state_dir,
             "--log-file", log_file, *extra]
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
     return ("#!/bin/sh\n"
             f"# slurmctld runs this as SlurmUser with a hostlist argument (slurm.conf(5), {_key(command)}).\n"
             f"# Written by 'provision slurm config'; it calls 'provision slurm {command}'.\n"
-            f"exec {' '.join(shlex.quote(a) for a in argv)} -- \"$@\"\n")
+            f"{exports}exec {' '.join(shlex.quote(a) for a in argv)} -- \"$@\"\n")
 
 
 def _key(command: str) -> str:
@@ -139,11 +142,12 @@ def topology(spec) -> str:
 
 
 def files(spec, *, program_dir: str, cluster_file: str, state_dir: str, log_file: str, extra: list[str],
-          **settings: Any) -> dict[str, str]:
+          env: dict[str, str] | None = None, **settings: Any) -> dict[str, str]:
     """Every file by name: the fragment, gres.conf, topology.conf and the three programs."""
     out = {"azgpu.conf": fragment(spec, program_dir=program_dir, **settings), "gres.conf": gres(spec),
            "topology.conf": topology(spec)}
     for command in PROGRAMS:
         out[program_name(spec.names.cluster, command)] = program(command, cluster_file=cluster_file,
-                                                                 state_dir=state_dir, log_file=log_file, extra=extra)
+                                                                 state_dir=state_dir, log_file=log_file, extra=extra,
+                                                                 env=env)
     return out
