@@ -12,10 +12,11 @@ REPO = Path(__file__).resolve().parents[2]
 KEY = REPO / "examples" / "demo_key.pub"
 
 
-def cluster_file(directory: Path, *, nodes: int = 8, name: str = "demo", profile: str = "nd-h100-v5") -> Path:
+def cluster_file(directory: Path, *, nodes: int = 8, name: str = "demo", profile: str = "nd-h100-v5",
+                 extra: str = "") -> Path:
     path = directory / f"{name}.toml"
     path.write_text(f'profile = "{profile}"\nnodes = {nodes}\nname = "{name}"\nlocation = "eastus"\n'
-                    f'resource-group = "{name}-rg"\nssh-key = "{KEY}"\n')
+                    f'resource-group = "{name}-rg"\nssh-key = "{KEY}"\n{extra}')
     return path
 
 

@@ -163,7 +163,7 @@ def register(cli: click.Group) -> None:
 
         Exit 1 when a node could not be brought up: those nodes are set DOWN with the reason (resume-fail).
         """
-        from ..slurm.power import resume
+        from ..slurm.power import ResumeIncomplete, resume
 
         check_options = {"node_timeout": node_timeout} if node_timeout else {}
         ctx = _context(**values, zones=list(zones), fallback_locations=list(fallback_locations),
@@ -171,7 +171,9 @@ def register(cli: click.Group) -> None:
         result = resume(ctx, hostlist)
         emit(result, obj)
         if result["failed"]:
-            click.get_current_context().exit(1)
+            raise ResumeIncomplete(f"{len(result['failed'])} node(s) did not come up and are DOWN with the reason",
+                                   remedy=f"see the log ({values['log_file'] or 'stderr'}) and 'scontrol show node'; "
+                                          "'scontrol update nodename=... state=resume' once the cause is fixed")
 
     @slurm_group.command("suspend")
     @click.argument("hostlist")

@@ -27,6 +27,13 @@ from .names import Domain, domains, expand, locate
 REASON_LIMIT = 200  # characters of a failure kept in the node's Reason
 
 
+class ResumeIncomplete(AzgpuError):
+    """Some nodes did not come up (they are DOWN with the reason); exit 1, as a failed check does."""
+
+    exit_code = 1
+    default_code = "SLURM_RESUME_INCOMPLETE"
+
+
 class EventLog:
     """One line per event, appended to the file slurm.conf(5) and the Power Saving Guide's example
     programs write to (a log beside slurmctld's), and echoed to stderr (slurmctld discards it)."""
