@@ -138,3 +138,18 @@ def test_resume_fail_sets_down_and_removes_the_vms(run, env):
                                "reason=azgpu did not register with slurmctld within ResumeTimeout")
     assert json.loads(out)["removed"] == ["demo-d000-0002"]
     assert len(instances(env["state"])) == 1
+
+
+def test_rack_scale_sizes_grow_by_whole_racks(run, tmp_path):
+    scontrol, calls = fake_scontrol(tmp_path)
+    cfile = cluster_file(tmp_path, nodes=18, profile="nd-gb200-v6", extra='image = "ubuntu-hpc-2404-gb"\n')
+    args = ["-f", str(cfile), "--state-dir", str(tmp_path / "map"), "--scontrol", str(scontrol), "--simulate",
+            "--simulate-state", str(tmp_path / "s.json"), "--simulate-latency", "0"]
+    rc, out, err = run("slurm", "resume", *args, "demo-d000-[0001-0002]")
+    assert rc == 0, err
+    assert "growing demo-vmss000 from 0 to 18 instance(s)" in err
+    assert len(calls.read_text().splitlines()) == 2
+    # The rest of the rack is there already: the next names take its nodes without growing.
+    rc, out, err = run("slurm", "resume", *args, "demo-d000-0003")
+    assert rc == 0, err
+    assert "growing" not in err and len(instances(tmp_path / "s.json")) == 18

@@ -143,6 +143,18 @@ def _delete(session, ctx: Context, scale_set: str, ids: list[str], inventory) ->
 # ------------------------------------------------------------------------------------ resume
 
 
+def _whole_racks(ctx: Context, capacity: int, most: int) -> int:
+    """On rack-scale NVLink sizes (GB200/GB300: 18 VMs a rack) a scale set grows by whole racks, as
+    create sizes them; the extra nodes wait, unnamed, for the next resume."""
+    from ..deploy.lifecycle import rack_size
+
+    per_rack = rack_size(ctx.spec.profile)
+    if not per_rack:
+        return capacity
+    rounded = -(-capacity // per_rack) * per_rack
+    return rounded if rounded <= most else capacity
+
+
 def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
     """Bring up the named nodes; returns {"resumed": [...], "failed": [...], "events": [...]}."""
     wanted = locate(ctx.domains, expand(hostlist))
@@ -199,7 +211,7 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
             if rounds > ctx.max_rounds:
                 break
             capacities = [inventory.get(d.scale_set, {}).get("capacity", 0) for d in ctx.domains]
-            capacities[index] = current["capacity"] + grow
+            capacities[index] = _whole_racks(ctx, current["capacity"] + grow, domain.capacity + len(rejected))
             if capacities[index] > domain.capacity + len(rejected):
                 failures = {n: f"AZGPU_DOMAIN_FULL: {vmss} holds at most {domain.capacity} node(s)" for n in todo}
                 break
