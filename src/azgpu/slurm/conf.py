@@ -1,12 +1,12 @@
 """`provision slurm config`: the slurm.conf fragment, gres.conf, topology.conf and the three
 power-saving programs for a cluster file's CLOUD nodes.
 
-Sources: slurm.conf(5) (State=CLOUD, ResumeProgram, SuspendProgram, ResumeFailProgram,
-ResumeTimeout, SuspendTime, SuspendTimeout, HealthCheckProgram, HealthCheckInterval,
-HealthCheckNodeState, SlurmctldParameters=cloud_reg_addrs), Slurm's "Power Saving Guide"
-(slurm.schedmd.com/power_save.html: CLOUD nodes, CommunicationParameters=NoAddrCache,
-PrivateData=cloud), gres.conf(5) and topology.conf(5). Debian 12 ships Slurm 22.05; every setting
-written here exists there.
+Sources: Slurm's "Power Saving Guide" (slurm.schedmd.com/power_save.html: CLOUD nodes and the
+three programs) and slurm.conf(5) as Debian 12's Slurm 22.05 ships it (State=CLOUD, ResumeProgram,
+SuspendProgram, ResumeFailProgram, ResumeTimeout, SuspendTime, SuspendTimeout, HealthCheckProgram,
+HealthCheckInterval, HealthCheckNodeState, CommunicationParameters=NoAddrCache, PrivateData=cloud,
+SlurmctldParameters=cloud_reg_addrs), gres.conf(5) and topology.conf(5). Every setting written here
+exists in 22.05.
 """
 
 from __future__ import annotations
@@ -80,9 +80,9 @@ def fragment(spec, *, program_dir: str, resume_timeout: int = RESUME_TIMEOUT, su
         f"ResumeTimeout={resume_timeout}",
         f"SuspendTime={suspend_time}",
         f"SuspendTimeout={suspend_timeout}",
-        "# A CLOUD node's address changes with every resume: do not cache it (Power Saving Guide).",
+        "# A CLOUD node's address changes with every resume: do not cache it (slurm.conf(5), NoAddrCache).",
         "CommunicationParameters=NoAddrCache",
-        "# sinfo and scontrol show powered-down CLOUD nodes too.",
+        "# sinfo and scontrol show powered-down CLOUD nodes too (slurm.conf(5), PrivateData=cloud).",
         "PrivateData=cloud",
         "# Where slurm.conf has no SlurmctldParameters yet: a registering CLOUD node's address is the one it",
         "# registers from, and is reset to its name once powered down (slurm.conf(5)).",
