@@ -166,7 +166,11 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
         for index, names in wanted.items():
             try:
                 done, left = _resume_domain(session, ctx, index, names, hostlist)
-            except AzgpuError as exc:
+            except Exception as exc:  # any failure ends on the resume-fail path, with its code and remedy
+                if not isinstance(exc, AzgpuError):
+                    from ..deploy.deployer import to_azure_error
+
+                    exc = to_azure_error(exc, f"resuming {compress(names)}")
                 ctx.log("resume", hostlist, f"ERROR [{exc.code}] {exc.message}"
                         + (f"; remedy: {exc.remedy}" if exc.remedy else ""))
                 done, left = [], {n: f"{exc.code}: {exc.message}" for n in names if n not in resumed}
