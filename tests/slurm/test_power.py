@@ -153,3 +153,15 @@ def test_rack_scale_sizes_grow_by_whole_racks(run, tmp_path):
     rc, out, err = run("slurm", "resume", *args, "demo-d000-0003")
     assert rc == 0, err
     assert "growing" not in err and len(instances(tmp_path / "s.json")) == 18
+
+
+def test_nodes_a_new_vm_would_not_fix_are_reported_not_replaced(run, env):
+    cluster_file(env["dir"], nodes=8, extra="outbound = false\n")  # Run Command cannot answer without outbound
+    rc, out, err = run("slurm", "resume", *env["args"], "demo-d000-[0001-0002]")
+    assert rc == 1
+    text = env["log"].read_text()
+    assert "growing demo-vmss000" in text and text.count("growing") == 1 and "deleting" not in text
+    assert "left for inspection in demo-vmss000: instance(s) 0, 1" in text
+    assert _calls(env) == ["update nodename=demo-d000-[0001-0002] state=DOWN reason=azgpu NODES_UNREACHABLE: 2 new "
+                           "node(s) of demo-vmss000 could not be checked (see the log)"]
+    assert len(instances(env["state"])) == 2

@@ -156,7 +156,7 @@ def _whole_racks(ctx: Context, capacity: int, most: int) -> int:
 
 
 def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
-    """Bring up the named nodes; returns {"resumed": [...], "failed": [...], "events": [...]}."""
+    """Bring up the named nodes; returns {"resumed": [...], "failed": [...]}."""
     wanted = locate(ctx.domains, expand(hostlist))
     ctx.log("resume", hostlist, f"requested {sum(map(len, wanted.values()))} node(s) in "
             + ", ".join(ctx.domains[i].scale_set for i in wanted))
@@ -173,7 +173,9 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
                     exc = to_azure_error(exc, f"resuming {compress(names)}")
                 ctx.log("resume", hostlist, f"ERROR [{exc.code}] {exc.message}"
                         + (f"; remedy: {exc.remedy}" if exc.remedy else ""))
-                done, left = [], {n: f"{exc.code}: {exc.message}" for n in names if n not in resumed}
+                up = state.load(ctx.state_dir, ctx.cluster)["nodes"]  # those given an address before it failed
+                done = [n for n in names if n in up]
+                left = {n: f"{exc.code}: {exc.message}" for n in names if n not in up}
             resumed += done
             failed.update(left)
     if failed:
@@ -202,27 +204,28 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
         ctx.slurm.update(name, nodeaddr=node["ip"], nodehostname=node["hostname"])
         ctx.log("resume", hostlist, f"{name}: already up on {node['hostname']} ({node['ip']}), address given again")
     done = list(ready)
-    rejected: set[str] = set()  # instances that failed the check and could not be deleted (kept for inspection)
-    failures: dict[str, str] = {}
-    rounds = 0
+    kept: set[str] = set()  # instances that did not pass and are not deleted: left for inspection
+    rounds = grown = 0
+    reason = "AZGPU_RESUME_INCOMPLETE: no healthy node for it"
     while todo:
         held = {v["instance_id"] for v in data["nodes"].values() if v["scale_set"] == vmss}
         current = inventory.get(vmss, {"capacity": 0, "nodes": {}})
         free = [i for i in sorted(current["nodes"], key=lambda x: int(x) if x.isdigit() else 0)
-                if i not in held and i not in rejected]
-        grow = len(todo) - len(free)
-        if grow > 0:
-            if rounds > ctx.max_rounds:
+                if i not in held and i not in kept]
+        if len(free) < len(todo):
+            if grown > ctx.max_rounds:  # each create should have added them; do not loop on Azure
                 break
             capacities = [inventory.get(d.scale_set, {}).get("capacity", 0) for d in ctx.domains]
-            capacities[index] = _whole_racks(ctx, current["capacity"] + grow, domain.capacity + len(rejected))
-            if capacities[index] > domain.capacity + len(rejected):
-                failures = {n: f"AZGPU_DOMAIN_FULL: {vmss} holds at most {domain.capacity} node(s)" for n in todo}
+            most = domain.capacity + len(kept)
+            capacities[index] = _whole_racks(ctx, current["capacity"] + len(todo) - len(free), most)
+            if capacities[index] > most:
+                reason = f"AZGPU_DOMAIN_FULL: {vmss} holds at most {domain.capacity} node(s)"
                 break
             ctx.log("resume", hostlist, f"growing {vmss} from {current['capacity']} to {capacities[index]} instance(s)")
             create(session, ctx.request, scale_sets=capacities, zones=ctx.zones,
                    fallback_locations=ctx.fallback_locations,
                    on_notice=lambda m: ctx.log("resume", hostlist, m))
+            grown += 1
             inventory = _inventory(session, ctx)
             continue
         candidates = free[:len(todo)]
@@ -230,7 +233,7 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
         ctx.log("resume", hostlist, f"health check of {len(candidates)} node(s) of {vmss}")
         report = check(session, ctx.cluster, ctx.resource_group, instances=set(ids), **ctx.check_options)
         by_instance = {n.instance_id: n for n in report.nodes if n.scale_set == vmss}
-        bad = []
+        bad, stuck = [], []
         for instance in candidates:
             result = by_instance.get(instance)
             node = inventory[vmss]["nodes"][instance]
@@ -243,26 +246,28 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
                 done.append(name)
                 ctx.log("resume", hostlist, f"{name}: {node['hostname']} ({node['ip']}) passed the health check; "
                         "address given to slurmctld")
-            else:
-                summary = result.summary() if result is not None else "not checked"
-                ctx.log("resume", hostlist, f"{node['hostname']} (instance {instance}) did not pass: {summary}")
-                if result is not None and replaceable(result):
-                    bad.append(instance)
-                else:
-                    rejected.add(instance)
-                    failures.update({n: f"AZGPU_NODE_UNREACHABLE: {summary}" for n in todo})
+                continue
+            summary = result.summary() if result is not None else "not checked"
+            ctx.log("resume", hostlist, f"{node['hostname']} (instance {instance}) did not pass: {summary}")
+            (bad if result is not None and replaceable(result) else stuck).append(instance)
+        if stuck:
+            # Unreachable for a reason a new VM does not fix (no outbound path, VM agent busy ...): as the
+            # health gate, replace nothing and report them.
+            kept.update(stuck + bad)
+            reason = f"NODES_UNREACHABLE: {len(stuck)} new node(s) of {vmss} could not be checked (see the log)"
+            break
         if bad:
             rounds += 1
             if rounds > ctx.max_rounds:
-                rejected.update(bad)  # kept for inspection: the rounds are spent
-                failures.update({n: f"UNHEALTHY_NODES: still failing after {ctx.max_rounds} round(s)" for n in todo})
+                kept.update(bad)
+                reason = f"UNHEALTHY_NODES: new nodes of {vmss} still failing after {ctx.max_rounds} replacement round(s)"
                 break
             ctx.log("resume", hostlist, f"deleting {len(bad)} failing instance(s) of {vmss}: {', '.join(bad)}")
             _delete(session, ctx, vmss, bad, inventory)
             inventory = _inventory(session, ctx)
-        elif todo and not free[len(candidates):] and len(rejected) >= len(free):
-            break  # only unreachable nodes are left, and a new one would not fix what they have
-    left = {n: failures.get(n, "AZGPU_RESUME_INCOMPLETE: no healthy node for it") for n in todo}
+    if kept:
+        ctx.log("resume", hostlist, f"left for inspection in {vmss}: instance(s) {', '.join(sorted(kept))}")
+    left = {n: reason for n in todo}
     return done, left
 
 
