@@ -60,7 +60,7 @@ def test_out_dir_writes_programs_that_call_the_cli(run, tmp_path):
     text = resume.read_text()
     assert f"-m azgpu.cli slurm resume -f {cfile} --state-dir /var/lib/x" in text
     assert "--zone 2 --zone 3" in text and f"--simulate-state {state.resolve()}" in text
-    assert text.rstrip().endswith('-- "$@"')
+    assert text.rstrip().endswith('-- "$@" 2>>/var/log/slurm/azgpu-power.log')
     assert "ResumeProgram=" + str((tmp_path / "o").resolve() / "azgpu-demo-resume") in (tmp_path / "o" / "azgpu.conf").read_text()
     gres = (tmp_path / "o" / "gres.conf").read_text()
     assert "NodeName=demo-d000-[0001-0008] Name=gpu File=/dev/nvidia[0-7]" in gres

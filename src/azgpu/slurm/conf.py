@@ -37,13 +37,14 @@ def program(command: str, *, cluster_file: str, state_dir: str, log_file: str, e
             env: dict[str, str] | None = None) -> str:
     """A program slurmctld runs: slurm.conf takes a path, not a command line, so the options live here.
     slurmctld gives it an environment of SLURM_CONF alone (and SLURM_RESUME_FILE on resume)."""
-    argv = [sys.executable, "-m", "azgpu.cli", "slurm", command, "-f", cluster_file, "--state-dir", state_dir,
-            "--log-file", log_file, *extra]
+    argv = [sys.executable, "-m", "azgpu.cli", "slurm", command, "-f", cluster_file, "--state-dir", state_dir, *extra]
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
+    # slurmctld discards what its programs print: the events (azgpu echoes each to stderr), the final
+    # ERROR line and anything unforeseen all go to the log file.
     return ("#!/bin/sh\n"
             f"# slurmctld runs this as SlurmUser with a hostlist argument (slurm.conf(5), {_key(command)}).\n"
             f"# Written by 'provision slurm config'; it calls 'provision slurm {command}'.\n"
-            f"{exports}exec {' '.join(shlex.quote(a) for a in argv)} -- \"$@\"\n")
+            f"{exports}exec {' '.join(shlex.quote(a) for a in argv)} -- \"$@\" 2>>{shlex.quote(log_file)}\n")
 
 
 def _key(command: str) -> str:
