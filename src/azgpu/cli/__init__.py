@@ -34,7 +34,7 @@ COMMANDS = {
     **dict.fromkeys(("profiles", "images", "validate", "plan", "render"), ("offline",)),
     **dict.fromkeys(("create", "status", "wait", "destroy"), ("deploy",)),
     "outputs": ("outputs",), "check": ("health",), "list": ("listing",),
-    "report": ("report",), "reports": ("report",),
+    "report": ("report",), "reports": ("report",), "slurm": ("slurm",),
     "simulate": ("simulate", "simulate_faults", "report"),
 }
 

@@ -16,7 +16,7 @@ from ..errors import InputError
 from . import options
 from .options import azure_options, cluster_args, common, emit
 
-FORMATS = ("json", "hostfile", "machinefile", "slurm", "nccl-env")
+FORMATS = ("json", "hostfile", "machinefile", "slurm", "nccl-env", "dstack-fleet")
 HOSTS_FORMATS = ("hostfile", "machinefile")
 
 
@@ -67,7 +67,8 @@ def register(cli: click.Group) -> None:
     @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
                   help="json: nodes per InfiniBand domain, public IPs, NVLink racks (-o and --query apply); "
                        "hostfile: Open MPI 'host slots=N'; machinefile: MPICH/Intel MPI 'host:N'; "
-                       "slurm: slurm.conf.nodes, gres.conf, topology.conf, topology.yaml; nccl-env: export lines.")
+                       "slurm: slurm.conf.nodes, gres.conf, topology.conf, topology.yaml; nccl-env: export lines; "
+                       "dstack-fleet: a dstack SSH fleet per InfiniBand domain (placement: cluster).")
     @click.option("--address", type=click.Choice(("private", "public", "hostname")), default=None,
                   help="Hosts in hostfile/machinefile by private IP (default), public IP or hostname.")
     @click.option("--slots", type=click.IntRange(min=1), default=None, metavar="N",
@@ -75,10 +76,14 @@ def register(cli: click.Group) -> None:
     @click.option("--out-dir", default=None, metavar="DIR",
                   help="Write the text format's file(s) to this directory, each replaced in one step; "
                        "stdout then lists them.")
+    @click.option("--ssh-user", default=None, metavar="USER",
+                  help="dstack-fleet: the user dstack logs in as [azureuser, azgpu's admin user].")
+    @click.option("--identity-file", default=None, metavar="FILE",
+                  help="dstack-fleet: the private key of the cluster's --ssh-key [~/.ssh/id_rsa].")
     @azure_options
     @common
-    def outputs_cmd(obj, name, resource_group, fmt, address, slots, out_dir, subscription, simulate,
-                    simulate_latency, simulate_state):
+    def outputs_cmd(obj, name, resource_group, fmt, address, slots, out_dir, ssh_user, identity_file, subscription,
+                    simulate, simulate_latency, simulate_state):
         """What MPI launchers and schedulers need: hostfiles, Slurm configuration, NCCL environment.
 
         --query applies to --format json, whose -o may be json, yaml, tsv or table. The other formats
@@ -91,15 +96,23 @@ def register(cli: click.Group) -> None:
 
         cluster_args(name, resource_group, latency=simulate_latency)
         _check(fmt, obj["query"], address, slots, out_dir)
+        if (ssh_user or identity_file) and fmt != "dstack-fleet":
+            raise InputError("--ssh-user and --identity-file apply to --format dstack-fleet", code="OPTION_NOT_FOR_FORMAT",
+                             remedy="drop them, or use --format dstack-fleet")
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             out = lifecycle.outputs(session, name, resource_group)
         if fmt == "json":
             emit(out, obj)
             return
-        files = render_files(out, fmt, address=address or "private", slots=slots)
+        if fmt == "dstack-fleet":
+            from ..dstack_fleet import DEFAULT_IDENTITY, DEFAULT_USER, fleet_files
+
+            files = fleet_files(out, user=ssh_user or DEFAULT_USER, identity_file=identity_file or DEFAULT_IDENTITY)
+        else:
+            files = render_files(out, fmt, address=address or "private", slots=slots)
         if out_dir is not None:
             write_files(out_dir, files)
             emit({"out_dir": str(Path(out_dir)), "files": [{"name": n, "bytes": len(t.encode())} for n, t in files.items()]},
                  obj)
         else:
-            click.echo(slurm_stream(files) if fmt == "slurm" else "".join(files.values()), nl=False)
+            click.echo(slurm_stream(files) if fmt in ("slurm", "dstack-fleet") else "".join(files.values()), nl=False)

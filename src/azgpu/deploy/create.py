@@ -80,7 +80,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
            currency: str = "USD", check: bool = False, replace_unhealthy: bool = False,
            max_rounds: int = 3, before_delete: Callable[[list], None] | None = None,
            check_options: dict[str, Any] | None = None, spare_racks: int = 0,
-           arm_validate: bool = True) -> dict[str, Any]:
+           arm_validate: bool = True, scale_sets: list[int] | None = None) -> dict[str, Any]:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
     accept_terms: accept the marketplace terms of the image's purchase plan for the subscription
@@ -97,6 +97,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     requested number of whole healthy racks and remove the others (azgpu.deploy.rack_gate).
     arm_validate: once azgpu's own checks pass, Azure validates the same template (Deployments -
     Validate, nothing written) and its errors stop the run; False (--no-arm-validate) skips it.
+    scale_sets: each scale set's capacity instead of the split of the request's nodes (one per
+    scale set of that split; Slurm's resume grows one InfiniBand domain and keeps the others).
     """
     check = check or replace_unhealthy or bool(spare_racks)
     if spare_racks:
@@ -116,6 +118,8 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     held = 0  # instances this cluster held before this run: a fallback must not delete them
     for attempt, (location, zone) in enumerate(tried):
         spec = validate(request.with_changes(location=location, zone=zone), command="create")
+        if scale_sets is not None:
+            spec = dataclasses.replace(spec, scale_sets=tuple(scale_sets))
         # One listing serves the quota arithmetic, the group check and finding what exists.
         listed = list_group(session, resource_group)
         plan, pf = prepare(session, spec, listed, fallback_zones=list(zones) if attempt == 0 else [],
