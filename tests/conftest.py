@@ -43,6 +43,28 @@ def clear_caches() -> None:
         fn.cache_clear()
 
 
+# Where azgpu (and the az CLI, whose defaults azgpu reads) keep a user's files. The suite points every
+# one of them at its own folders before the first test, for itself and every subprocess it starts, so
+# running the tests never reads or changes a user's simulated cloud, price cache or configuration.
+USER_PLACES = ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "AZURE_CONFIG_DIR")
+USER_SETTINGS = ("AZGPU_SIMULATE_STATE", "AZURE_DEFAULTS_GROUP", "AZURE_DEFAULTS_LOCATION", "AZGPU_DEBUG")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_user_dirs(tmp_path_factory) -> Iterator[Path]:
+    """The whole session (and its subprocesses) runs as a user of its own: fresh home, XDG and az dirs."""
+    base = tmp_path_factory.mktemp("user")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in USER_SETTINGS:
+            patch.delenv(name, raising=False)
+        for name in USER_PLACES:
+            folder = base / name.lower()
+            folder.mkdir()
+            patch.setenv(name, str(folder))
+        patch.setenv("AZGPU_SIMULATE_STATE", str(base / "simulate.json"))
+        yield base
+
+
 @pytest.fixture(autouse=True)
 def _isolated(request, tmp_path_factory, monkeypatch):
     """No test sees the developer's ~/.ssh keys, AZGPU_DEBUG or writes into the checkout."""

@@ -1,5 +1,5 @@
 """The README's Guest Health Reporting Python block prints what it says, in a fresh process (its bash
-blocks run, and their output is checked, in tests/test_readme.py with the rest of the README)."""
+blocks run, and their output is checked, in tests/test_docs.py with the rest of the README)."""
 
 from __future__ import annotations
 

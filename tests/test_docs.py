@@ -168,7 +168,7 @@ def run_shell(block: Block, run, monkeypatch, transcript: list | None = None) ->
             assert done.returncode == 0, f"{block.id}: `{shlex.join(argv)}` exited {done.returncode}:\n{done.stderr}"
         else:
             assert line in ci, (f"{block.id}: `{shlex.join(argv)}` is neither a provision command nor a set-up line "
-                                f"that .ci/run runs; teach tests/test_readme.py to run it")
+                                f"that .ci/run runs; teach tests/test_docs.py to run it")
 
 
 def run_python(block: Block, namespace: dict) -> None:
@@ -237,7 +237,7 @@ def test_a_pipe_is_refused_not_run_halfway():
 
 
 def test_an_unknown_command_fails(simulated, run, monkeypatch):
-    with pytest.raises(AssertionError, match="teach tests/test_readme.py"):
+    with pytest.raises(AssertionError, match="teach tests/test_docs.py"):
         run_shell(Block("bash", "curl https://example.com\n", 1), run, monkeypatch)
 
 
