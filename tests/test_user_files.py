@@ -79,7 +79,7 @@ def test_the_suite_runs_as_a_user_of_its_own(tmp_path_factory):
                  "AZGPU_SIMULATE_STATE"):
         assert Path(os.environ[name]).is_relative_to(tmp_path_factory.getbasetemp()), name
     base = Path(os.environ["AZGPU_SIMULATE_STATE"]).parent
-    for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "AZURE_CONFIG_DIR"):
+    for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "AZURE_CONFIG_DIR"):
         assert Path(os.environ[name]).parent == base, name
     assert "AZURE_DEFAULTS_GROUP" not in os.environ and "AZURE_DEFAULTS_LOCATION" not in os.environ
     # A subprocess inherits it.
