@@ -1,4 +1,9 @@
-"""Every code block of README.md runs as written.
+"""Every code block of README.md and of every page under docs/ runs as written; the docs build.
+
+Each file runs against a simulated subscription of its own, its blocks in order. Markdown is read
+with a real Markdown parser (markdown-it-py, CommonMark), so the blocks are the ones a reader sees,
+and a fence left open (which swallows the rest of the page) fails instead of hiding commands.
+These tests are marked `docs` (deselect with -m 'not docs' for a quick local run; CI runs them).
 
 bash blocks: every line, in order. `provision` commands (also as .venv/bin/provision) run
 in-process against one simulated subscription (azgpu.testing.FakeAzure, virtual clock, quota large
@@ -41,7 +46,8 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 CI = REPO / ".ci" / "run"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
-FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+# README.md, CONTRIBUTING.md and every page of the guide, pages other contributors add included.
+DOC_FILES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 SHELL = {"bash", "sh", "shell", "console"}
 OUTPUT = {"", "text", "output"}
 
@@ -50,16 +56,37 @@ OUTPUT = {"", "text", "output"}
 class Block:
     language: str
     code: str
-    line: int  # where the block starts in README.md
+    line: int  # where the block starts in its file
+    file: str = "README.md"
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line} ({self.language or 'no language'})"
+        return f"{self.file}:{self.line} ({self.language or 'no language'})"
 
 
-def blocks(text: str) -> list[Block]:
-    return [Block(m.group(1).strip().lower(), m.group(2), text.count("\n", 0, m.start()) + 1)
-            for m in FENCE.finditer(text)]
+def blocks(text: str, file: str = "README.md") -> list[Block]:
+    """The fenced code blocks as CommonMark reads them; a fence never closed fails."""
+    from markdown_it import MarkdownIt
+
+    lines = text.splitlines()
+    found = []
+    for token in MarkdownIt("commonmark").parse(text):
+        if token.type != "fence":
+            continue
+        start, end = token.map
+        closing = lines[end - 1].strip() if end - 1 > start and end <= len(lines) else ""
+        # CommonMark ends an unclosed fence at the end of the document: everything after it is code.
+        if not (closing.startswith(token.markup) and set(closing) == {token.markup[0]}):
+            raise AssertionError(f"{file}:{start + 1}: the {token.markup} fence opened here is never closed, "
+                                 "so the rest of the file reads as code")
+        # A fence left open is closed by the next block's bare fence: the opening fence of that block
+        # (with its language) then sits inside this one, and everything between reads as code.
+        for offset, line in enumerate(token.content.splitlines()):
+            if re.fullmatch(re.escape(token.markup) + r"+\s*[A-Za-z][\w+-]*\s*", line.strip()):
+                raise AssertionError(f"{file}:{start + 1}: the {token.markup} fence opened here is never closed: "
+                                     f"line {start + 2 + offset} opens another block inside it")
+        found.append(Block(token.info.strip().split(" ")[0].lower(), token.content, start + 1, file))
+    return found
 
 
 EXPECT = re.compile(r"#\s*exit (\d+): ([A-Z][A-Z0-9_]*)\s*$")
@@ -101,6 +128,8 @@ def simulated(tmp_path, monkeypatch):
     """One simulated subscription for the whole README, and a machine like a user's."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
+    # Each file's --simulate lines share one simulated cloud of its own, never the user's.
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "simulate.json"))
     (home / ".ssh" / "id_ed25519.pub").write_text(KEY + "\n")
     monkeypatch.setenv("HOME", str(home))
     work = tmp_path / "work"
@@ -160,6 +189,7 @@ def run_shell(block: Block, run, monkeypatch, transcript: list | None = None) ->
             rc, out, err = run(*argv[1:])
             status, code = expected(line)
             assert rc == status, f"{block.id}: `{shlex.join(argv)}` exited {rc}:\n{err}"
+            assert "Traceback" not in err, f"{block.id}: `{shlex.join(argv)}`:\n{err}"
             assert code is None or f"[{code}]" in err, f"{block.id}: `{shlex.join(argv)}` did not say {code}:\n{err}"
             if transcript is not None:
                 transcript.append((line, out, err))
@@ -173,14 +203,15 @@ def run_shell(block: Block, run, monkeypatch, transcript: list | None = None) ->
 
 def run_python(block: Block, namespace: dict) -> None:
     before = set(namespace)
-    exec(compile(block.code, f"README.md:{block.line}", "exec"), namespace)
+    exec(compile(block.code, f"{block.file}:{block.line}", "exec"), namespace)
     for name in sorted(set(namespace) - before):
         if name.startswith("test_") and callable(namespace[name]):
             namespace[name]()
 
 
-def run_readme(run, monkeypatch, transcript: list | None = None) -> list[Block]:
-    found = blocks(README.read_text())
+def run_readme(run, monkeypatch, transcript: list | None = None, path: Path | None = None) -> list[Block]:
+    path = path or README
+    found = blocks(path.read_text(), path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name)
     namespace: dict = {"__name__": "readme"}
     for block in found:
         if block.language in SHELL:
@@ -192,23 +223,29 @@ def run_readme(run, monkeypatch, transcript: list | None = None) -> list[Block]:
     return found
 
 
-def test_readme_blocks_run_as_written(simulated, run, monkeypatch):
-    transcript: list = []
-    found = run_readme(run, monkeypatch, transcript)
-    assert {b.language for b in found} >= {"bash", "python"}
-    # The blocks did what they say (a harness that ran nothing would pass the loop above): the
-    # first block's simulated cluster (its own state file) and the Python blocks' clusters are
-    # deployed, render wrote its templates.
+def check_readme(azure, transcript) -> None:
+    # The first block's simulated cluster (its own state file) was made; the quick start ran.
     first_line, first_out, _ = transcript[0]
     assert "--simulate" in first_line and "demo-vmss000" in first_out
-    clusters = {r["tags"]["azgpu-cluster"] for r in simulated.resources(type="Microsoft.Compute/virtualMachineScaleSets")}
-    assert {"train01", "alma01"} <= clusters
+    assert any(line.startswith("provision destroy -n train01") for line, _, _ in transcript)
+
+
+def check_cli(azure, transcript) -> None:
+    clusters = {r["tags"]["azgpu-cluster"] for r in azure.resources(type="Microsoft.Compute/virtualMachineScaleSets")}
+    assert "alma01" in clusters and "train01" not in clusters  # the block ends by destroying train01
+    assert any(line.startswith("provision check") and "passed" in out for line, out, _ in transcript)
     assert (Path.cwd() / "out" / "a100" / "main.json").is_file()
-    # What the README says its review commands print is what they print.
+
+
+def check_review(azure, transcript) -> None:
+    # What the page says its review commands print is what they print.
     what_if = next(out for line, out, _ in transcript if "--what-if" in line and "--nodes 120" in line)
     assert "Resource changes: 6 to modify." in what_if  # NSG, NAT gateway and its IP, VNet, 2 scale sets
     assert "Instances to delete: 30 GPU node(s): train01-vmss001_49" in what_if
     assert "now 4,079.55 USD/hour for 150 node(s)" in what_if
+
+
+def check_ghr(azure, transcript) -> None:
     # Guest Health Reporting: the gate's one bad node reported once, the targeted report, the refusal.
     reports = next(out for line, out, _ in transcript if line.startswith("provision reports -g ghr-rg"))
     rows = [row for row in reports.splitlines() if row.startswith("azgpu-h100-vmss000-0-")]
@@ -216,6 +253,33 @@ def test_readme_blocks_run_as_written(simulated, run, monkeypatch):
     assert "IBPortDown  filed  NodeRemovedFromService" in next(
         out for line, out, _ in transcript if line.startswith("provision report -n h100") and "--node" in line)
     assert "az provider register" in next(err for line, _, err in transcript if "GHR_NOT_ONBOARDED" in line)
+
+
+def check_python_api(azure, transcript) -> None:
+    clusters = {r["tags"]["azgpu-cluster"] for r in azure.resources(type="Microsoft.Compute/virtualMachineScaleSets")}
+    assert "train01" in clusters
+
+
+# What some files' blocks must have done, beyond exiting as they say (a harness that ran nothing would
+# pass the loop): the file, the languages it must hold, and a check of the outcome.
+CHECKS = {"README.md": ({"bash"}, check_readme), "docs/cli.md": ({"bash"}, check_cli),
+          "docs/review.md": ({"bash"}, check_review), "docs/guest-health-reporting.md": ({"bash", "python"}, check_ghr),
+          "docs/python-api.md": ({"python"}, check_python_api)}
+
+
+def test_every_checked_file_exists():
+    assert {p.relative_to(REPO).as_posix() for p in DOC_FILES} >= set(CHECKS)
+
+
+@pytest.mark.docs
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_doc_blocks_run_as_written(path, simulated, run, monkeypatch):
+    transcript: list = []
+    found = run_readme(run, monkeypatch, transcript, path)
+    languages, check = CHECKS.get(path.relative_to(REPO).as_posix(), (set(), None))
+    assert {b.language for b in found} >= languages
+    if check is not None:
+        check(simulated, transcript)
 
 
 def test_a_line_says_what_it_exits_with():
@@ -260,3 +324,113 @@ def test_python_blocks_share_names_and_their_tests_run(simulated, run, monkeypat
     monkeypatch.setattr(sys.modules[__name__], "README", readme)
     with pytest.raises(AssertionError):
         run_readme(run, monkeypatch)
+
+
+def test_an_unclosed_fence_fails(tmp_path):
+    page = "# Page\n\n```bash\nprovision profiles list\n\n## Next section\n\n```bash\nprovision images list\n```\n"
+    with pytest.raises(AssertionError, match=r"page.md:3: the ``` fence opened here is never closed: line 8"):
+        blocks(page, "page.md")
+    # The same page with the fence closed reads as two blocks.
+    fixed = page.replace("list\n\n## Next", "list\n```\n\n## Next")
+    assert [b.code for b in blocks(fixed, "page.md")] == ["provision profiles list\n", "provision images list\n"]
+
+
+def test_an_unclosed_fence_at_the_end_fails():
+    with pytest.raises(AssertionError, match="never closed"):
+        blocks("text\n\n~~~python\nprint(1)\n", "page.md")
+
+
+def test_indented_and_tilde_fences_are_blocks_too():
+    found = blocks("- item\n\n  ```bash\n  provision profiles list\n  ```\n\n~~~text\nout\n~~~\n", "page.md")
+    assert [(b.language, b.code) for b in found] == [("bash", "provision profiles list\n"), ("text", "out\n")]
+
+
+# ------------------------------------------------------------------------------ the site and generated pages
+
+
+@pytest.mark.docs
+def test_the_docs_build_strictly(tmp_path):
+    """`mkdocs build --strict`: a broken link, a missing nav page or bad config fails."""
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),
+                           "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "error-codes" / "index.html").is_file()
+
+
+@pytest.mark.docs
+def test_a_broken_link_fails_the_build(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "docs", docs)
+    (docs / "extra-page.md").write_text("# Extra\n\nAn extra page, not in the nav, is fine.\n")
+    config = (REPO / "mkdocs.yml").read_text().replace("docs_dir: docs", f"docs_dir: {docs}")
+    (tmp_path / "mkdocs.yml").write_text(config)
+    build = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(tmp_path / "mkdocs.yml"), "-d",
+             str(tmp_path / "site")]
+    ok = subprocess.run(build, capture_output=True, text=True, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr  # pages other contributors add need not be in the nav
+    (docs / "cli.md").write_text((docs / "cli.md").read_text() + "\nSee [nowhere](no-such-page.md).\n")
+    broken = subprocess.run(build, capture_output=True, text=True, cwd=tmp_path)
+    assert broken.returncode != 0 and "no-such-page.md" in broken.stderr
+
+
+def test_the_generated_pages_are_current():
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import reference_docs
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    for name, make in reference_docs.PAGES.items():
+        assert (REPO / "docs" / name).read_text() == make(), f"docs/{name} is stale: run python tools/reference_docs.py"
+    codes = reference_docs.error_codes()
+    # Codes the user meets most, each with a remedy.
+    for code in ("QUOTA_INSUFFICIENT", "IMAGE_GENERATION", "UNHEALTHY_NODES", "SCALE_IN_REFUSED"):
+        assert code in codes and any(e["remedy"] for e in codes[code]), code
+
+
+def test_every_error_code_in_the_docs_exists():
+    """A code a page names (`# exit N: CODE`, ERROR: [CODE]) is one the code base gives."""
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import reference_docs
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    known = set(reference_docs.error_codes())
+    for path in DOC_FILES:
+        named = set(re.findall(r"# exit \d+: ([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)|ERROR: \[([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\]",
+                               path.read_text()))
+        for code in {c for pair in named for c in pair if c}:
+            assert code in known, f"{path.name} names {code}, which no code gives"
+
+
+# ------------------------------------------------------------------------------ the newcomer's path
+
+
+QUICK_START = "## Five minutes without Azure"
+
+
+@pytest.mark.docs
+@pytest.mark.slow
+def test_the_quick_start_runs_verbatim_in_a_fresh_shell(tmp_path):
+    """The README's quick start pasted into bash, from a fresh HOME, in a checkout set up by the
+    README's first command (the running interpreter's virtual environment stands for its .venv)."""
+    text = README.read_text()
+    section = text[text.index(QUICK_START):]
+    quick = next(b for b in blocks(section) if b.language == "bash")
+    assert quick.code.startswith("source .venv/bin/activate\n")
+    assert (Path(sys.prefix) / "bin" / "activate").is_file(), "the tests run from a virtual environment"
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / ".venv").symlink_to(sys.prefix)
+    shutil.copytree(REPO / "examples", checkout / "examples")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TERM": "dumb"}
+    done = subprocess.run(["bash", "-euo", "pipefail"], input=quick.code, cwd=checkout, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert "train01-vmss000" in done.stdout and "slots=8" in done.stdout
+    # --generate-ssh-keys made the key in the fresh home and said so.
+    assert (home / ".ssh" / "id_rsa").is_file() and str(home / ".ssh" / "id_rsa") in done.stderr
+    # The simulated cloud lives in the fresh home's state directory, nowhere else.
+    assert list(home.rglob("simulate.json"))
