@@ -240,6 +240,7 @@ def check_cli(azure, transcript) -> None:
 def check_review(azure, transcript) -> None:
     # What the page says its review commands print is what they print.
     what_if = next(out for line, out, _ in transcript if "--what-if" in line and "--nodes 120" in line)
+    what_if = " ".join(what_if.split())  # the summary lines wrap to the terminal's width
     assert "Resource changes: 6 to modify." in what_if  # NSG, NAT gateway and its IP, VNet, 2 scale sets
     assert "Instances to delete: 30 GPU node(s): train01-vmss001_49" in what_if
     assert "now 4,079.55 USD/hour for 150 node(s)" in what_if
