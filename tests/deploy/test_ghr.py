@@ -344,7 +344,7 @@ def test_reports_command_lists_the_clusters_reports_as_a_table(cli, azure, bad_c
     rc, out, err = cli("reports", "-n", NAME, "-g", RG, "-o", "table")
     assert rc == 0, err
     header, rule, row = out.splitlines()
-    assert header.split() == ["Impact", "Node", "Physical", "host", "Category", "Reported", "Insight", "Terminal"]
+    assert header.split() == ["Impact", "Node", "Physical", "host", "Insight", "Terminal"]
     assert "c1-vmss000/1" in row and "HpcMissingGpu" in row and "NodeRemovedFromService" in row
     rc, out, err = cli("reports", "-g", RG, "--query", "[].physical_host", "-o", "tsv")
     assert out.strip() == bad_cluster["physical_host"]

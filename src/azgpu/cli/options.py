@@ -41,6 +41,10 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
+# What every command says when its question is answered no: the user's decision, exit 0.
+DECLINED = "declined at the prompt: nothing changed"
+
+
 def confirm(question: str) -> bool:
     """A yes/no question on stderr, 'no' unless answered yes. Not click.confirm: before click 8.4 it
     writes the prompt's last space to stdout, which carries results only (-o json | jq ...)."""

@@ -26,7 +26,8 @@ def report_options(fn):
                           "with Azure for its host (see 'provision report'). Asks first unless --yes."),
         click.option("--insight-timeout", type=float, default=INSIGHT_TIMEOUT, show_default=True,
                      help="Seconds to follow a report's insights before going on (0: read them once)."),
-        click.option("-y", "--yes", is_flag=True, help="With --report-to-azure: file the reports without asking."),
+        click.option("-y", "--yes", is_flag=True, help="Answer yes to every prompt: delete the instances a scale-in "
+                     "lists, and with --report-to-azure file the reports."),
     ]):
         fn = option(fn)
     return fn
@@ -159,9 +160,9 @@ def register(cli: click.Group) -> None:
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             found = list_reports(session, resource_group, name)
         if obj["output"] == "table" and not obj["query"]:
+            # Within 120 columns: the category and the time are in azgpu's impact names, and in -o json.
             found = [{"impact": r["impact"], "node": f"{r['scale_set']}/{r['instance_id']}",
-                      "physical_host": r["physical_host"] or "", "category": (r["category"] or "").rsplit(".", 1)[-1],
-                      "reported": r["reported"] or "", "insight": r["status_code"] or "no insight yet",
+                      "physical_host": r["physical_host"] or "", "insight": r["status_code"] or "no insight yet",
                       "terminal": r["terminal"]} for r in found]
         emit(found, obj)
 
