@@ -69,6 +69,13 @@ def _ask(reports) -> bool:
     return options.confirm("File them?")
 
 
+def _node_line(result) -> None:
+    """report's progress without a terminal too (a CI log shows each node as its verdict arrives, as
+    create shows each resource): one stderr line per node."""
+    log(f"{result.computer_name} ({result.scale_set}/{result.instance_id}): {result.status}"
+        + (f": {result.summary()}" if result.status != "passed" else ""))
+
+
 def reporter_for(session, *, yes: bool, insight_timeout: float, on_event=None):
     from ..deploy.ghr import Reporter
 
@@ -127,7 +134,8 @@ def register(cli: click.Group) -> None:
             reporter = reporter_for(session, yes=yes, insight_timeout=insight_timeout)
             reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
             wanted = _instances(session, name, resource_group, nodes) if nodes else None
-            report = health.check(session, name, resource_group, instances=wanted, on_node=node_logger(obj), **check)
+            report = health.check(session, name, resource_group, instances=wanted,
+                                  on_node=node_logger(obj) or _node_line, **check)
             bad = [n for n in report if not n.passed]
             entries = reporter.report(bad) if bad else []
         filed = [e for e in entries if e["state"] in ("filed", "already_filed")]
