@@ -130,32 +130,40 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _fit(columns: list[str], cells: list[list[str]], limit: int) -> tuple[list[str], list[list[str]], list[int], list[str]]:
-    """Columns and widths that fit `limit`: the widest columns wrap first (down to MIN_COLUMN), then
-    the last columns are left out (named under the table; -o json has everything)."""
+    """Columns and widths that fit `limit`: the widest columns wrap between words first, then the last
+    columns are left out (named under the table; -o json has everything); a word is broken only when
+    a single column is left."""
     dropped: list[str] = []
     while True:
-        natural = [max([len(header(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-        widths = list(natural)
-        excess = sum(widths) + 2 * (len(widths) - 1) - limit
-        # Columns of words wrap between words first; only then are long words broken.
-        words = [max([MIN_COLUMN] + [len(w) for r in cells for w in r[i].split()]) for i in range(len(columns))]
-        for floors in (words, [MIN_COLUMN] * len(columns)):
-            while excess > 0:
-                room = [i for i in range(len(widths)) if widths[i] > floors[i]]
-                if not room:
-                    break
-                widest = max(room, key=lambda i: widths[i])
-                cut = min(excess, widths[widest] - floors[widest])
-                others = [widths[i] for i in room if i != widest]
-                if others:  # bring the widest down to the next widest, so columns shrink in turn
-                    cut = min(cut, max(1, widths[widest] - max(others)))
-                widths[widest] -= cut
-                excess -= cut
-        if excess <= 0 or len(columns) <= 1:
+        widths = [max([len(header(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        # Headers wrap too, so a column's floor is its longest word, cell or header.
+        words = [max([MIN_COLUMN] + [len(w) for r in cells for w in r[i].split()] + [len(w) for w in header(c).split()])
+                 for i, c in enumerate(columns)]
+        excess = _shrink(widths, words, sum(widths) + 2 * (len(widths) - 1) - limit)
+        if excess <= 0:
+            return columns, cells, widths, dropped
+        if len(columns) == 1:
+            _shrink(widths, [MIN_COLUMN], excess)
             return columns, cells, widths, dropped
         dropped.insert(0, columns[-1])
         columns = columns[:-1]
         cells = [r[:-1] for r in cells]
+
+
+def _shrink(widths: list[int], floors: list[int], excess: int) -> int:
+    """Narrow the widest columns in turn, none below its floor; what is still too much."""
+    while excess > 0:
+        room = [i for i in range(len(widths)) if widths[i] > floors[i]]
+        if not room:
+            break
+        widest = max(room, key=lambda i: widths[i])
+        cut = min(excess, widths[widest] - floors[widest])
+        others = [widths[i] for i in room if i != widest]
+        if others:  # bring the widest down to the next widest, so columns shrink in turn
+            cut = min(cut, max(1, widths[widest] - max(others)))
+        widths[widest] -= cut
+        excess -= cut
+    return excess
 
 
 def _grid(rows: list[dict], top: bool = False, limit: int | None = None) -> str:
