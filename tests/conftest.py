@@ -11,7 +11,9 @@ Helpers are fixtures, not module imports: two conftest.py files share the module
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,37 @@ def clear_caches() -> None:
     for fn in (resources.data_dir, profiles.load_profile, sources.sources, sources.seeds, images.catalog, images._by_urn,
                validate_module.regions, bicep._environment):
         fn.cache_clear()
+
+
+# Where azgpu (and the az CLI, whose defaults azgpu reads) keep a user's files. The suite points every
+# one of them at folders of its own before anything is collected (test modules load profiles at
+# import, which writes azgpu's cache), for itself and every subprocess it starts, so running the
+# tests never reads or changes a user's simulated cloud, price cache or configuration.
+USER_PLACES = ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "AZURE_CONFIG_DIR")
+USER_SETTINGS = ("AZGPU_SIMULATE_STATE", "AZURE_DEFAULTS_GROUP", "AZURE_DEFAULTS_LOCATION", "AZGPU_DEBUG")
+USER_PREFIX = "azgpu-tests-user-"
+
+
+def pytest_configure(config):
+    base = Path(tempfile.mkdtemp(prefix=USER_PREFIX))
+    config._azgpu_user = (base, {name: os.environ.get(name) for name in (*USER_PLACES, *USER_SETTINGS)})
+    for name in USER_SETTINGS:
+        os.environ.pop(name, None)
+    for name in USER_PLACES:
+        (base / name.lower()).mkdir()
+        os.environ[name] = str(base / name.lower())
+    os.environ["AZGPU_SIMULATE_STATE"] = str(base / "simulate.json")
+
+
+def pytest_unconfigure(config):
+    base, saved = getattr(config, "_azgpu_user", (None, {}))
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    if base is not None:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

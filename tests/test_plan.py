@@ -291,3 +291,9 @@ def test_teardown_goes_scale_sets_then_network_then_nat_gateway_then_its_public_
                                          "Microsoft.Network/natGateways", "Microsoft.Network/publicIPAddresses")]
     assert order == sorted(order) and len(set(order)) == 4
     assert rt.of("microsoft.network/natgateways") is rt.NAT_GATEWAY
+
+
+def test_plan_without_a_key_only_notes_what_create_will_need(az, run):
+    assert az.only(az.findings("plan", profile="nd-a100-v4", ssh_key=None), "SSH_KEY_NOT_SET").severity == "note"
+    rc, _, err = run("plan", "--profile", "nd-a100-v4", "-n", "c1", "-l", "eastus", "-o", "none")
+    assert rc == 0 and "SSH_KEY_NOT_SET" not in err and "main.parameters.json" not in err

@@ -44,7 +44,9 @@ def test_profiles_list_table(run):
     rc, out, _ = run("profiles", "list", "-o", "table")
     assert rc == 0
     assert out.splitlines()[0].split()[:2] == ["ID", "Series"]
-    assert len(out.splitlines()) == 2 + len(PROFILE_IDS)
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    assert [line.split()[0] for line in lines[2:] if not line.startswith(" ")] == PROFILE_IDS
 
 
 # ------------------------------------------------------------------------------ sources
@@ -171,19 +173,19 @@ def test_profiles_show_gives_every_requirement_a_source(run):
     detail = show(run, "ndv2")
     assert {r["rule"] for r in detail["requirements"]} == {"hpc_image", "rdma_address_space", "cuda_max"}
     for requirement in detail["requirements"]:
-        assert "<https://" in requirement["source"] or "seed document" in requirement["source"]
+        assert "<https://" in requirement["source"] or "NDv2 size page" in requirement["source"]
     assert detail["sizes"][0]["capabilities"]["hyperv_generations"]["source"]
 
 
 def test_profiles_show_prints_nd_v1_p40_against_the_seed_v100(run):
-    (disc,) = [d for d in show(run, "nd")["discrepancies"] if "V100" in d["seed_claim"]]
-    assert disc["seed"] == "Azure ND-Series: AI and Deep Learning GPU Virtual Machines"
+    (disc,) = [d for d in show(run, "nd")["discrepancies"] if "V100" in d["claim"]]
+    assert disc["document"] == "Azure ND-Series: AI and Deep Learning GPU Virtual Machines"
     assert "P40" in disc["documented"]
     assert disc["source"]
 
 
 def test_profiles_show_prints_ng_a100_claim(run):
-    (disc,) = [d for d in show(run, "ng")["discrepancies"] if "NVIDIA A100 Tensor Core" in d["seed_claim"]]
+    (disc,) = [d for d in show(run, "ng")["discrepancies"] if "NVIDIA A100 Tensor Core" in d["claim"]]
     assert "AMD Radeon PRO V620" in disc["documented"]
 
 
@@ -290,9 +292,9 @@ def test_profiles_never_show_a_seed_by_its_file_name(run, argv):
 
 def test_profiles_show_says_what_each_seed_is(run):
     detail = show(run, "ndv2")
-    assert detail["seeds"] == [
-        "seed document 'NDv2-series' (Microsoft's NDv2 size page as of 2020-02-03)",
-        "seed document 'Azure ND-Series: AI and Deep Learning GPU Virtual Machines' (an undated overview of the ND "
+    assert detail["documents"] == [
+        "'NDv2-series' (Microsoft's NDv2 size page as of 2020-02-03)",
+        "'Azure ND-Series: AI and Deep Learning GPU Virtual Machines' (an undated overview of the ND "
         "family; several of its claims contradict Microsoft Learn)"]
 
 
@@ -302,3 +304,12 @@ def test_every_cited_seed_has_a_title_and_a_role():
     cited = {s for p in list_profiles() for s in p.seeds} | {d.seed for p in list_profiles() for d in p.discrepancies}
     assert cited and cited <= set(seeds())
     assert all(entry["title"] and entry["role"] for entry in seeds().values())
+
+
+@pytest.mark.parametrize("argv", [("profiles", "list"), ("profiles", "list", "-o", "table"), ("profiles", "show", "--help"),
+                                  *[("profiles", "show", p, "-o", o) for p in PROFILE_IDS for o in ("json", "table")]])
+def test_no_user_is_told_of_seed_documents(run, argv):
+    """The documents the project started from are named by what they are, never as "seeds"."""
+    rc, out, err = run(*argv)
+    assert rc == 0, err
+    assert "seed" not in (out + err).lower()

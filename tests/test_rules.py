@@ -73,7 +73,7 @@ def test_windows_image_is_refused_because_the_plan_writes_linux_configuration(az
 def test_non_hpc_image_is_not_recommended(az):
     f = az.only(az.spec(profile="nd-a100-v4", image="ubuntu-2204-gen2").findings, "IMAGE_NOT_RECOMMENDED")
     assert f.severity == "warning"
-    assert f.remedy.startswith("use --image ubuntu-hpc-2204 (or one of ubuntu-hpc-2204, ubuntu-hpc-2404")
+    assert f.remedy.startswith("use --image ubuntu-hpc-2204 (or one of ubuntu-hpc-2404")
 
 
 def test_recommended_hpc_image_passes(az):
@@ -162,7 +162,7 @@ def test_nodes_beyond_the_domain_split_into_scale_sets_with_a_warning(az):
     assert spec.scale_sets == (100, 100, 50)
     f = az.only(spec.findings, "IB_DOMAIN_SPLIT")
     assert f.severity == "warning"
-    assert "raise --max-ib-domain up to 300" in f.remedy
+    assert "raise --max-ib-domain (up to 300)" in f.remedy
     plan = az.plan(profile="nd-a100-v4", nodes=250)
     assert [v.body["sku"]["capacity"] for v in plan.scale_sets] == [100, 100, 50]
     assert [v.name for v in plan.scale_sets] == ["demo-vmss000", "demo-vmss001", "demo-vmss002"]
@@ -747,3 +747,10 @@ def test_nat_gateway_and_public_ip_names_follow_azures_rules():
     assert naming.check("nat_gateway", "a" * 81) == "NAT gateway name '" + "a" * 81 + "' has 81 characters; Azure allows 1-80"
     assert "not allowed" in naming.check("public_ip", "ip.")
     assert naming.check("public_ip", naming.Names("a" * 50).nat_public_ip) is None
+
+
+def test_the_ib_split_remedy_offers_a_raise_only_below_the_limit(az, ssh_key):
+    default = az.only(az.findings(profile="nd-h100-v5", nodes=250), "IB_DOMAIN_SPLIT")
+    assert "raise --max-ib-domain (up to 300)" in default.remedy
+    at_limit = az.only(az.findings(profile="nd-h100-v5", nodes=700, max_ib_domain=300), "IB_DOMAIN_SPLIT")
+    assert "--max-ib-domain" not in at_limit.remedy and "one scale set" in at_limit.remedy

@@ -115,3 +115,15 @@ def test_a_cluster_file_can_ask_for_keys_at_its_own_path(tmp_path):
     (tmp_path / "cluster.toml").write_text(f'profile = "nd-a100-v4"\nssh-key = "{target}"\ngenerate-ssh-keys = true\n')
     request = build_request(read_cluster_file(str(tmp_path / "cluster.toml")))
     assert request.ssh_key == target.read_text().strip() and (tmp_path / "cluster").is_file()
+
+
+def test_the_files_written_are_announced_once(run, tmp_path):
+    rc, _, err = run("render", "--profile", "nd-a100-v4", "-n", "demo", "-l", "eastus", "--generate-ssh-keys",
+                     "--out-dir", tmp_path, "-o", "none")
+    private = Path.home() / ".ssh" / "id_rsa"
+    assert rc == 0 and f"WARNING: [SSH_KEYS_GENERATED] --generate-ssh-keys wrote {private} (private key, mode 0600) " \
+                       f"and {private}.pub" in err
+    # The next run finds the key and writes (and says) nothing.
+    rc, _, err = run("render", "--profile", "nd-a100-v4", "-n", "demo", "-l", "eastus", "--generate-ssh-keys",
+                     "--out-dir", tmp_path, "-o", "none")
+    assert rc == 0 and "SSH_KEYS_GENERATED" not in err

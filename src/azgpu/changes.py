@@ -281,12 +281,13 @@ def report(w: WhatIf, *, color: bool = False) -> str:
     if deleted:
         names = ", ".join(i.name for _, i in deleted[:NAMES_SHOWN])
         more = f" and {len(deleted) - NAMES_SHOWN} more" if len(deleted) > NAMES_SHOWN else ""
-        lines.append(_paint(f"Instances to delete: {len(deleted)} GPU node(s): {names}{more}. 'provision create' "
-                            "deletes them only with --allow-scale-in or a yes at its prompt.", "-", color))
+        lines += [_paint(line, "-", color) for line in _fitted(
+            f"Instances to delete: {len(deleted)} GPU node(s): {names}{more}. 'provision create' "
+            "deletes them only with --allow-scale-in or a yes at its prompt.")]
     for c in w.refused:
-        lines.append(_paint(f"Refused: {c.name}: {c.reason}", REFUSED, color))
+        lines += [_paint(line, REFUSED, color) for line in _fitted(f"Refused: {c.name}: {c.reason}")]
     if w.cost is not None:
-        lines.append(f"Cost: {cost_line(w.cost)}")
+        lines += _fitted(f"Cost: {cost_line(w.cost)}")
     if w.arm is not None:
         lines += ["", "Azure Resource Manager's own what-if of the same template (az deployment group what-if), "
                       "including what azgpu does not set:", ""]
@@ -294,6 +295,16 @@ def report(w: WhatIf, *, color: bool = False) -> str:
     elif w.arm_note:
         lines += ["", f"Azure Resource Manager's own what-if: {w.arm_note}"]
     return "\n".join(lines) + "\n"
+
+
+def _fitted(text: str) -> list[str]:
+    """A summary line wrapped to the terminal's width (120 in a pipe), continued under an indent."""
+    import textwrap
+
+    from .output import table_width
+
+    return textwrap.wrap(text, table_width(), subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False) or [""]
 
 
 # ------------------------------------------------------------------------------------ ARM's what-if

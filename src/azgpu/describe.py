@@ -19,7 +19,7 @@ def profile_row(profile: Profile) -> dict[str, Any]:
         "infiniband": f"{default.ib_ports} x {default.ib_rate_gbps} Gb/s" if default.infiniband else "no",
         "arch": default.arch,
         "retired": default.retired or "",
-        "seeds": [seed_title(s) for s in profile.seeds],
+        "documents": [seed_title(s) for s in profile.seeds],  # other documents describing the series
     }
 
 
@@ -59,7 +59,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         "id": profile.id,
         "series": profile.series,
         "description": profile.description,
-        "seeds": [describe_seed(s) for s in profile.seeds],
+        "documents": [describe_seed(s) for s in profile.seeds],
         "default_size": profile.default_size,
         "sizes": [size_detail(s) for s in profile.sizes],
         "images": {
@@ -80,7 +80,7 @@ def profile_detail(profile: Profile) -> dict[str, Any]:
         "placement": _cited(profile.placement or {}),
         **({"vertical_connect": _cited(profile.vertical_connect)} if profile.vertical_connect else {}),
         "discrepancies": [
-            {"seed": seed_title(d.seed), "seed_claim": d.claim, "documented": d.documented, "source": cite(d.source)}
+            {"document": seed_title(d.seed), "claim": d.claim, "documented": d.documented, "source": cite(d.source)}
             for d in profile.discrepancies
         ],
     }
@@ -100,6 +100,15 @@ def image_rows(profile_id: str | None = None) -> list[dict[str, Any]]:
 
 
 def image_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What `images list -o table` shows: one line per image; the legacy note only as a flag
-    (-o json has it in full)."""
-    return [{**row, "legacy": "yes" if row["legacy"] else ""} for row in rows]
+    """What `images list -o table` shows: one line per image within 120 columns; the legacy note only
+    as a flag (-o json has it in full, with the URN, OFED, series and verification)."""
+    keep = ("name", "os", "generations", "architecture", "hpc", "cuda")
+    return [{**{k: row[k] for k in keep}, "legacy": "yes" if row["legacy"] else ""} for row in rows]
+
+
+def profile_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `profiles list -o table` shows: one line per profile within 120 columns (-o json has every
+    size and the other documents describing the series)."""
+    return [{"id": r["id"], "series": r["series"],
+             "sizes": r["sizes"][0] + (f" +{len(r['sizes']) - 1}" if len(r["sizes"]) > 1 else ""), "gpus": r["gpus"], "infiniband": r["infiniband"], "arch": r["arch"], "retired": r["retired"]}
+            for r in rows]

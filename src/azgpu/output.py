@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -101,19 +102,90 @@ def _empty(value: Any) -> bool:
     return isinstance(value, (list, dict)) and not value
 
 
+def _pair(key: str, value: str, width: int) -> str:
+    """'key  value', the value wrapped under itself to fit the table width."""
+    room = table_width() - width - 2
+    if len(value) <= room or room < 20:
+        return f"{key.ljust(width)}  {value}".rstrip()
+    lines = _wrap(value, room)
+    return "\n".join([f"{key.ljust(width)}  {lines[0]}", *(f"{'':{width}}  {line}" for line in lines[1:])])
+
+
 def _records(rows: list[dict], columns: list[str]) -> str:
     """Rows with long text (discrepancies, findings) as blocks of 'key  value' lines: nothing cut."""
     width = max(len(header(c)) for c in columns)
     blocks = []
     for row in rows:
-        lines = [f"{header(c).ljust(width)}  {printable(_scalar(row.get(c)))}" for c in columns
+        lines = [_pair(header(c), printable(" ".join(_scalar(row.get(c)).split())), width) for c in columns
                  if _scalar(row.get(c))]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _grid(rows: list[dict], top: bool = False) -> str:
-    """Rows as a table; a nested section with long text as records (top-level lists stay tables)."""
+# The widest table azgpu prints when the width is not known (a pipe, a file): what fits a terminal
+# of 120 columns. On a terminal, its width (COLUMNS, as the shell sets it, wins).
+DEFAULT_WIDTH = 120
+MIN_COLUMN = 10  # a column is wrapped down to this width at most, then columns are left out
+
+
+def table_width() -> int:
+    import shutil
+    import sys
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 40:
+        return int(columns)
+    if sys.stdout.isatty():
+        return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+    return DEFAULT_WIDTH
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def _fit(columns: list[str], cells: list[list[str]], limit: int) -> tuple[list[str], list[list[str]], list[int], list[str]]:
+    """Columns and widths that fit `limit`: the widest columns wrap between words first, then the last
+    columns are left out (named under the table; -o json has everything); a word is broken only when
+    a single column is left."""
+    dropped: list[str] = []
+    while True:
+        widths = [max([len(header(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        # Headers wrap too, so a column's floor is its longest word, cell or header.
+        words = [max([MIN_COLUMN] + [len(w) for r in cells for w in r[i].split()] + [len(w) for w in header(c).split()])
+                 for i, c in enumerate(columns)]
+        excess = _shrink(widths, words, sum(widths) + 2 * (len(widths) - 1) - limit)
+        if excess <= 0:
+            return columns, cells, widths, dropped
+        if len(columns) == 1:
+            _shrink(widths, [MIN_COLUMN], excess)
+            return columns, cells, widths, dropped
+        dropped.insert(0, columns[-1])
+        columns = columns[:-1]
+        cells = [r[:-1] for r in cells]
+
+
+def _shrink(widths: list[int], floors: list[int], excess: int) -> int:
+    """Narrow the widest columns in turn, none below its floor; what is still too much."""
+    while excess > 0:
+        room = [i for i in range(len(widths)) if widths[i] > floors[i]]
+        if not room:
+            break
+        widest = max(room, key=lambda i: widths[i])
+        cut = min(excess, widths[widest] - floors[widest])
+        others = [widths[i] for i in room if i != widest]
+        if others:  # bring the widest down to the next widest, so columns shrink in turn
+            cut = min(cut, max(1, widths[widest] - max(others)))
+        widths[widest] -= cut
+        excess -= cut
+    return excess
+
+
+def _grid(rows: list[dict], top: bool = False, limit: int | None = None) -> str:
+    """Rows as a table that fits the width; a nested section with long text as records (top-level
+    lists stay tables). A cell holds text, never JSON: nested objects are left to -o json."""
     columns: list[str] = []
     for row in rows:
         for key, value in row.items():
@@ -125,11 +197,20 @@ def _grid(rows: list[dict], top: bool = False) -> str:
                 for c in columns)  # long text (a message), not a list of names joined by ', '
     if prose and not top:
         return _records(rows, columns)
-    widths = [max([len(header(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    head = "  ".join(header(c).ljust(w) for c, w in zip(columns, widths))
-    rule = "  ".join("-" * w for w in widths)
-    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
-    return "\n".join([head.rstrip(), rule, *body])
+    columns, cells, widths, dropped = _fit(columns, cells, limit or table_width())
+    titles = [_wrap(header(c), w) for c, w in zip(columns, widths)]
+    lines = []
+    for i in range(max(len(t) for t in titles) if titles else 0):
+        lines.append("  ".join((t[i] if i < len(t) else "").ljust(w) for t, w in zip(titles, widths)).rstrip())
+    lines.append("  ".join("-" * w for w in widths))
+    for r in cells:
+        wrapped = [_wrap(v, w) if len(v) > w else [v] for v, w in zip(r, widths)]
+        for i in range(max(len(c) for c in wrapped) if wrapped else 0):
+            lines.append("  ".join((c[i] if i < len(c) else "").ljust(w) for c, w in zip(wrapped, widths)).rstrip())
+    if dropped:
+        lines += _wrap(f"({len(dropped)} more column(s) left out to fit {limit or table_width()} characters: "
+                       f"{', '.join(header(c) for c in dropped)}; -o json shows everything)", limit or table_width())
+    return "\n".join(lines)
 
 
 def to_table(result: Any) -> str:
@@ -146,12 +227,13 @@ def to_table(result: Any) -> str:
                 continue  # an empty list (no findings, no notes) is no row
             if isinstance(value, list) and all(isinstance(v, dict) for v in value):
                 parts.append(f"\n{header(key)}\n{_grid(value)}")
-            elif isinstance(value, dict) and any(isinstance(v, (dict, list)) for v in value.values()):
+            elif isinstance(value, dict):
+                # A section of its own (never JSON in a cell): key-value lines, or tables for its lists.
                 parts.append(f"\n{header(key)}\n{to_table(value)}")
             else:
                 scalars.append((header(key), printable(_scalar(value))))
         width = max((len(k) for k, _ in scalars), default=0)
-        head = "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in scalars)
+        head = "\n".join(_pair(k, v, width) for k, v in scalars)
         return (head + "".join(parts)).strip("\n")
     return printable(_scalar(result))
 

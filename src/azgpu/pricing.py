@@ -39,6 +39,19 @@ FAILURE_TTL = 300
 CACHE_FILE = "retail-prices.json"
 PRICES_ENV = "AZGPU_PRICES"  # "off": never ask the API (air-gapped machines, test suites)
 
+# The fake Azures (azgpu.testing.FakeAzure) started in this process. While one runs, it answers the
+# Retail Prices API with its own recorded prices: those must never land in, nor be read from, the
+# user's real cache, where an offline `plan` would later show them as the API's.
+_fakes: set[int] = set()
+
+
+def fake_started(fake: object) -> None:
+    _fakes.add(id(fake))
+
+
+def fake_stopped(fake: object) -> None:
+    _fakes.discard(id(fake))
+
 
 @dataclass(frozen=True)
 class Price:
@@ -243,15 +256,18 @@ def lookup(size: str, location: str, *, spot: bool = False, currency: str = "USD
     """The price of one Linux VM hour; Price("unknown", reason=...) when there is none to be had.
 
     simulated: the answer comes from azgpu.testing's fake (--simulate): no cache, no AZGPU_PRICES.
+    While a FakeAzure runs in this process the answer is the fake's too: labelled simulated and
+    never cached.
     """
     currency = check_currency(currency)
     price_type = "spot" if spot else "pay-as-you-go"
-    source = f"{SOURCE} (simulated)" if simulated else SOURCE
+    faked = simulated or bool(_fakes)
+    source = f"{SOURCE} (simulated)" if faked else SOURCE
     if not simulated and os.environ.get(PRICES_ENV, "").strip().lower() in ("off", "0", "no", "false"):
         return Price("unknown", currency=currency, price_type=price_type, source=source,
                      reason=f"price lookups are turned off ({PRICES_ENV}={os.environ[PRICES_ENV]})")
     key = _cache_key(endpoint, size, location, currency)
-    entry = _read_cache(key) if cache and not simulated else None
+    entry = _read_cache(key) if cache and not faked else None
     if entry is None:
         deadline = time.monotonic() + timeout
         try:
@@ -259,7 +275,7 @@ def lookup(size: str, location: str, *, spot: bool = False, currency: str = "USD
             entry = {"items": items, "ttl": PRICE_TTL}
         except Exception as exc:  # noqa: BLE001 - any failure is an unknown price, never an error
             entry = {"error": _reason(exc), "ttl": FAILURE_TTL}
-        if cache and not simulated:
+        if cache and not faked:
             _write_cache(key, entry)
     if "error" in entry:
         return Price("unknown", currency=currency, price_type=price_type, source=source, reason=entry["error"])

@@ -279,10 +279,20 @@ def _generate_ssh_keys(raw: dict[str, Any], findings: list[Finding]) -> None:
         target = Path(text).expanduser()
     from .sshkeys import SshKeyError, generate  # only when asked: imports cryptography
 
+    private = target.with_suffix("")
+    existed = {path: path.exists() for path in (private, target)}
     try:
         generate(target)
     except SshKeyError as exc:
         findings.append(Finding(exc.code, exc.message, exc.remedy, field="ssh_key"))
+        return
+    # Files written on the user's behalf are announced, as az does ("SSH key files ... have been generated").
+    written = [path for path, was in existed.items() if not was and path.exists()]
+    if written:
+        what = " and ".join(f"{p} (private key, mode 0600)" if p == private else str(p) for p in written)
+        findings.append(Finding("SSH_KEYS_GENERATED", f"--generate-ssh-keys wrote {what}",
+                                "keep the private key safe: it logs in to every node; the cluster uses the public key",
+                                severity="warning", field="ssh_key"))
 
 
 def default_ssh_key() -> str | None:

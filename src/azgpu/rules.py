@@ -275,8 +275,9 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
         yield _f("IB_DOMAIN_SPLIT",
                  f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(ctx.scale_sets)} scale sets "
                  f"({_counts(ctx.scale_sets)}); InfiniBand does not span scale sets",
-                 "schedule tightly coupled jobs within one scale set (the outputs group nodes per domain), "
-                 "or raise --max-ib-domain up to 300 after Azure support raised the limit",
+                 "schedule tightly coupled jobs within one scale set (the outputs group nodes per domain)"
+                 + ("" if domain >= raised else
+                    f", or raise --max-ib-domain (up to {raised}) after Azure support raised the limit"),
                  ("D-setupib", "D-vmss-pg"), "warning", "nodes")
 
 
@@ -327,8 +328,8 @@ def ofed(ctx: Context) -> Iterator[Finding]:
 
 
 def _ofed_remedy(ctx: Context) -> str:
-    with_ofed = [n for n in (ctx.profile.default_image, *ctx.profile.recommended_images)
-                 if (i := catalog().get(n)) is not None and i.ofed]
+    with_ofed = [n for n in current_images((ctx.profile.default_image, *ctx.profile.recommended_images))
+                 if catalog()[n].ofed]
     if with_ofed:
         return f"or use an Azure HPC image with OFED preinstalled, e.g. --image {with_ofed[0]}"
     return "nothing to do: no Azure HPC image serves this series, so installing at boot is the documented way"
@@ -385,12 +386,19 @@ def _hpc_image(ctx: Context, args: dict) -> Iterator[Finding]:
     if img is None or not img.known:
         return
     if img.name not in ctx.profile.recommended_images:
+        # A remedy recommends current images only: a supported but legacy one (CentOS 7.9, Ubuntu 18.04)
+        # passes this rule when asked for, and is never suggested.
+        others = [n for n in current_images(ctx.profile.recommended_images) if n != ctx.profile.default_image]
         yield _f("IMAGE_NOT_RECOMMENDED",
                  f"image '{img.name}' is not an Azure HPC image supported for {ctx.profile.series}: drivers, "
                  "NCCL and Fabric Manager may be missing",
-                 f"use --image {ctx.profile.default_image}" + (
-                     f" (or one of {', '.join(ctx.profile.recommended_images)})" if len(ctx.profile.recommended_images) > 1 else ""),
+                 f"use --image {ctx.profile.default_image}" + (f" (or one of {', '.join(others)})" if others else ""),
                  ctx.rule_source, "warning", "image")
+
+
+def current_images(names) -> list[str]:
+    """The names of catalog images that are not legacy, in the order given."""
+    return [n for n in names if (i := catalog().get(n)) is not None and not i.legacy]
 
 
 @series_rule("rdma_address_space", args=("reserved",))

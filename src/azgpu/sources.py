@@ -52,7 +52,8 @@ def seed_title(name: str) -> str:
 
 def describe_seed(name: str) -> str:
     entry = seeds().get(name)
-    return f"seed document '{entry['title']}' ({entry['role']})" if entry else f"seed document {name}"
+    # Named by what it is (its title and role), never as a "seed document": a user has no seeds.
+    return f"'{entry['title']}' ({entry['role']})" if entry else f"the document {name}"
 
 
 def describe_source(key: str) -> str:

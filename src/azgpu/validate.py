@@ -115,8 +115,12 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
         if command == "create":
             return [_err("MISSING_SSH_KEY", "no SSH public key: azgpu creates Linux nodes with SSH keys only",
                          "pass --ssh-key ~/.ssh/id_ed25519.pub (create one with ssh-keygen -t ed25519)", "ssh_key")]
-        return [_err("SSH_KEY_NOT_SET", "no SSH public key given: main.parameters.json leaves sshPublicKey for you to fill",
-                     "pass --ssh-key PATH to fill it", "ssh_key", severity="warning")]
+        if command == "render":  # the parameter files are written without it
+            return [_err("SSH_KEY_NOT_SET", "no SSH public key given: main.parameters.json leaves sshPublicKey for "
+                         "you to fill", "pass --ssh-key PATH to fill it", "ssh_key", severity="warning")]
+        # validate and plan write nothing: a note (under --verbose) of what create will need.
+        return [_err("SSH_KEY_NOT_SET", "no SSH public key given: 'provision create' will need one",
+                     "pass --ssh-key PATH, or --generate-ssh-keys to make ~/.ssh/id_rsa", "ssh_key", severity="note")]
     match = SSH_KEY_RE.fullmatch(key.strip())
     valid = bool(match)
     if match:

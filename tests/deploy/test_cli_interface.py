@@ -151,9 +151,22 @@ def test_declining_destroy_is_a_cancellation_not_an_error(cluster, cli, monkeypa
     monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
     rc, out, err = cli("destroy", *cluster_args())
     assert rc == 0, err
-    assert "destroy cancelled: nothing was deleted" in err
+    assert "declined at the prompt: nothing changed" in err
     assert "ERROR" not in err and out == ""
     assert len(cluster.resources(type=VMSS)) == 1
+
+
+def test_the_destroy_prompt_says_whether_the_resource_group_goes(cluster, cli, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    rc, _, err = cli("destroy", *cluster_args())
+    assert rc == 0, err
+    # create made the group for this cluster: destroy deletes it once the cluster is gone, and says so first.
+    assert "Then the resource group 'rg1' itself is deleted: azgpu created it for this cluster." in err
+    cluster.add_resource(f"/subscriptions/{cluster.subscription_id}/resourceGroups/rg1/providers/"
+                         "Microsoft.Storage/storageAccounts/keepme", {"location": "eastus"})
+    monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+    rc, _, err = cli("destroy", *cluster_args())
+    assert "The resource group 'rg1' is kept: it also holds 1 other resource(s) (keepme)." in err
 
 
 def test_confirming_destroy_deletes(cluster, cli, monkeypatch):

@@ -322,6 +322,15 @@ def test_report_command_files_once_per_day(cli, azure, bad_cluster):
     assert len(azure.impacts()) == 1
 
 
+def test_report_command_shows_each_node_in_a_pipe(cli, azure, bad_cluster):
+    rc, out, err = cli("report", "-n", NAME, "-g", RG, "--yes", "-o", "none")
+    assert rc == 0, err
+    lines = err.splitlines()
+    # One line per node as its verdict arrives, as create shows each resource, before the report lines.
+    assert sum(1 for line in lines if line.startswith("c1-000-00000") and "): " in line) == 3
+    assert any(": failed: " in line for line in lines)
+
+
 def test_report_command_checks_only_the_named_node(cli, azure, bad_cluster):
     rc, out, err = cli("report", "-n", NAME, "-g", RG, "--yes", "--node", "c1-vmss000/2", "-o", "json")
     assert rc == 0, err
@@ -346,7 +355,7 @@ def test_reports_command_lists_the_clusters_reports_as_a_table(cli, azure, bad_c
     rc, out, err = cli("reports", "-n", NAME, "-g", RG, "-o", "table")
     assert rc == 0, err
     header, rule, row = out.splitlines()
-    assert header.split() == ["Impact", "Node", "Physical", "host", "Category", "Reported", "Insight", "Terminal"]
+    assert header.split() == ["Impact", "Node", "Physical", "host", "Insight", "Terminal"]
     assert "c1-vmss000/1" in row and "HpcMissingGpu" in row and "NodeRemovedFromService" in row
     rc, out, err = cli("reports", "-g", RG, "--query", "[].physical_host", "-o", "tsv")
     assert out.strip() == bad_cluster["physical_host"]

@@ -67,15 +67,22 @@ def test_interactive_yes_deletes_them(four, cli, monkeypatch):
     assert instances(four) == ["c1-vmss000_0", "c1-vmss000_1", "c1-vmss000_2"]
 
 
-def test_interactive_no_deletes_nothing(four, cli, monkeypatch):
+def test_interactive_no_deletes_nothing_and_exits_0(four, cli, monkeypatch):
     monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
     before = len(four.requests)
     rc, out, err = cli(*create_args(nodes=3))
-    # On a terminal the answer ends the prompt's line; here the error follows on the same line.
-    assert rc == 2 and "Traceback" not in err
-    assert "ERROR: [SCALE_IN_REFUSED] " in err and "was declined at the prompt" in err
-    assert "  remedy: re-run with --allow-scale-in" in err
+    # A no is the user's decision, as at destroy's prompt: exit 0, nothing changed, no error.
+    assert rc == 0 and "Traceback" not in err and "ERROR" not in err
+    assert "was declined at the prompt" in err and "nothing changed" in err
     assert writes(four, since=before) == [] and len(instances(four)) == 4
+
+
+def test_yes_answers_the_scale_in_prompt_without_a_terminal(four, cli):
+    rc, out, err = cli(*create_args(nodes=3), "--yes")
+    assert rc == 0, err
+    # The instances are still listed before they go, and the answer is shown.
+    assert "- instance 3: c1-vmss000_3" in err and "Delete these instances and go on? yes (--yes)" in err
+    assert instances(four) == ["c1-vmss000_0", "c1-vmss000_1", "c1-vmss000_2"]
 
 
 def test_a_scale_set_no_longer_planned_is_guarded_too(azure, session, cli):

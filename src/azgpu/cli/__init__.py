@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import click
 
 from ..errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, ValidationFailed
-from .options import one_line, print_findings
+from .options import DECLINED, one_line, print_findings
 
 DEBUG_ENV = "AZGPU_DEBUG"
 # click 8.2 renamed NoArgsIsHelp to NoArgsIsHelpError (a UsageError); click 8.1 has neither and
@@ -110,6 +110,10 @@ def _main(argv: list[str] | None) -> int:
             raise
         return EXIT_INPUT
     except AzgpuError as exc:
+        if getattr(exc, "declined", False) or exc.code == "GHR_DECLINED":
+            # A no at a prompt is the user's decision, not a failure: exit 0 wherever it was asked.
+            click.echo(f"{one_line(exc.message)}; {DECLINED}", err=True)
+            return 0
         click.echo(f"ERROR: [{exc.code}] {one_line(exc.message)}", err=True)
         if exc.remedy:
             click.echo(f"  remedy: {one_line(exc.remedy)}", err=True)

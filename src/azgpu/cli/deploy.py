@@ -14,7 +14,7 @@ from ..errors import Finding, InputError
 from ..output import listing
 from . import options
 from .health import health_options, with_compact_health
-from .options import ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
+from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
 from .report import report_findings, report_options, reporter_for, with_reports
 
@@ -88,10 +88,14 @@ def register(cli: click.Group) -> None:
 
         def ask(report: str) -> bool:
             click.echo(report, err=True)
+            if yes:  # --yes answers every prompt: the instances listed above are deleted
+                click.echo("Delete these instances and go on? yes (--yes)", err=True)
+                return True
             return options.confirm("Delete these instances and go on?")
 
-        # Only a terminal can say yes; without one, create refuses (SCALE_IN_REFUSED) unless --allow-scale-in.
-        confirm = ask if not allow_scale_in and not dry_run and sys.stdin.isatty() else None
+        # Only a terminal (or --yes) can say yes; without one, create refuses (SCALE_IN_REFUSED) unless
+        # --allow-scale-in.
+        confirm = ask if not allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             reporter = None
@@ -175,6 +179,20 @@ def register(cli: click.Group) -> None:
                                                 for s in result["scale_sets"]]))
             emit(result, obj)
 
+    def _group_fate(session, cluster) -> str:
+        """What destroy does to the resource group, said before the question (as lifecycle.destroy decides)."""
+        from ..deploy.deployer import CREATED_TAG, is_ours, list_group
+
+        group = cluster.resource_group
+        tags = (cluster.group.tags or {}) if cluster.group is not None else {}
+        if not (tags.get(CREATED_TAG) == "true" and is_ours(tags, cluster.name)):
+            return f"The resource group '{group}' is kept: azgpu did not create it."
+        others = [r.name for r in list_group(session, group) or [] if r.name not in {c.name for c in cluster.resources}]
+        if others:
+            return (f"The resource group '{group}' is kept: it also holds {len(others)} other resource(s) "
+                    f"({listing(others)}).")
+        return f"Then the resource group '{group}' itself is deleted: azgpu created it for this cluster."
+
     @cli.command("destroy")
     @click.option("-n", "--name", default=None, help="Cluster name.")
     @click.option("-g", "--resource-group", default=None, help="Resource group.")
@@ -194,10 +212,11 @@ def register(cli: click.Group) -> None:
             if not yes:
                 items = [r.name for r in cluster.resources]
                 click.echo(f"This deletes {len(items)} resource(s) of cluster '{name}' in '{resource_group}': "
-                           f"{listing(items)}", err=True)
-                if not options.confirm("Continue?"):
+                           f"{listing(items)}.", err=True)
+                click.echo(_group_fate(session, cluster), err=True)
+                if not options.confirm("Delete them?"):
                     # Answering no is the user's decision, not a failure or an interruption.
-                    log("destroy cancelled: nothing was deleted")
+                    log(DECLINED)
                     return
             # One line per resource on stderr as it goes (a CI log shows the teardown while it runs).
             result = destroy(session, name, resource_group, on_update=lambda kind, n, state: log(f"{n}: {state}"))

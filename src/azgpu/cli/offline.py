@@ -17,15 +17,15 @@ def register(cli: click.Group) -> None:
     @common
     def profiles_list(obj):
         """List the series profiles."""
-        from ..describe import list_rows
+        from ..describe import list_rows, profile_table
 
-        emit(list_rows(), obj)
+        emit(list_rows(), obj, table=profile_table)
 
     @profiles.command("show")
     @click.argument("profile_id")
     @common
     def profiles_show(obj, profile_id):
-        """Show a profile: sizes, requirements with their sources, seed discrepancies."""
+        """Show a profile: sizes, requirements with their sources, where other documents disagree with Learn."""
         from ..describe import profile_detail
         from ..profiles import find_size, load_profile
 

@@ -41,6 +41,10 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
+# What every command says when its question is answered no: the user's decision, exit 0.
+DECLINED = "declined at the prompt: nothing changed"
+
+
 def confirm(question: str) -> bool:
     """A yes/no question on stderr, 'no' unless answered yes. Not click.confirm: before click 8.4 it
     writes the prompt's last space to stdout, which carries results only (-o json | jq ...)."""
@@ -82,6 +86,9 @@ def common(fn):
         check_query(query)  # a bad --query fails before anything runs or is written
         ctx.obj.update(output=output, query=query, verbose=verbose or ctx.obj.get("verbose", False),
                        debug=debug or ctx.obj.get("debug", False))
+        if "cluster_file" not in kwargs:  # request commands apply the defaults below a cluster file's keys
+            kwargs.update(az_defaults({k: v for k, v in kwargs.items() if k in ("resource_group", "location")},
+                                      verbose=ctx.obj["verbose"]))
         return fn(ctx.obj, **kwargs)
 
     return wrapper
@@ -102,9 +109,17 @@ class Deferred(click.ParamType):
 INTEGER = Deferred("integer")
 NUMBER = Deferred("float")
 
+def _complete_profiles(incomplete: str) -> list[str]:
+    """Shell completion of --profile (click's mechanism: `_PROVISION_COMPLETE=bash_source provision`)."""
+    from ..profiles import list_profiles
+
+    return [p.id for p in list_profiles() if p.id.startswith(incomplete)]
+
+
 REQUEST_OPTIONS = [
     click.option("-f", "--file", "cluster_file", default=None, help="Cluster file (TOML) with the same keys as the flags."),
-    click.option("--profile", default=None, help="Series profile id ('provision profiles list')."),
+    click.option("--profile", default=None, help="Series profile id ('provision profiles list').",
+                 shell_complete=lambda ctx, param, incomplete: _complete_profiles(incomplete)),
     click.option("--size", default=None, help="VM size or alias (default: the profile's)."),
     click.option("--nodes", type=INTEGER, default=None, help="Number of VMs."),
     click.option("-l", "--location", default=None, help="Azure region, e.g. eastus."),
@@ -151,11 +166,42 @@ def request_options(fn):
     return fn
 
 
+def az_defaults(given: dict[str, Any], *, verbose: bool) -> dict[str, str]:
+    """The az CLI's defaults (group, location) for the parameters `given` holds as None; with
+    verbose, a note on stderr of where each value came from, flags included."""
+    from ..azdefaults import defaults
+
+    filled = {}
+    configured = defaults() if any(v is None for v in given.values()) else {}
+    for param, value in given.items():
+        flag = "-g/--resource-group" if param == "resource_group" else "-l/--location"
+        if value is None and param in configured:
+            filled[param], where = configured[param]
+            if verbose:
+                log(f"NOTE: [AZ_DEFAULT] {flag} {filled[param]} from {where}")
+        elif value is not None and verbose:
+            log(f"NOTE: [AZ_DEFAULT] {flag} {value} from the command line")
+    return filled
+
+
 def make_request(values: dict[str, Any]):
     from ..request import build_request, read_cluster_file
 
     cluster_file = values.pop("cluster_file", None)
     base = read_cluster_file(cluster_file) if cluster_file else {}
+    # The az CLI's defaults come last: a flag or the cluster file's key wins over them.
+    ctx = click.get_current_context(silent=True)
+    verbose = bool(ctx and ctx.obj and ctx.obj.get("verbose"))
+    for param, flag in (("resource_group", "-g/--resource-group"), ("location", "-l/--location")):
+        in_file = base.get(param, base.get(param.replace("_", "-")))
+        if values.get(param) is not None:
+            if verbose:
+                log(f"NOTE: [AZ_DEFAULT] {flag} {values[param]} from the command line")
+        elif in_file is not None:
+            if verbose:
+                log(f"NOTE: [AZ_DEFAULT] {flag} {in_file} from the cluster file {cluster_file}")
+        else:
+            values = {**values, **az_defaults({param: None}, verbose=verbose)}
     flags = {k: v for k, v in values.items() if v is not None and not (k in ("tags", "identities") and not v)}
     # Flags win over the file's values; --tag replaces only the file's tag of the same name.
     return build_request(base, origin=cluster_file or "", **flags)

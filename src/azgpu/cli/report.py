@@ -26,7 +26,8 @@ def report_options(fn):
                           "with Azure for its host (see 'provision report'). Asks first unless --yes."),
         click.option("--insight-timeout", type=float, default=INSIGHT_TIMEOUT, show_default=True,
                      help="Seconds to follow a report's insights before going on (0: read them once)."),
-        click.option("-y", "--yes", is_flag=True, help="With --report-to-azure: file the reports without asking."),
+        click.option("-y", "--yes", is_flag=True, help="Answer yes to every prompt: delete the instances a scale-in "
+                     "lists, and with --report-to-azure file the reports."),
     ]):
         fn = option(fn)
     return fn
@@ -66,6 +67,13 @@ def _ask(reports) -> bool:
         click.echo(f"  {r.node.computer_name} on host {r.node.physical_host or '?'}: {r.category} "
                    f"({'; '.join(f.summary() for f in r.failures)})", err=True)
     return options.confirm("File them?")
+
+
+def _node_line(result) -> None:
+    """report's progress without a terminal too (a CI log shows each node as its verdict arrives, as
+    create shows each resource): one stderr line per node."""
+    log(f"{result.computer_name} ({result.scale_set}/{result.instance_id}): {result.status}"
+        + (f": {result.summary()}" if result.status != "passed" else ""))
 
 
 def reporter_for(session, *, yes: bool, insight_timeout: float, on_event=None):
@@ -126,7 +134,8 @@ def register(cli: click.Group) -> None:
             reporter = reporter_for(session, yes=yes, insight_timeout=insight_timeout)
             reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
             wanted = _instances(session, name, resource_group, nodes) if nodes else None
-            report = health.check(session, name, resource_group, instances=wanted, on_node=node_logger(obj), **check)
+            report = health.check(session, name, resource_group, instances=wanted,
+                                  on_node=node_logger(obj) or _node_line, **check)
             # Only a node proven faulty is reported: not one that did not answer or answered inconclusively.
             bad = report.failed
             entries = reporter.report(bad) if bad else []
@@ -164,9 +173,9 @@ def register(cli: click.Group) -> None:
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             found = list_reports(session, resource_group, name)
         if obj["output"] == "table" and not obj["query"]:
+            # Within 120 columns: the category and the time are in azgpu's impact names, and in -o json.
             found = [{"impact": r["impact"], "node": f"{r['scale_set']}/{r['instance_id']}",
-                      "physical_host": r["physical_host"] or "", "category": (r["category"] or "").rsplit(".", 1)[-1],
-                      "reported": r["reported"] or "", "insight": r["status_code"] or "no insight yet",
+                      "physical_host": r["physical_host"] or "", "insight": r["status_code"] or "no insight yet",
                       "terminal": r["terminal"]} for r in found]
         emit(found, obj)
 

@@ -182,7 +182,10 @@ def register(cli: click.Group) -> None:
             raise InputError("reset needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
                              remedy="add --yes to reset without asking")
         if not yes and not confirm(f"Forget everything in {state_file(state)}?"):
-            raise click.Abort()
+            from .options import DECLINED, log
+
+            log(DECLINED)
+            return
         _azure(state).reset()
         emit({"state_file": str(state_file(state)), "reset": True}, obj)
 

@@ -135,12 +135,14 @@ def refusal(analysis: Analysis, cluster: str, resource_group: str, *, declined: 
                                                   if len(names) > NAMES_IN_MESSAGE else "")
     sets = "; ".join(f"{c.name}: {c.capacity[0]} -> {c.capacity[1]}" for c in analysis.changes
                      if c.deleted_instances and c.capacity)
-    why = "was declined at the prompt" if declined else "needs --allow-scale-in (or a yes at a terminal)"
-    return ScaleInRefused(
+    why = "was declined at the prompt" if declined else "needs --allow-scale-in (or a yes at a terminal, or --yes)"
+    refused = ScaleInRefused(
         f"create would delete {len(names)} instance(s) of cluster '{cluster}' in '{resource_group}' ({sets}): "
-        f"{shown}; this {why}; nothing was changed",
+        f"{shown}; this {why}" + ("" if declined else "; nothing was changed"),
         remedy="re-run with --allow-scale-in to delete exactly these, or keep the node count; "
                "'provision create --what-if' shows every change")
+    refused.declined = declined  # the CLI exits 0 on a no at its prompt
+    return refused
 
 
 def report_of(analysis: Analysis, deployer: Deployer, *, cost: dict | None = None,

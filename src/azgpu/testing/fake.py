@@ -114,6 +114,9 @@ class FakeAzure:
             # Every URL on every host: what is not Azure Resource Manager fails loudly, never goes out.
             self._mock.add_callback(method, re.compile(r".*"), callback=self._answer, content_type=None)
         self._mock.start()
+        from .. import pricing
+
+        pricing.fake_started(self)  # its prices stay out of the user's price cache
         with self._flights:
             self._accepting = True
         if self._clock is None:
@@ -140,6 +143,9 @@ class FakeAzure:
             self._mock.stop()
             self._mock.reset()
             self._mock = None
+        from .. import pricing
+
+        pricing.fake_stopped(self)
 
     @staticmethod
     def _join_pollers(timeout: float = 10) -> None:
