@@ -35,7 +35,8 @@ COMMANDS = {
     **dict.fromkeys(("create", "status", "wait", "destroy"), ("deploy",)),
     "outputs": ("outputs",), "check": ("health",), "list": ("listing",),
     "report": ("report",), "reports": ("report",),
-    "simulate": ("simulate", "simulate_faults", "report"),
+    "quota": ("capacity",),
+    "simulate": ("simulate", "simulate_faults", "report", "capacity"),
 }
 
 

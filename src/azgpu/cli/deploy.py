@@ -45,12 +45,16 @@ def register(cli: click.Group) -> None:
     @click.option("--replace-unhealthy", is_flag=True,
                   help="With --check (implied): delete failing nodes, scale back out, check the new ones.")
     @click.option("--max-rounds", type=int, default=3, show_default=True, help="Replacement rounds at most.")
+    @click.option("--request-quota", is_flag=True,
+                  help="File the quota increases the preflight finds short (Microsoft.Quota; asks first unless "
+                       "--yes) and go on once they are approved; see 'provision quota request'.")
     @health_options
     @report_options
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
                    fallback_locations, accept_terms, what_if_, allow_scale_in, currency, check, replace_unhealthy,
-                   max_rounds, parallel, node_timeout, nccl, report_to_azure, insight_timeout, yes, **values):
+                   max_rounds, request_quota, parallel, node_timeout, nccl, report_to_azure, insight_timeout, yes,
+                   **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
@@ -85,6 +89,10 @@ def register(cli: click.Group) -> None:
         # Only a terminal can say yes; without one, create refuses (SCALE_IN_REFUSED) unless --allow-scale-in.
         confirm = ask if not allow_scale_in and not dry_run and sys.stdin.isatty() else None
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            if request_quota and not dry_run:
+                from .capacity import quota_before_create
+
+                quota_before_create(session, spec.request, fallback_locations=fallback_locations, yes=yes)
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             reporter = None
             if report_to_azure and not dry_run:  # Guest Health Reporting: checked before anything is created

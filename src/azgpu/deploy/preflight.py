@@ -37,6 +37,7 @@ class QuotaLine:
     usage: int
     limit: int
     needed: int
+    key: str = ""  # the usage's name as Azure spells it (the Microsoft.Quota resource name)
 
     @property
     def ok(self) -> bool:
@@ -312,7 +313,8 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
             pf.findings.append(_err("QUOTA_UNKNOWN", f"no quota entry '{label}' in {spec.request.location}",
                                     "check 'az vm list-usage -l " + str(spec.request.location) + "'", SOURCE_USAGE, "warning"))
             continue
-        line = QuotaLine(usage.name.localized_value or label, int(usage.current_value), int(usage.limit), vcpus_needed)
+        line = QuotaLine(usage.name.localized_value or label, int(usage.current_value), int(usage.limit), vcpus_needed,
+                         usage.name.value or key)
         pf.quota.append(line)
         if not line.ok:
             pf.findings.append(_err(

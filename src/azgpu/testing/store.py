@@ -119,6 +119,10 @@ class Store:
         self.permissions: list[dict] | None = None
         self.impact_categories: list[str] = []
         self.impact_insights: list[dict] | None = None
+        # Microsoft.Quota (testing/quota_requests.py): requests by upper-case id, and what the fake does
+        # with new requests by location and normalised quota name ("approve" unless set).
+        self.quota_requests: dict[str, dict] = {}
+        self.quota_outcomes: dict[str, dict[str, str]] = {}
 
     # -- resources ---------------------------------------------------------------------------
     def get(self, resource_id: str) -> dict | None:
@@ -171,6 +175,8 @@ class Store:
             "permissions": self.permissions,
             "impact_categories": self.impact_categories,
             "impact_insights": self.impact_insights,
+            "quota_requests": self.quota_requests,
+            "quota_outcomes": self.quota_outcomes,
         }
 
     def load_json(self, data: dict) -> None:
@@ -197,6 +203,8 @@ class Store:
         self.permissions = data.get("permissions")
         self.impact_categories = data.get("impact_categories", [])
         self.impact_insights = data.get("impact_insights")
+        self.quota_requests = data.get("quota_requests", {})
+        self.quota_outcomes = data.get("quota_outcomes", {})
 
     def save(self, path: str | os.PathLike) -> None:
         # Write then rename, so a CLI process reading the file never sees half of it; a failed write

@@ -1,0 +1,144 @@
+"""quota request / quota status, capacity: quota and capacity before anything is created.
+
+The Azure SDK loads only inside the commands; `provision simulate quota outcome` shapes how the
+simulated Microsoft.Quota answers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InputError, ValidationFailed
+from . import options
+from .options import ListOption, azure_options, common, emit, log, make_request, request_options, validated_with
+
+
+def _need_location(request) -> None:
+    if not request.location:
+        raise InputError("no location given", code="MISSING_LOCATION", remedy="pass -l/--location, e.g. -l eastus")
+
+
+def _shortfall_text(short) -> str:
+    lines = [f"  {s.location}: {s.label} ({s.quota}) usage {s.usage} + needed {s.needed} > limit {s.limit}: "
+             f"request {s.new_limit}" for s in short]
+    return "Quota increase requests to file (Microsoft.Quota):\n" + "\n".join(lines)
+
+
+def asker(yes: bool):
+    """confirm(shortfalls): --yes, or a yes at a terminal; without a terminal, refuse (exit 2)."""
+    def ask(short) -> bool:
+        click.echo(_shortfall_text(short), err=True)
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise InputError("filing a quota request needs confirmation and there is no terminal to ask",
+                             code="CONFIRMATION_REQUIRED", remedy="add --yes to file the requests without asking")
+        return options.confirm("File these requests?")
+
+    return ask
+
+
+def register(cli: click.Group) -> None:
+    @cli.group("quota")
+    def quota():
+        """vCPU quota increases through the Microsoft.Quota API, from the preflight's own arithmetic."""
+
+    @quota.command("request")
+    @request_options
+    @azure_options
+    @click.option("--fallback-locations", cls=ListOption,
+                  help="Also request what each of these locations lacks (as create would try them).")
+    @click.option("-y", "--yes", is_flag=True, help="File without asking (automation).")
+    @click.option("--timeout", type=float, default=0.0, show_default=True,
+                  help="Follow each request this many seconds until it is final (0: read its state once).")
+    @common
+    def request_cmd(obj, subscription, simulate, simulate_latency, simulate_state, fallback_locations, yes, timeout,
+                    **values):
+        """File the quota increases the cluster needs (family, regional total or spot; per location).
+
+        Shows each request's id and state; 'provision quota status' follows them. A request Azure does not
+        approve automatically (GPU families often go to a support case) ends with its id and Learn's
+        remedy, exit 1. Nothing is written but the requests, and nothing without a yes (--yes).
+        """
+        from ..deploy.quota_requests import request_increases
+        from ..validate import check_fallbacks
+
+        request = make_request(values)
+        _need_location(request)
+        validated_with(request, "quota", [f for f in check_fallbacks((), fallback_locations) if f.is_error])
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            try:
+                result = request_increases(session, request, fallback_locations=list(fallback_locations),
+                                           confirm=asker(yes), timeout=timeout, on_notice=log)
+            except Exception as exc:
+                if getattr(exc, "result", None) is not None:
+                    emit(exc.result, obj)
+                raise
+        if not result["shortfall"]:
+            log("no quota increase needed: every quota has room for the cluster")
+        elif result.get("declined"):
+            log("nothing filed")
+        emit(result, obj)
+
+    @quota.command("status")
+    @click.option("-l", "--location", required=True, help="Azure region of the request, e.g. eastus.")
+    @click.option("--id", "request_id", default=None, help="The request's id (from 'provision quota request'); "
+                                                            "without it, every request of the location.")
+    @azure_options
+    @common
+    def status_cmd(obj, location, request_id, subscription, simulate, simulate_latency, simulate_state):
+        """The state of quota requests: Accepted, InProgress, Succeeded, Failed (exit 1 for a failed --id)."""
+        from ..deploy import quota_requests as qr
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            if request_id is None:
+                emit([r.as_dict() for r in qr.listed(session, location)], obj)
+                return
+            found = qr.read(session, location, request_id)
+        emit(found.as_dict(), obj)
+        if found.state in ("Failed", "Invalid"):
+            raise qr.escalation_error([found])
+
+    _register_simulate(cli)
+
+
+def _register_simulate(cli: click.Group) -> None:
+    """`provision simulate quota outcome`, beside the simulate group's own quota commands."""
+    cli.load("simulate")
+    sim_quota = cli.commands["simulate"].commands["quota"]
+
+    @sim_quota.command("outcome")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--name", "name", required=True, help="Usage name, e.g. standardNDASv4_A100Family, cores.")
+    @click.option("--outcome", type=click.Choice(["approve", "escalate"]), required=True,
+                  help="approve: the request succeeds and the limit rises; escalate: it ends Failed with "
+                       "ContactSupport, as GPU families often do.")
+    @click.option("--simulate-state", "state", default=None, help="File holding the simulated cloud.")
+    @common
+    def outcome(obj, location, name, outcome, state):
+        """What the simulated Microsoft.Quota does with the next increase requests for a usage."""
+        from ..deploy.simulate import simulated_azure
+        from ..testing.skus import normalize_location
+
+        azure = simulated_azure(state)
+        loc = normalize_location(location)
+        azure.set_quota_outcome(loc, name, outcome)
+        emit({"location": loc, "name": name, "outcome": outcome}, obj)
+
+
+def quota_before_create(session, request, *, fallback_locations, yes: bool) -> None:
+    """create --request-quota: file what the preflight finds short, then let create go on only when every
+    request succeeded (a pending one stops here with its id; a failed one with Learn's remedy, exit 1)."""
+    from ..deploy.quota_requests import PENDING, request_increases
+    from ..errors import AzureError
+
+    result = request_increases(session, request, fallback_locations=list(fallback_locations), confirm=asker(yes),
+                               on_notice=log)
+    pending = [r for r in result["requests"] if r["state"] in PENDING]
+    if pending:
+        ids = ", ".join(f"{r['id']} ({r['quota']} in {r['location']}: {r['state']})" for r in pending)
+        raise AzureError(f"quota requests not final yet: {ids}", code="QUOTA_REQUEST_PENDING",
+                         remedy=f"follow them with 'provision quota status -l {pending[0]['location']} --id ID', "
+                                "then run create again")
