@@ -306,6 +306,8 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
     if req.spot:
         vm_profile |= {"priority": "Spot", "evictionPolicy": spec.eviction_policy or "Delete",
                        "billingProfile": {"maxPrice": req.max_price if req.max_price is not None else -1}}
+    if req.capacity_reservation_group:
+        vm_profile["capacityReservation"] = {"capacityReservationGroup": {"id": req.capacity_reservation_group}}
     if spec.extensions:
         vm_profile["extensionProfile"] = {"extensions": [
             {"name": e.name, "properties": {
@@ -328,7 +330,9 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
     body["properties"] = {
         # InfiniBand works only inside one Uniform scale set with a single placement group.
         "orchestrationMode": "Uniform",
-        "singlePlacementGroup": spec.size.infiniband,
+        # ... except in a capacity reservation group, which Learn allows only with singlePlacementGroup
+        # false (D-crg-vmss); validate says so as CAPACITY_RESERVATION_PLACEMENT_GROUP.
+        "singlePlacementGroup": spec.size.infiniband and not req.capacity_reservation_group,
         # Overprovisioned GPU VMs count against quota and would join the InfiniBand partition.
         "overprovision": False,
         "upgradePolicy": {"mode": "Manual"},

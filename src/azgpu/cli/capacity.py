@@ -101,13 +101,131 @@ def register(cli: click.Group) -> None:
         if found.state in ("Failed", "Invalid"):
             raise qr.escalation_error([found])
 
+    _register_reserve(cli)
     _register_simulate(cli)
 
 
+def _size_of(profile: str | None, size: str | None):
+    from ..profiles import find_size, load_profile
+
+    if size:
+        return find_size(size)[1]
+    if profile:
+        p = load_profile(profile)
+        return p.size(p.default_size)
+    raise InputError("no size given", code="MISSING_ARGUMENT", remedy="pass --size SIZE or --profile PROFILE")
+
+
+def _register_reserve(cli: click.Group) -> None:
+    @cli.command("reserve")
+    @click.option("-g", "--resource-group", required=True, help="Resource group of the reservation group.")
+    @click.option("--group", required=True, help="Capacity reservation group: created when absent, kept when azgpu made it.")
+    @click.option("--name", default=None, help="Reservation name [the size's name].")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--profile", default=None, help="Reserve the profile's default size.")
+    @click.option("--size", default=None, help="VM size to reserve, e.g. Standard_ND96isr_H100_v5.")
+    @click.option("--count", type=int, required=True, help="VMs to reserve (Block: 1, 2, 4, 8, 16, 32 or 64).")
+    @click.option("--zone", default=None, help="Reserve in this availability zone (the scale sets must use it too).")
+    @click.option("--type", "reservation_type", default="Targeted", show_default=True,
+                  help="Targeted, or Block where the size's SupportedCapacityReservationTypes lists it.")
+    @click.option("--dry-run", is_flag=True, help="Check and price the reservation; create nothing.")
+    @click.option("--currency", default="USD", show_default=True, help="Currency of the price shown.")
+    @click.option("-y", "--yes", is_flag=True, help="Create without asking (a reservation bills whether used or not).")
+    @azure_options
+    @common
+    def reserve_cmd(obj, resource_group, group, name, location, profile, size, count, zone, reservation_type, dry_run,
+                    currency, yes, subscription, simulate, simulate_latency, simulate_state):
+        """Reserve GPU capacity: a capacity reservation group and one reservation in it, checked first.
+
+        A reservation bills at the pay-as-you-go rate from creation until it is deleted, used or not: the
+        price is shown and a yes asked for (--yes for automation). Use it with
+        'provision create --capacity-reservation-group ID'; 'provision release' deletes it.
+        """
+        from ..capacity import reserve_findings
+        from ..pricing import check_currency
+
+        check_currency(currency)
+        vm = _size_of(profile, size)
+        name = name or vm.name.lower().replace("_", "-")
+        bad = reserve_findings(reservation_type=reservation_type, count=count, name=name, group=group)
+        if any(f.is_error for f in bad):
+            raise ValidationFailed(bad)
+        from ..deploy import reservations
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            findings = reservations.reserve_preflight(session, location=location, size=vm.name, count=count,
+                                                      zone=zone, reservation_type=reservation_type)
+            if any(f.is_error for f in findings):
+                raise ValidationFailed(findings)
+            from ..pricing import estimate
+
+            cost = estimate(vm.name, location, count, currency=currency,
+                            simulated=bool(getattr(session, "simulated", False))).as_dict()
+            cost.pop("scale_sets", None)
+            planned = {"resource_group": resource_group, "group": group, "reservation": name, "size": vm.name,
+                       "count": count, "zones": [zone] if zone else [], "type": reservation_type, "cost": cost,
+                       "billing": "pay-as-you-go rate for every reserved VM, used or not, until deleted"}
+            if dry_run:
+                emit({**planned, "dry_run": True}, obj)
+                return
+            hourly = f"{cost['hourly']} {cost['currency']}/hour" if cost.get("hourly") is not None else "an unknown price"
+            question = f"Reserve {count} {vm.name} in {location} at {hourly}, billed until deleted?"
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise InputError("a reservation bills from its creation and there is no terminal to ask",
+                                     code="CONFIRMATION_REQUIRED", remedy="add --yes to reserve without asking")
+                if not options.confirm(question):
+                    log("nothing reserved")
+                    return
+            result = reservations.create_reservation(session, resource_group=resource_group, group=group, name=name,
+                                                     location=location, size=vm.name, count=count, zone=zone,
+                                                     reservation_type=reservation_type)
+        emit({**planned, **result}, obj)
+
+    @cli.command("release")
+    @click.option("-g", "--resource-group", required=True, help="Resource group of the reservation group.")
+    @click.option("--group", required=True, help="The capacity reservation group azgpu created.")
+    @click.option("-y", "--yes", is_flag=True, help="Delete without asking.")
+    @azure_options
+    @common
+    def release_cmd(obj, resource_group, group, yes, subscription, simulate, simulate_latency, simulate_state):
+        """Delete a capacity reservation group azgpu created, with its reservations (never one azgpu did not create)."""
+        from ..deploy import reservations
+
+        if not yes and not sys.stdin.isatty():
+            raise InputError("release needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
+                             remedy="add --yes to delete without asking")
+
+        def ask(names) -> bool:
+            return yes or options.confirm(f"Delete reservation(s) {', '.join(names) or '(none)'} and group {group}?")
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            emit(reservations.delete_reservations(session, resource_group, group, confirm=ask), obj)
+
+
 def _register_simulate(cli: click.Group) -> None:
-    """`provision simulate quota outcome`, beside the simulate group's own quota commands."""
+    """`provision simulate quota outcome` and `simulate sku capability`, beside the simulate group's own."""
     cli.load("simulate")
     sim_quota = cli.commands["simulate"].commands["quota"]
+    sim_sku = cli.commands["simulate"].commands["sku"]
+
+    @sim_sku.command("capability")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--size", required=True, help="VM size, e.g. Standard_ND96isr_H100_v5.")
+    @click.option("--name", "name", required=True,
+                  help="Capability name, e.g. CapacityReservationSupported, SupportedCapacityReservationTypes.")
+    @click.option("--value", required=True, help="Its value as the Resource SKUs API writes it, e.g. True, Targeted,Block.")
+    @click.option("--simulate-state", "state", default=None, help="File holding the simulated cloud.")
+    @common
+    def capability(obj, location, size, name, value, state):
+        """Set one Resource SKU capability of a size in a location."""
+        from ..deploy.simulate import simulated_azure
+        from ..testing.skus import normalize_location
+        from .simulate import _size
+
+        loc = normalize_location(location)
+        simulated_azure(state).set_sku(loc, _size(size), **{name: value})
+        emit({"location": loc, "size": _size(size), "capability": name, "value": value}, obj)
 
     @sim_quota.command("outcome")
     @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")

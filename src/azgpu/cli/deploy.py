@@ -45,6 +45,9 @@ def register(cli: click.Group) -> None:
     @click.option("--replace-unhealthy", is_flag=True,
                   help="With --check (implied): delete failing nodes, scale back out, check the new ones.")
     @click.option("--max-rounds", type=int, default=3, show_default=True, help="Replacement rounds at most.")
+    @click.option("--capacity-reservation-group", default=None, metavar="ID",
+                  help="Deploy the scale sets into this existing capacity reservation group (see 'provision "
+                       "reserve'); the preflight checks it has room first.")
     @click.option("--request-quota", is_flag=True,
                   help="File the quota increases the preflight finds short (Microsoft.Quota; asks first unless "
                        "--yes) and go on once they are approved; see 'provision quota request'.")

@@ -62,6 +62,7 @@ class Preflight:
     family: str | None = None  # the size's quota family as the Resource SKUs API spells it here
     plan: PurchasePlan | None = None  # the live image's purchase plan
     accept_terms: PurchasePlan | None = None  # a plan whose terms create accepts (--accept-terms)
+    reservation: dict[str, Any] = field(default_factory=dict)  # --capacity-reservation-group's room, when given
 
     @property
     def errors(self) -> list[Finding]:
@@ -73,6 +74,7 @@ class Preflight:
             "quota": [q.as_dict() for q in self.quota],
             "zones": self.zones,
             **({"subnet": self.subnet} if self.subnet else {}),
+            **({"capacity_reservation": self.reservation} if self.reservation else {}),
         }
 
 
@@ -471,6 +473,10 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
     check_quota(pf, spec, usages, needed)
     preflight_custom.check_identities(pf, session, spec)
     preflight_custom.check_ppg(pf, session, spec)
+    if spec.request.capacity_reservation_group:
+        from .reservations import check_group
+
+        check_group(pf, session, spec, spec.nodes if nodes_needed is None else nodes_needed)
     if spec.image.image_id is not None:  # gallery, community, shared or managed image: read from its own API
         preflight_custom.check_custom_image(pf, session, spec)
         return pf
