@@ -35,7 +35,7 @@ COMMANDS = {
     **dict.fromkeys(("create", "status", "wait", "destroy"), ("deploy",)),
     "outputs": ("outputs",), "check": ("health",), "list": ("listing",),
     "report": ("report",), "reports": ("report",),
-    "quota": ("capacity",), "reserve": ("capacity",), "release": ("capacity",),
+    "quota": ("capacity",), "capacity": ("capacity",), "reserve": ("capacity",), "release": ("capacity",),
     "simulate": ("simulate", "simulate_faults", "report", "capacity"),
 }
 

@@ -101,6 +101,45 @@ def register(cli: click.Group) -> None:
         if found.state in ("Failed", "Invalid"):
             raise qr.escalation_error([found])
 
+    @cli.command("capacity")
+    @click.option("--profile", default=None, help="Profile whose default size is checked.")
+    @click.option("--size", default=None, help="VM size (instead of the profile's default).")
+    @click.option("--nodes", type=click.IntRange(min=1), required=True, help="Nodes the cluster needs.")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--zones", cls=ListOption, help="Zones to check in the location: --zones 1 2 3.")
+    @click.option("--fallback-locations", cls=ListOption, help="More locations to check: --fallback-locations westus3.")
+    @click.option("--spot", is_flag=True, help="For spot VMs (the regional spot quota).")
+    @click.option("--capacity-reservation-group", default=None, metavar="ID",
+                  help="Also check this capacity reservation group's room for the size.")
+    @azure_options
+    @common
+    def capacity_cmd(obj, profile, size, nodes, location, zones, fallback_locations, spot, capacity_reservation_group,
+                     subscription, simulate, simulate_latency, simulate_state):
+        """One report before anything is created: SKU restrictions per location and zone, quota headroom
+        (family, regional, spot) and reservation headroom, each line with its remedy. Reads only.
+
+        Exit 0 when every check passes, 1 when something is short or blocked (the table says what to do).
+        """
+        from ..capacity import parse_group_id
+        from ..deploy.capacity_report import OK, report
+        from ..errors import AzureError
+        from ..testing.skus import normalize_location
+
+        vm = _size_of(profile, size)
+        if capacity_reservation_group and parse_group_id(capacity_reservation_group) is None:
+            raise InputError(f"--capacity-reservation-group '{capacity_reservation_group}' is not a capacity "
+                             "reservation group resource ID", code="INVALID_CAPACITY_RESERVATION_GROUP",
+                             remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/"
+                                    "capacityReservationGroups/NAME")
+        locations = list(dict.fromkeys(normalize_location(x) for x in [location, *fallback_locations]))
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            result = report(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,
+                            zones=[str(z) for z in zones], spot=spot, group_id=capacity_reservation_group)
+        emit(result, obj, table=lambda r: r["checks"])
+        if result["verdict"] != OK:
+            raise AzureError(f"capacity report: {result['verdict']} (see the lines that are not ok)",
+                             code="CAPACITY_NOT_READY", remedy="follow each line's remedy, then run the report again")
+
     _register_reserve(cli)
     _register_simulate(cli)
 

@@ -195,7 +195,11 @@ def create_reservation(session, *, resource_group: str, group: str, name: str, l
             body = {"location": location, "tags": MANAGED_TAGS, "properties": {"reservationType": reservation_type}}
             if zones:
                 body["zones"] = zones
-            session.compute.capacity_reservation_groups.create_or_update(resource_group, group, body)
+            groups = session.compute.capacity_reservation_groups
+            if hasattr(groups, "begin_create_or_update"):
+                groups.begin_create_or_update(resource_group, group, body).result()
+            else:
+                groups.create_or_update(resource_group, group, body)
         body = {"location": location, "tags": MANAGED_TAGS, "sku": {"name": size, "capacity": count}}
         if zones:
             body["zones"] = zones
@@ -227,13 +231,25 @@ def delete_reservations(session, resource_group: str, group: str, *, confirm) ->
                          code="CAPACITY_RESERVATION_GROUP_NOT_OURS",
                          remedy=f"delete it yourself if you mean to: 'az capacity reservation group delete -g "
                                 f"{resource_group} -n {group}'")
+    used = _prop(found, "virtual_machines_associated") or []
+    if used:
+        # Azure deletes a group only once no VM uses it; deleting its reservations first would drop the
+        # guarantee of VMs that still run.
+        raise InputError(f"capacity reservation group '{group}' is still used by {len(used)} VM(s)",
+                         code="CAPACITY_RESERVATION_GROUP_IN_USE",
+                         remedy="destroy the clusters that use it first ('provision destroy'), then release it")
     names = [r.name for r in session.compute.capacity_reservations.list_by_capacity_reservation_group(resource_group, group)]
     if not confirm(names):
         return {"group": group, "deleted": []}
     try:
         for n in names:
             session.compute.capacity_reservations.begin_delete(resource_group, group, n).result()
-        session.compute.capacity_reservation_groups.delete(resource_group, group)
+        groups = session.compute.capacity_reservation_groups
+        # A long-running delete in newer clients (begin_delete), a plain one in older ones.
+        if hasattr(groups, "begin_delete"):
+            groups.begin_delete(resource_group, group).result()
+        else:
+            groups.delete(resource_group, group)
     except Exception as exc:
         raise to_azure_error(exc, f"deleting capacity reservation group {group}") from None
     return {"group": group, "deleted": [*names, group]}
