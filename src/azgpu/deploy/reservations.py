@@ -8,6 +8,8 @@ at the pay-as-you-go rate whether VMs use it or not (Learn, D-crg), so `reserve`
 
 from __future__ import annotations
 
+import io
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,15 @@ from .preflight import SOURCE_SKUS, Preflight
 
 SOURCE = "Azure capacity reservation groups API (az capacity reservation group show --instance-view)"
 MANAGED_TAGS = {"managed-by": "azgpu"}
+
+
+def _wire(body: dict) -> dict[str, Any]:
+    """A PUT body sent as written, at azgpu's compute api-version: an older client's model would drop
+    what it does not know (reservationType, without which a Block group is a Targeted one)."""
+    from ..plan import COMPUTE_API
+
+    return {"parameters": io.BytesIO(json.dumps(body).encode()), "content_type": "application/json",
+            "api_version": COMPUTE_API}
 
 
 def _prop(obj: Any, name: str) -> Any:
@@ -195,16 +206,12 @@ def create_reservation(session, *, resource_group: str, group: str, name: str, l
             body = {"location": location, "tags": MANAGED_TAGS, "properties": {"reservationType": reservation_type}}
             if zones:
                 body["zones"] = zones
-            groups = session.compute.capacity_reservation_groups
-            if hasattr(groups, "begin_create_or_update"):
-                groups.begin_create_or_update(resource_group, group, body).result()
-            else:
-                groups.create_or_update(resource_group, group, body)
+            session.compute.capacity_reservation_groups.create_or_update(resource_group, group, **_wire(body))
         body = {"location": location, "tags": MANAGED_TAGS, "sku": {"name": size, "capacity": count}}
         if zones:
             body["zones"] = zones
         reservation = session.compute.capacity_reservations.begin_create_or_update(
-            resource_group, group, name, body).result()
+            resource_group, group, name, **_wire(body)).result()
     except (InputError, AzureError):
         raise
     except Exception as exc:
