@@ -236,3 +236,14 @@ def test_capacity_report_lines_and_remedies(sim, shape):
     assert by[(LOCATION, "", "quota (spot)")]["status"] == "info"
     rc, out, err = sim("capacity", "--profile", "nd-a100-v4", "--nodes", "1", "-l", LOCATION)
     assert rc == 0 and json.loads(out)["verdict"] == "ok"
+
+
+def test_block_reservation_where_the_size_lists_it(reservable, session, sim, shape):
+    result = reserve(session, count=8, reservation_type="Block", group="blocks")
+    assert result["type"] == "Block"
+    group_put = calls(reservable, "PUT", path="/capacityReservationGroups/blocks")[0]
+    assert group_put.body["properties"] == {"reservationType": "Block"}
+    shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "CapacityReservationSupported", "--value", "True")
+    rc, out, err = sim("reserve", "-g", CRG_RG, "--group", "b", "-l", LOCATION, "--size", A100, "--count", "3",
+                       "--type", "Block", "--yes")
+    assert rc == 2 and "INVALID_BLOCK_CAPACITY" in err and "--count 4" in err

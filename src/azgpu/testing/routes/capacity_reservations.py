@@ -3,6 +3,7 @@ PUT and DELETE), CapacityReservationGroups_* and CapacityReservations_* at compu
 
 from __future__ import annotations
 
+from ...capacity import BLOCK_CAPACITIES
 from .. import capacity_reservations as crg
 from ..errors import ArmError
 from ..skus import capability, normalize_location
@@ -70,9 +71,15 @@ def put_reservation(backend, req, sub, rg, group, name):
                        f"match the location '{parent.get('location')}' of its capacity reservation group.")
     size = (body.get("sku") or {}).get("name", "")
     sku = backend.skus.find(location, size)
+    # The codes Azure gives these refusals are not documented: the fake answers with ARM's generic
+    # InvalidParameter / OperationNotAllowed and says why in the message.
     if sku is None or (capability(sku, "CapacityReservationSupported") or "").lower() != "true":
-        raise ArmError(400, "SKUNotSupportedForCapacityReservation",
+        raise ArmError(400, "InvalidParameter",
                        f"The VM size '{size}' is not supported for capacity reservation in location '{location}'.")
+    capacity = (body.get("sku") or {}).get("capacity")
+    if (parent.get("properties") or {}).get("reservationType") == "Block" and capacity not in BLOCK_CAPACITIES:
+        raise ArmError(400, "InvalidParameter", f"A Block capacity reservation holds "
+                       f"{', '.join(map(str, BLOCK_CAPACITIES))} VMs, not {capacity}.")
     for other in crg.reservations(backend.store, group_id):
         if other["name"].lower() != name.lower() and (other.get("sku") or {}).get("name", "").lower() == size.lower():
             raise ArmError(409, "OperationNotAllowed", f"Capacity reservation group '{group}' already holds a "
