@@ -322,7 +322,8 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
             pf.findings.append(_err(
                 "QUOTA_INSUFFICIENT",
                 f"{line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} exceeds the limit {line.limit}",
-                f"request an increase to {line.usage + line.needed} (portal: Usage + quotas, or 'az quota update'), "
+                f"request an increase to {line.usage + line.needed} ('provision quota request' with the same options, or "
+                "create --request-quota; portal: Usage + quotas), "
                 "or use fewer --nodes",
                 SOURCE_USAGE))
 
