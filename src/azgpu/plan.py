@@ -311,6 +311,8 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
     if req.spot:
         vm_profile |= {"priority": "Spot", "evictionPolicy": spec.eviction_policy or "Delete",
                        "billingProfile": {"maxPrice": req.max_price if req.max_price is not None else -1}}
+    if req.capacity_reservation_group:
+        vm_profile["capacityReservation"] = {"capacityReservationGroup": {"id": req.capacity_reservation_group}}
     if spec.extensions:
         vm_profile["extensionProfile"] = {"extensions": [
             {"name": e.name, "properties": {
@@ -335,7 +337,10 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
         # InfiniBand works only inside one Uniform scale set with a single placement group; a vertical-connect
         # (NVL72) rack spans placement groups, and Azure refuses it in a single one (R-agentbaker-gb300).
         "orchestrationMode": "Uniform",
-        "singlePlacementGroup": vertical["single_placement_group"] if vertical else spec.size.infiniband,
+        # ... except in a capacity reservation group, which Learn allows only with singlePlacementGroup
+        # false (D-crg-vmss); validate says so as CAPACITY_RESERVATION_PLACEMENT_GROUP.
+        "singlePlacementGroup": (vertical["single_placement_group"] if vertical
+                                 else spec.size.infiniband and not req.capacity_reservation_group),
         # Overprovisioned GPU VMs count against quota and would join the InfiniBand partition.
         "overprovision": False,
         "upgradePolicy": {"mode": "Manual"},

@@ -52,6 +52,7 @@ class Request:
     assign_identity: bool = False  # a system-assigned identity on every scale set
     identities: tuple[str, ...] = ()  # user-assigned identity resource IDs
     ppg: str | None = None  # proximity placement group: a name to create, or an existing one's ID
+    capacity_reservation_group: str | None = None  # an existing capacity reservation group's ID
     boot_diagnostics: bool = True  # with managed storage
     eviction_policy: str | None = None  # Delete | Deallocate, spot only
     generate_ssh_keys: bool = False  # create ~/.ssh/id_rsa(.pub) when no key exists, as az does

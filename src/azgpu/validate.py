@@ -366,6 +366,9 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
     findings += identity_findings
     ppg_findings, ppg_id, ppg_name = _check_ppg(req)
     findings += ppg_findings
+    from .capacity import group_option_findings
+
+    findings += group_option_findings(req, bool(size is not None and size.infiniband))
 
     image: Image | None = None
     try:

@@ -35,7 +35,8 @@ COMMANDS = {
     **dict.fromkeys(("create", "status", "wait", "destroy"), ("deploy",)),
     "outputs": ("outputs",), "check": ("health",), "list": ("listing",),
     "report": ("report",), "reports": ("report",), "slurm": ("slurm",),
-    "simulate": ("simulate", "simulate_faults", "report"),
+    "quota": ("capacity",), "capacity": ("capacity",), "reserve": ("capacity",), "release": ("capacity",),
+    "simulate": ("simulate", "simulate_faults", "report", "capacity"),
 }
 
 

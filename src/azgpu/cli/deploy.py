@@ -51,13 +51,19 @@ def register(cli: click.Group) -> None:
     @click.option("--spare-racks", type=int, default=0, show_default=True,
                   help="GB200/GB300: deploy N racks more than --nodes, check every node (implies --check), then "
                        "remove whole racks (partial, unhealthy or beyond --nodes) to end with whole healthy racks.")
+    @click.option("--capacity-reservation-group", default=None, metavar="ID",
+                  help="Deploy the scale sets into this existing capacity reservation group (see 'provision "
+                       "reserve'); the preflight checks it has room first.")
+    @click.option("--request-quota", is_flag=True,
+                  help="File the quota increases the preflight finds short (Microsoft.Quota; asks first unless "
+                       "--yes) and go on once they are approved; see 'provision quota request'.")
     @health_options
     @report_options
     @common
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
                    fallback_locations, accept_terms, what_if_, no_arm_validate, allow_scale_in, currency, check,
-                   replace_unhealthy, max_rounds, spare_racks, parallel, node_timeout, nccl, report_to_azure,
-                   insight_timeout, yes, **values):
+                   replace_unhealthy, max_rounds, spare_racks, request_quota, parallel, node_timeout, nccl,
+                   report_to_azure, insight_timeout, yes, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
@@ -97,6 +103,10 @@ def register(cli: click.Group) -> None:
         # --allow-scale-in.
         confirm = ask if not allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            if request_quota and not dry_run:
+                from .capacity import quota_before_create
+
+                quota_before_create(session, spec.request, fallback_locations=fallback_locations, yes=yes)
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             reporter = None
             if report_to_azure and not dry_run:  # Guest Health Reporting: checked before anything is created

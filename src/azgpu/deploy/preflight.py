@@ -37,6 +37,7 @@ class QuotaLine:
     usage: int
     limit: int
     needed: int
+    key: str = ""  # the usage's name as Azure spells it (the Microsoft.Quota resource name)
 
     @property
     def ok(self) -> bool:
@@ -61,6 +62,7 @@ class Preflight:
     family: str | None = None  # the size's quota family as the Resource SKUs API spells it here
     plan: PurchasePlan | None = None  # the live image's purchase plan
     accept_terms: PurchasePlan | None = None  # a plan whose terms create accepts (--accept-terms)
+    reservation: dict[str, Any] = field(default_factory=dict)  # --capacity-reservation-group's room, when given
 
     @property
     def errors(self) -> list[Finding]:
@@ -72,6 +74,7 @@ class Preflight:
             "quota": [q.as_dict() for q in self.quota],
             "zones": self.zones,
             **({"subnet": self.subnet} if self.subnet else {}),
+            **({"capacity_reservation": self.reservation} if self.reservation else {}),
         }
 
 
@@ -316,13 +319,15 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
             pf.findings.append(_err("QUOTA_UNKNOWN", f"no quota entry '{label}' in {spec.request.location}",
                                     "check 'az vm list-usage -l " + str(spec.request.location) + "'", SOURCE_USAGE, "warning"))
             continue
-        line = QuotaLine(usage.name.localized_value or label, int(usage.current_value), int(usage.limit), vcpus_needed)
+        line = QuotaLine(usage.name.localized_value or label, int(usage.current_value), int(usage.limit), vcpus_needed,
+                         usage.name.value or key)
         pf.quota.append(line)
         if not line.ok:
             pf.findings.append(_err(
                 "QUOTA_INSUFFICIENT",
                 f"{line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} exceeds the limit {line.limit}",
-                f"request an increase to {line.usage + line.needed} (portal: Usage + quotas, or 'az quota update'), "
+                f"request an increase to {line.usage + line.needed} ('provision quota request' with the same options, or "
+                "create --request-quota; portal: Usage + quotas), "
                 "or use fewer --nodes",
                 SOURCE_USAGE))
 
@@ -480,6 +485,10 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
     check_quota(pf, spec, usages, needed)
     preflight_custom.check_identities(pf, session, spec)
     preflight_custom.check_ppg(pf, session, spec)
+    if spec.request.capacity_reservation_group:
+        from .reservations import check_group
+
+        check_group(pf, session, spec, spec.nodes if nodes_needed is None else nodes_needed)
     if spec.image.image_id is not None:  # gallery, community, shared or managed image: read from its own API
         preflight_custom.check_custom_image(pf, session, spec)
         if pf.plan is not None:  # built from a Marketplace image: the same terms as the Marketplace image's

@@ -284,6 +284,15 @@ class Session:
 
         return MarketplaceOrderingAgreements(self.credential, self.subscription_id, **self._kwargs())
 
+    @cached_property
+    def quota(self):
+        # Microsoft.Quota (quota increase requests and their status); see deploy/quota_requests.py.
+        from azure.mgmt.quota import QuotaMgmtClient
+
+        from .quota_requests import QUOTA_API
+
+        return QuotaMgmtClient(self.credential, self.subscription_id, api_version=QUOTA_API, **self._kwargs())
+
     def check_credential(self) -> None:
         """Fail early and clearly when no credential works, before any other call."""
         from azure.core.exceptions import ClientAuthenticationError

@@ -315,6 +315,15 @@ class FakeAzure:
             quota.set_quota(self._store, self._skus, location, family_or_name, limit, usage)
             self.save()
 
+    def set_quota_outcome(self, location: str, family_or_name: str, outcome: str) -> None:
+        """What Microsoft.Quota does with the next increase requests for a usage: "approve" (the
+        default) or "escalate" (Failed with ContactSupport, as for a GPU family sent to support)."""
+        from . import quota_requests
+
+        with self._transaction():
+            quota_requests.set_outcome(self._store, location, family_or_name, outcome)
+            self.save()
+
     def set_capacity(self, location: str, size: str, max_vms: int | None, *, zone: str | None = None) -> None:
         """At most max_vms VMs of `size` in the location (or in one zone of it), across all scale sets;
         a scale set that would go beyond fails with AllocationFailed (ZonalAllocationFailed in a

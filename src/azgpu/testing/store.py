@@ -126,6 +126,10 @@ class Store:
         # ({"type", "path", "code", "message"}).
         self.policies: list[dict] = []
         self.rejections: list[dict] = []
+        # Microsoft.Quota (testing/quota_requests.py): requests by upper-case id, and what the fake does
+        # with new requests by location and normalised quota name ("approve" unless set).
+        self.quota_requests: dict[str, dict] = {}
+        self.quota_outcomes: dict[str, dict[str, str]] = {}
 
     # -- resources ---------------------------------------------------------------------------
     def get(self, resource_id: str) -> dict | None:
@@ -181,6 +185,8 @@ class Store:
             "impact_insights": self.impact_insights,
             "policies": self.policies,
             "rejections": self.rejections,
+            "quota_requests": self.quota_requests,
+            "quota_outcomes": self.quota_outcomes,
         }
 
     def load_json(self, data: dict) -> None:
@@ -210,6 +216,8 @@ class Store:
         self.impact_insights = data.get("impact_insights")
         self.policies = data.get("policies", [])
         self.rejections = data.get("rejections", [])
+        self.quota_requests = data.get("quota_requests", {})
+        self.quota_outcomes = data.get("quota_outcomes", {})
 
     def save(self, path: str | os.PathLike) -> None:
         # Write then rename, so a CLI process reading the file never sees half of it; a failed write
@@ -258,10 +266,12 @@ def shape_problem(data) -> str | None:
     shapes = {"resources": dict, "operations": dict, "sku_overrides": list, "quota": dict, "images": list,
               "times": dict, "counter": int, "agreements": dict, "capacity": dict, "nodes": dict,
               "pending_faults": list, "fabric": dict, "instance_ids": dict, "impacts": dict, "providers": dict,
-              "impact_categories": list, "racks": dict, "policies": list, "rejections": list}
+              "impact_categories": list, "racks": dict, "policies": list, "rejections": list,
+              "quota_requests": dict, "quota_outcomes": dict}
     # Saved before these existed: absent is an empty one.
     optional = {"times", "agreements", "capacity", "nodes", "pending_faults", "fabric", "instance_ids", "impacts",
-                "providers", "impact_categories", "racks", "policies", "rejections"}
+                "providers", "impact_categories", "racks", "policies", "rejections",
+                "quota_requests", "quota_outcomes"}
     for name, kind in shapes.items():
         if name in optional and name not in data:
             continue

@@ -43,3 +43,4 @@ def find(method: str, path: str) -> tuple[Handler, dict] | None:
 from . import catalog, compute, network, operations, resources, scale_set_vms  # noqa: E402,F401
 from . import galleries, identity, marketplace, placement  # noqa: E402,F401
 from . import authorization, deployments, impact, providers  # noqa: E402,F401
+from . import capacity_reservations, quota  # noqa: E402,F401

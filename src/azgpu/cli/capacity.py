@@ -1,0 +1,301 @@
+"""quota request / quota status, capacity: quota and capacity before anything is created.
+
+The Azure SDK loads only inside the commands; `provision simulate quota outcome` shapes how the
+simulated Microsoft.Quota answers.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InputError, ValidationFailed
+from . import options
+from .options import ListOption, azure_options, common, emit, log, make_request, request_options, validated_with
+
+
+def _need_location(request) -> None:
+    if not request.location:
+        raise InputError("no location given", code="MISSING_LOCATION", remedy="pass -l/--location, e.g. -l eastus")
+
+
+def _shortfall_text(short) -> str:
+    lines = [f"  {s.location}: {s.label} ({s.quota}) usage {s.usage} + needed {s.needed} > limit {s.limit}: "
+             f"request {s.new_limit}" for s in short]
+    return "Quota increase requests to file (Microsoft.Quota):\n" + "\n".join(lines)
+
+
+def asker(yes: bool):
+    """confirm(shortfalls): --yes, or a yes at a terminal; without a terminal, refuse (exit 2)."""
+    def ask(short) -> bool:
+        click.echo(_shortfall_text(short), err=True)
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            raise InputError("filing a quota request needs confirmation and there is no terminal to ask",
+                             code="CONFIRMATION_REQUIRED", remedy="add --yes to file the requests without asking")
+        return options.confirm("File these requests?")
+
+    return ask
+
+
+def register(cli: click.Group) -> None:
+    @cli.group("quota")
+    def quota():
+        """vCPU quota increases through the Microsoft.Quota API, from the preflight's own arithmetic."""
+
+    @quota.command("request")
+    @request_options
+    @azure_options
+    @click.option("--fallback-locations", cls=ListOption,
+                  help="Also request what each of these locations lacks (as create would try them).")
+    @click.option("-y", "--yes", is_flag=True, help="File without asking (automation).")
+    @click.option("--timeout", type=float, default=0.0, show_default=True,
+                  help="Follow each request this many seconds until it is final (0: read its state once).")
+    @common
+    def request_cmd(obj, subscription, simulate, simulate_latency, simulate_state, fallback_locations, yes, timeout,
+                    **values):
+        """File the quota increases the cluster needs (family, regional total or spot; per location).
+
+        Shows each request's id and state; 'provision quota status' follows them. A request Azure does not
+        approve automatically (GPU families often go to a support case) ends with its id and Learn's
+        remedy, exit 1. Nothing is written but the requests, and nothing without a yes (--yes).
+        """
+        from ..deploy.quota_requests import request_increases
+        from ..validate import check_fallbacks
+
+        request = make_request(values)
+        _need_location(request)
+        validated_with(request, "quota", [f for f in check_fallbacks((), fallback_locations) if f.is_error])
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            try:
+                result = request_increases(session, request, fallback_locations=list(fallback_locations),
+                                           confirm=asker(yes), timeout=timeout, on_notice=log)
+            except Exception as exc:
+                if getattr(exc, "result", None) is not None:
+                    emit(exc.result, obj)
+                raise
+        if not result["shortfall"]:
+            log("no quota increase needed: every quota has room for the cluster")
+        elif result.get("declined"):
+            log("nothing filed")
+        emit(result, obj)
+
+    @quota.command("status")
+    @click.option("-l", "--location", required=True, help="Azure region of the request, e.g. eastus.")
+    @click.option("--id", "request_id", default=None, help="The request's id (from 'provision quota request'); "
+                                                            "without it, every request of the location.")
+    @azure_options
+    @common
+    def status_cmd(obj, location, request_id, subscription, simulate, simulate_latency, simulate_state):
+        """The state of quota requests: Accepted, InProgress, Succeeded, Failed (exit 1 for a failed --id)."""
+        from ..deploy import quota_requests as qr
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            if request_id is None:
+                emit([r.as_dict() for r in qr.listed(session, location)], obj)
+                return
+            found = qr.read(session, location, request_id)
+        emit(found.as_dict(), obj)
+        if found.state in ("Failed", "Invalid"):
+            raise qr.escalation_error([found])
+
+    @cli.command("capacity")
+    @click.option("--profile", default=None, help="Profile whose default size is checked.")
+    @click.option("--size", default=None, help="VM size (instead of the profile's default).")
+    @click.option("--nodes", type=click.IntRange(min=1), required=True, help="Nodes the cluster needs.")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--zones", cls=ListOption, help="Zones to check in the location: --zones 1 2 3.")
+    @click.option("--fallback-locations", cls=ListOption, help="More locations to check: --fallback-locations westus3.")
+    @click.option("--spot", is_flag=True, help="For spot VMs (the regional spot quota).")
+    @click.option("--capacity-reservation-group", default=None, metavar="ID",
+                  help="Also check this capacity reservation group's room for the size.")
+    @azure_options
+    @common
+    def capacity_cmd(obj, profile, size, nodes, location, zones, fallback_locations, spot, capacity_reservation_group,
+                     subscription, simulate, simulate_latency, simulate_state):
+        """One report before anything is created: SKU restrictions per location and zone, quota headroom
+        (family, regional, spot) and reservation headroom, each line with its remedy. Reads only.
+
+        Exit 0 when every check passes, 1 when something is short or blocked (the table says what to do).
+        """
+        from ..capacity import parse_group_id
+        from ..deploy.capacity_report import OK, report
+        from ..errors import AzureError
+        from ..testing.skus import normalize_location
+
+        vm = _size_of(profile, size)
+        if capacity_reservation_group and parse_group_id(capacity_reservation_group) is None:
+            raise InputError(f"--capacity-reservation-group '{capacity_reservation_group}' is not a capacity "
+                             "reservation group resource ID", code="INVALID_CAPACITY_RESERVATION_GROUP",
+                             remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/"
+                                    "capacityReservationGroups/NAME")
+        locations = list(dict.fromkeys(normalize_location(x) for x in [location, *fallback_locations]))
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            result = report(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,
+                            zones=[str(z) for z in zones], spot=spot, group_id=capacity_reservation_group)
+        emit(result, obj, table=lambda r: r["checks"])
+        if result["verdict"] != OK:
+            raise AzureError(f"capacity report: {result['verdict']} (see the lines that are not ok)",
+                             code="CAPACITY_NOT_READY", remedy="follow each line's remedy, then run the report again")
+
+    _register_reserve(cli)
+    _register_simulate(cli)
+
+
+def _size_of(profile: str | None, size: str | None):
+    from ..profiles import find_size, load_profile
+
+    if size:
+        return find_size(size)[1]
+    if profile:
+        p = load_profile(profile)
+        return p.size(p.default_size)
+    raise InputError("no size given", code="MISSING_ARGUMENT", remedy="pass --size SIZE or --profile PROFILE")
+
+
+def _register_reserve(cli: click.Group) -> None:
+    @cli.command("reserve")
+    @click.option("-g", "--resource-group", required=True, help="Resource group of the reservation group.")
+    @click.option("--group", required=True, help="Capacity reservation group: created when absent, kept when azgpu made it.")
+    @click.option("--name", default=None, help="Reservation name [the size's name].")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--profile", default=None, help="Reserve the profile's default size.")
+    @click.option("--size", default=None, help="VM size to reserve, e.g. Standard_ND96isr_H100_v5.")
+    @click.option("--count", type=int, required=True, help="VMs to reserve (Block: 1, 2, 4, 8, 16, 32 or 64).")
+    @click.option("--zone", default=None, help="Reserve in this availability zone (the scale sets must use it too).")
+    @click.option("--type", "reservation_type", default="Targeted", show_default=True,
+                  help="Targeted, or Block where the size's SupportedCapacityReservationTypes lists it.")
+    @click.option("--dry-run", is_flag=True, help="Check and price the reservation; create nothing.")
+    @click.option("--currency", default="USD", show_default=True, help="Currency of the price shown.")
+    @click.option("-y", "--yes", is_flag=True, help="Create without asking (a reservation bills whether used or not).")
+    @azure_options
+    @common
+    def reserve_cmd(obj, resource_group, group, name, location, profile, size, count, zone, reservation_type, dry_run,
+                    currency, yes, subscription, simulate, simulate_latency, simulate_state):
+        """Reserve GPU capacity: a capacity reservation group and one reservation in it, checked first.
+
+        A reservation bills at the pay-as-you-go rate from creation until it is deleted, used or not: the
+        price is shown and a yes asked for (--yes for automation). Use it with
+        'provision create --capacity-reservation-group ID'; 'provision release' deletes it.
+        """
+        from ..capacity import reserve_findings
+        from ..pricing import check_currency
+
+        check_currency(currency)
+        vm = _size_of(profile, size)
+        name = name or vm.name.lower().replace("_", "-")
+        bad = reserve_findings(reservation_type=reservation_type, count=count, name=name, group=group)
+        if any(f.is_error for f in bad):
+            raise ValidationFailed(bad)
+        from ..deploy import reservations
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            findings = reservations.reserve_preflight(session, location=location, size=vm.name, count=count,
+                                                      zone=zone, reservation_type=reservation_type)
+            if any(f.is_error for f in findings):
+                raise ValidationFailed(findings)
+            from ..pricing import estimate
+
+            cost = estimate(vm.name, location, count, currency=currency,
+                            simulated=bool(getattr(session, "simulated", False))).as_dict()
+            cost.pop("scale_sets", None)
+            planned = {"resource_group": resource_group, "group": group, "reservation": name, "size": vm.name,
+                       "count": count, "zones": [zone] if zone else [], "type": reservation_type, "cost": cost,
+                       "billing": "pay-as-you-go rate for every reserved VM, used or not, until deleted"}
+            if dry_run:
+                emit({**planned, "dry_run": True}, obj)
+                return
+            hourly = f"{cost['hourly']} {cost['currency']}/hour" if cost.get("hourly") is not None else "an unknown price"
+            question = f"Reserve {count} {vm.name} in {location} at {hourly}, billed until deleted?"
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise InputError("a reservation bills from its creation and there is no terminal to ask",
+                                     code="CONFIRMATION_REQUIRED", remedy="add --yes to reserve without asking")
+                if not options.confirm(question):
+                    log("nothing reserved")
+                    return
+            result = reservations.create_reservation(session, resource_group=resource_group, group=group, name=name,
+                                                     location=location, size=vm.name, count=count, zone=zone,
+                                                     reservation_type=reservation_type)
+        emit({**planned, **result}, obj)
+
+    @cli.command("release")
+    @click.option("-g", "--resource-group", required=True, help="Resource group of the reservation group.")
+    @click.option("--group", required=True, help="The capacity reservation group azgpu created.")
+    @click.option("-y", "--yes", is_flag=True, help="Delete without asking.")
+    @azure_options
+    @common
+    def release_cmd(obj, resource_group, group, yes, subscription, simulate, simulate_latency, simulate_state):
+        """Delete a capacity reservation group azgpu created, with its reservations (never one azgpu did not create)."""
+        from ..deploy import reservations
+
+        if not yes and not sys.stdin.isatty():
+            raise InputError("release needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
+                             remedy="add --yes to delete without asking")
+
+        def ask(names) -> bool:
+            return yes or options.confirm(f"Delete reservation(s) {', '.join(names) or '(none)'} and group {group}?")
+
+        with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
+            emit(reservations.delete_reservations(session, resource_group, group, confirm=ask), obj)
+
+
+def _register_simulate(cli: click.Group) -> None:
+    """`provision simulate quota outcome` and `simulate sku capability`, beside the simulate group's own."""
+    cli.load("simulate")
+    sim_quota = cli.commands["simulate"].commands["quota"]
+    sim_sku = cli.commands["simulate"].commands["sku"]
+
+    @sim_sku.command("capability")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--size", required=True, help="VM size, e.g. Standard_ND96isr_H100_v5.")
+    @click.option("--name", "name", required=True,
+                  help="Capability name, e.g. CapacityReservationSupported, SupportedCapacityReservationTypes.")
+    @click.option("--value", required=True, help="Its value as the Resource SKUs API writes it, e.g. True, Targeted,Block.")
+    @click.option("--simulate-state", "state", default=None, help="File holding the simulated cloud.")
+    @common
+    def capability(obj, location, size, name, value, state):
+        """Set one Resource SKU capability of a size in a location."""
+        from ..deploy.simulate import simulated_azure
+        from ..testing.skus import normalize_location
+        from .simulate import _size
+
+        loc = normalize_location(location)
+        simulated_azure(state).set_sku(loc, _size(size), **{name: value})
+        emit({"location": loc, "size": _size(size), "capability": name, "value": value}, obj)
+
+    @sim_quota.command("outcome")
+    @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
+    @click.option("--name", "name", required=True, help="Usage name, e.g. standardNDASv4_A100Family, cores.")
+    @click.option("--outcome", type=click.Choice(["approve", "escalate"]), required=True,
+                  help="approve: the request succeeds and the limit rises; escalate: it ends Failed with "
+                       "ContactSupport, as GPU families often do.")
+    @click.option("--simulate-state", "state", default=None, help="File holding the simulated cloud.")
+    @common
+    def outcome(obj, location, name, outcome, state):
+        """What the simulated Microsoft.Quota does with the next increase requests for a usage."""
+        from ..deploy.simulate import simulated_azure
+        from ..testing.skus import normalize_location
+
+        azure = simulated_azure(state)
+        loc = normalize_location(location)
+        azure.set_quota_outcome(loc, name, outcome)
+        emit({"location": loc, "name": name, "outcome": outcome}, obj)
+
+
+def quota_before_create(session, request, *, fallback_locations, yes: bool) -> None:
+    """create --request-quota: file what the preflight finds short, then let create go on only when every
+    request succeeded (a pending one stops here with its id; a failed one with Learn's remedy, exit 1)."""
+    from ..deploy.quota_requests import PENDING, request_increases
+    from ..errors import AzureError
+
+    result = request_increases(session, request, fallback_locations=list(fallback_locations), confirm=asker(yes),
+                               on_notice=log)
+    pending = [r for r in result["requests"] if r["state"] in PENDING]
+    if pending:
+        ids = ", ".join(f"{r['id']} ({r['quota']} in {r['location']}: {r['state']})" for r in pending)
+        raise AzureError(f"quota requests not final yet: {ids}", code="QUOTA_REQUEST_PENDING",
+                         remedy=f"follow them with 'provision quota status -l {pending[0]['location']} --id ID', "
+                                "then run create again")

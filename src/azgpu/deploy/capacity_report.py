@@ -1,0 +1,131 @@
+"""`provision capacity`: before anything is created, one table of what stands between a request and
+its nodes, per location and zone: the size's SKU restrictions, quota headroom (family, regional total,
+spot) and, with a capacity reservation group, the reservation's room. Reads only; each line says what
+to do about it.
+
+Azure's spot placement score (Microsoft.Compute/locations/placementScores, the Compute Recommender API)
+has only a beta Python client from Microsoft (azure-mgmt-computerecommender 1.0.0b3), which azgpu does not
+depend on: a spot request gets a line saying the score was not read, never a made-up one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .preflight import norm_family
+
+OK, SHORT, BLOCKED, INFO = "ok", "short", "blocked", "info"
+
+
+def _row(location, zone, check, status, detail, remedy="") -> dict[str, Any]:
+    return {"location": location, "zone": zone or "", "check": check, "status": status, "detail": detail,
+            "remedy": remedy}
+
+
+def _sku_rows(compute, size: str, location: str, zones: list[str]) -> tuple[list[dict], dict | None]:
+    skus = [s for s in compute.resource_skus.list(filter=f"location eq '{location}'")
+            if (s.name or "").lower() == size.lower() and s.resource_type == "virtualMachines"]
+    if not skus:
+        return [_row(location, "", "sku", BLOCKED, f"{size} is not offered in {location}",
+                     "choose another location ('az vm list-skus --size SIZE --all')")], None
+    sku = skus[0]
+    offered = sorted(z for info in sku.location_info or [] for z in (info.zones or []))
+    rows = []
+    regional = None
+    blocked_zones: set[str] = set()
+    for r in sku.restrictions or []:
+        reason = getattr(getattr(r, "reason_code", None), "value", getattr(r, "reason_code", "")) or ""
+        kind = getattr(getattr(r, "type", None), "value", getattr(r, "type", "")) or ""
+        if kind == "Zone":
+            blocked_zones |= set(getattr(getattr(r, "restriction_info", None), "zones", None) or [])
+        else:
+            regional = reason
+    if regional is not None:
+        rows.append(_row(location, "", "sku", BLOCKED, f"{size} is restricted in {location} for this subscription "
+                         f"({regional})", "ask Azure support for access to the size, or choose another location"))
+    else:
+        rows.append(_row(location, "", "sku", OK, f"{size} is offered in {location}" +
+                         (f" (zones {', '.join(offered)})" if offered else " (no availability zones)")))
+    for zone in zones:
+        if zone not in offered:
+            rows.append(_row(location, zone, "sku", BLOCKED, f"{size} has no zone {zone} in {location}",
+                             f"use zone {offered[0]}" if offered else "drop the zone: the size is regional here"))
+        elif zone in blocked_zones:
+            rows.append(_row(location, zone, "sku", BLOCKED, f"{size} is restricted in zone {zone}",
+                             "choose another zone"))
+        else:
+            rows.append(_row(location, zone, "sku", OK, f"{size} is offered in zone {zone}"))
+    caps = {c.name: c.value for c in sku.capabilities or []}
+    return rows, {"family": sku.family, "caps": caps}
+
+
+def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool) -> list[dict]:
+    usages = {norm_family(u.name.value): u for u in compute.usage.list(location)}
+    rows = []
+    for key, what, applies in ((family, "family", not spot), ("cores", "regional", not spot),
+                               ("lowPriorityCores", "spot", spot)):
+        u = usages.get(norm_family(key or ""))
+        if u is None:
+            rows.append(_row(location, "", f"quota ({what})", INFO, f"no usage entry '{key}'",
+                             f"check 'az vm list-usage -l {location}'"))
+            continue
+        free = int(u.limit) - int(u.current_value)
+        label = u.name.localized_value or key
+        if not applies:
+            rows.append(_row(location, "", f"quota ({what})", INFO, f"{label}: {free} of {u.limit} free "
+                             f"({'spot VMs do not use it' if spot else 'used by spot VMs only'})"))
+        elif vcpus <= free:
+            rows.append(_row(location, "", f"quota ({what})", OK, f"{label}: {free} of {u.limit} free, {vcpus} needed"))
+        else:
+            rows.append(_row(location, "", f"quota ({what})", SHORT,
+                             f"{label}: {free} of {u.limit} free, {vcpus} needed",
+                             f"request {int(u.current_value) + vcpus}: 'provision quota request ... -l {location}'"))
+    return rows
+
+
+def _reservation_rows(session, group_id: str, size: str, location: str, nodes: int, caps: dict) -> list[dict]:
+    from ..capacity import parse_group_id
+    from .reservations import read_group
+
+    rows = []
+    if (caps.get("CapacityReservationSupported") or "").lower() != "true":
+        rows.append(_row(location, "", "reservation", BLOCKED, f"{size} reports CapacityReservationSupported="
+                         f"{caps.get('CapacityReservationSupported', 'absent')}", "choose a size that can be reserved"))
+    group, held = read_group(session, group_id)
+    name = (parse_group_id(group_id) or {}).get("name", group_id)
+    if group is None:
+        return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' does not exist",
+                            "create it with 'provision reserve'")]
+    mine = next((h for h in held if h.size.lower() == size.lower()), None)
+    if mine is None:
+        return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' holds no reservation for {size}",
+                            f"'provision reserve --group {name} --size {size} --count {nodes} -l {location} ...'")]
+    zone = ",".join(mine.zones)
+    if nodes <= mine.free:
+        return rows + [_row(location, zone, "reservation", OK, f"{mine.name}: {mine.free} of {mine.reserved} free, "
+                            f"{nodes} needed")]
+    return rows + [_row(location, zone, "reservation", SHORT, f"{mine.name}: {mine.free} of {mine.reserved} free, "
+                        f"{nodes} needed", f"raise its capacity to {mine.used + nodes}, or use fewer nodes")]
+
+
+def report(session, *, size: str, vcpus: int, nodes: int, locations: list[str], zones: list[str], spot: bool,
+           group_id: str | None = None) -> dict[str, Any]:
+    rows: list[dict] = []
+    for location in locations:
+        sku_rows, sku = _sku_rows(session.compute, size, location, zones if location == locations[0] else [])
+        rows += sku_rows
+        if sku is None:
+            continue
+        live_vcpus = int(sku["caps"].get("vCPUs") or vcpus)
+        rows += _quota_rows(session.compute, location, sku["family"], live_vcpus * nodes, spot)
+        if spot and (sku["caps"].get("LowPriorityCapable") or "").lower() == "false":
+            rows.append(_row(location, "", "spot", BLOCKED, f"{size} is not spot-capable here", "drop --spot"))
+        elif spot:
+            rows.append(_row(location, "", "spot placement score", INFO,
+                             "not read: Microsoft's only Python client for it is a beta (azure-mgmt-computerecommender)",
+                             "see the score in the portal (Spot placement score) before relying on spot capacity"))
+        if group_id and location == locations[0]:
+            rows += _reservation_rows(session, group_id, size, location, nodes, sku["caps"])
+    worst = BLOCKED if any(r["status"] == BLOCKED for r in rows) else SHORT if any(r["status"] == SHORT for r in rows) \
+        else OK
+    return {"size": size, "nodes": nodes, "spot": spot, "verdict": worst, "checks": rows}

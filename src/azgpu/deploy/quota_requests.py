@@ -1,0 +1,211 @@
+"""Quota increases through the Microsoft.Quota API (2025-09-01, Microsoft's azure-mgmt-quota client).
+
+What to ask for comes from the preflight's own arithmetic (QuotaLine: usage + needed over the limit),
+for the family, the regional total or the regional spot quota, in every candidate location. Nothing
+is filed without the caller's confirmation, and nothing but the quota requests is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..errors import AzureError, InputError
+from ..request import Request
+from ..sources import cite
+from ..validate import validate
+
+SOURCES = ("D-quota-api", "D-quota-per-vm")
+# The version whose examples azgpu's bodies follow, whichever client version is installed (2.x speaks
+# 2025-03-01 by default, 3.x 2025-09-01; Quota_Update and QuotaRequestStatus_Get are the same in both).
+QUOTA_API = "2025-09-01"
+# The states QuotaRequestStatus reports (QuotaRequestState in the REST specification): Accepted and
+# InProgress are on the way, Succeeded and Failed are final, Invalid is a request Azure refused to read.
+PENDING = ("Accepted", "InProgress")
+# A Failed request with this error code (getQuotaRequestStatusFailed.json) was not approved
+# automatically: Learn's remedy is a support request for the same increase (D-quota-per-vm).
+CONTACT_SUPPORT = "ContactSupport"
+_REQUEST_ID = re.compile(r"/(?:quotaRequests|operationsStatus)/([^/?]+)", re.IGNORECASE)
+
+
+@dataclass
+class Shortfall:
+    location: str
+    quota: str  # the usage's name, the Microsoft.Quota resource name: standardNDASv4_A100Family, cores ...
+    label: str
+    usage: int
+    limit: int
+    needed: int
+
+    @property
+    def new_limit(self) -> int:
+        return self.usage + self.needed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"location": self.location, "quota": self.quota, "name": self.label, "usage": self.usage,
+                "limit": self.limit, "needed": self.needed, "new_limit": self.new_limit}
+
+
+@dataclass
+class Filed:
+    location: str
+    quota: str
+    limit: int
+    id: str
+    state: str = "Accepted"
+    message: str = ""
+    error_code: str = ""
+    history: list[str] = field(default_factory=list)
+
+    @property
+    def escalated(self) -> bool:
+        return self.state == "Failed" and self.error_code == CONTACT_SUPPORT
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"id": self.id, "location": self.location, "quota": self.quota, "new_limit": self.limit,
+               "state": self.state}
+        if self.message:
+            out["message"] = self.message
+        if self.error_code:
+            out["error_code"] = self.error_code
+        return out
+
+
+def scope(session, location: str) -> str:
+    return f"subscriptions/{session.subscription_id}/providers/Microsoft.Compute/locations/{location}"
+
+
+def shortfalls(session, request: Request, fallback_locations: list[str] = ()) -> list[Shortfall]:
+    """What the preflight finds short, in the request's location and then each fallback location."""
+    from .create import prepare
+    from .deployer import list_group
+
+    out: list[Shortfall] = []
+    # The cluster's scale sets already hold part of the quota: a re-run asks only for what it adds.
+    listed = list_group(session, request.resource_group) if request.resource_group else None
+    for location in dict.fromkeys([request.location, *fallback_locations]):
+        spec = validate(request.with_changes(location=location, zone=request.zone if location == request.location
+                                             else None), command="quota")
+        _plan, pf = prepare(session, spec, listed, strict=False)
+        out += [Shortfall(location, q.key, q.name, q.usage, q.limit, q.needed) for q in pf.quota if not q.ok]
+    return out
+
+
+def file(session, short: Shortfall) -> Filed:
+    """One increase request (Quota_Update, as patchComputeQuotaRequest.json sends it); its id and state."""
+    seen: dict[str, str] = {}
+
+    def hook(response) -> None:  # the request's id comes in the Location header of the first answer
+        seen["location"] = response.http_response.headers.get("Location") or ""
+
+    body = {"properties": {"name": {"value": short.quota},
+                           "limit": {"limitObjectType": "LimitValue", "value": short.new_limit}}}
+    try:
+        # polling=False: the request is followed by id (QuotaRequestStatus), not by holding this call open.
+        session.quota.quota.begin_update(resource_name=short.quota, scope=scope(session, short.location),
+                                         create_quota_request=body, polling=False, raw_response_hook=hook)
+    except Exception as exc:
+        from .deployer import to_azure_error
+
+        raise to_azure_error(exc, f"requesting {short.quota} = {short.new_limit} in {short.location}") from None
+    match = _REQUEST_ID.search(seen.get("location", ""))
+    if not match:
+        raise AzureError(f"Azure accepted the increase of {short.quota} in {short.location} but named no request id",
+                         code="QUOTA_REQUEST_UNTRACKED",
+                         remedy=f"see its state with 'az quota request status list --scope {scope(session, short.location)}'")
+    return Filed(short.location, short.quota, short.new_limit, match.group(1))
+
+
+def _state(value: Any) -> str:
+    return str(getattr(value, "value", value) or "")
+
+
+def _error_code(error: Any) -> str:
+    if error is None:
+        return ""
+    return str(error.get("code", "") if hasattr(error, "get") else getattr(error, "code", "") or "")
+
+
+def read(session, location: str, request_id: str) -> Filed:
+    """QuotaRequestStatus_Get: the request's state now."""
+    try:
+        details = session.quota.quota_request_status.get(id=request_id, scope=scope(session, location))
+    except Exception as exc:
+        if getattr(exc, "status_code", None) == 404:
+            raise InputError(f"no quota request {request_id} in {location}", code="QUOTA_REQUEST_NOT_FOUND",
+                             remedy="check the id and -l/--location: 'provision quota status -l LOCATION' lists them") from None
+        from .deployer import to_azure_error
+
+        raise to_azure_error(exc, f"reading quota request {request_id}") from None
+    return _filed(location, details)
+
+
+def _filed(location: str, details: Any) -> Filed:
+    # Under .properties (azure-mgmt-quota 3), or flattened onto the model (2.x, the lowest allowed).
+    props = getattr(details, "properties", None) or details
+    sub = (props.value or [None])[0]
+    name = getattr(getattr(sub, "name", None), "value", "") or ""
+    limit = getattr(getattr(sub, "limit", None), "value", 0) or 0
+    return Filed(location, name, int(limit), details.name or "", _state(props.provisioning_state),
+                 props.message or "", _error_code(props.error))
+
+
+def listed(session, location: str) -> list[Filed]:
+    """QuotaRequestStatus_List: the requests of a location, newest last as Azure lists them."""
+    try:
+        return [_filed(location, d) for d in session.quota.quota_request_status.list(scope=scope(session, location))]
+    except Exception as exc:
+        from .deployer import to_azure_error
+
+        raise to_azure_error(exc, f"listing the quota requests of {location}") from None
+
+
+def follow(session, filed: Filed, *, timeout: float = 0.0, interval: float = 10.0) -> Filed:
+    """Read the request until it is final or `timeout` seconds passed (at least one read)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        now = read(session, filed.location, filed.id)
+        if now.state not in PENDING or time.monotonic() >= deadline:
+            return now
+        session.pause(interval)
+
+
+def escalation_error(requests: list[Filed]) -> AzureError:
+    """A request Azure did not approve: its id, what it asked, and Learn's way on (exit 1)."""
+    parts = "; ".join(f"request {r.id} ({r.quota} = {r.limit} in {r.location}): {r.state}"
+                      + (f", {r.error_code}" if r.error_code else "") for r in requests)
+    return AzureError(f"the quota increase was not approved automatically: {parts}", code="QUOTA_REQUEST_ESCALATED",
+                      remedy="open a support request for the same increase (portal: Quotas > Compute > the family > "
+                             "'Create a support request', quoting the request id), or choose another family or "
+                             f"location ({cite(SOURCES)})", azure_code=requests[0].error_code)
+
+
+def request_increases(session, request: Request, *, fallback_locations: list[str] = (),
+                      confirm: Callable[[list[Shortfall]], bool], timeout: float = 0.0,
+                      on_notice: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """File every shortfall (after confirm says yes) and follow each request once (or up to timeout).
+
+    Raises QUOTA_REQUEST_ESCALATED (exit 1) when any request ends Failed; returns the requests filed.
+    """
+    short = shortfalls(session, request, list(fallback_locations))
+    result: dict[str, Any] = {"shortfall": [s.as_dict() for s in short], "requests": []}
+    if not short:
+        return result
+    if not confirm(short):
+        result["declined"] = True
+        return result
+    filed = []
+    for s in short:
+        f = file(session, s)
+        on_notice(f"filed quota request {f.id}: {s.quota} = {s.new_limit} in {s.location}")
+        filed.append(follow(session, f, timeout=timeout))
+    result["requests"] = [f.as_dict() for f in filed]
+    failed = [f for f in filed if f.state in ("Failed", "Invalid")]
+    if failed:
+        err = escalation_error(failed)
+        err.result = result
+        raise err
+    return result

@@ -1,0 +1,215 @@
+"""Quota increases through Microsoft.Quota: filed from the preflight's shortfall, followed by id, and
+an escalated request ends with its id and Learn's remedy (exit 1). The bodies sent are the REST
+specification's (patchComputeQuotaRequest.json), and its answers are read through the real SDK."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import responses
+from deploy_support import LOCATION, RG, calls, create_args, request, writes
+
+from azgpu.deploy import quota_requests as qr
+from azgpu.deploy.session import Session
+from azgpu.testing import FakeCredential
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure" / "quota"
+A100_FAMILY = "standardNDASv4_A100Family"
+NEEDED = 2 * 96
+ARM = "https://management.azure.com"
+SUB = "00000000-0000-0000-0000-000000000000"
+
+
+def example(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def norm(name: str) -> str:
+    return name.replace(" ", "").lower()
+
+
+def yes(short) -> bool:
+    return True
+
+
+# -- shortfall and filing over the fake -----------------------------------------------------------
+
+def test_shortfall_is_the_preflights_arithmetic(azure, session):
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100, usage=10)
+    short = qr.shortfalls(session, request())
+    assert [(norm(s.quota), s.usage, s.limit, s.needed, s.new_limit) for s in short] == \
+        [(norm(A100_FAMILY), 10, 100, NEEDED, 10 + NEEDED)]
+
+
+def test_spot_asks_for_the_regional_spot_quota_only(azure, session):
+    azure.set_quota(LOCATION, "lowPriorityCores", limit=10)
+    azure.set_quota(LOCATION, A100_FAMILY, limit=0)
+    short = qr.shortfalls(session, request(spot=True))
+    assert [s.quota for s in short] == ["lowPriorityCores"]
+
+
+def test_fallback_locations_are_asked_for_too(azure, session):
+    azure.set_quota(LOCATION, A100_FAMILY, limit=0)
+    azure.set_quota("westus2", A100_FAMILY, limit=0)
+    short = qr.shortfalls(session, request(), ["westus2"])
+    assert sorted(s.location for s in short) == ["eastus", "westus2"]
+
+
+def test_the_body_sent_is_the_specifications(azure, session):
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    result = qr.request_increases(session, request(), confirm=yes)
+    sent = calls(azure, "PATCH", path="/providers/Microsoft.Quota/quotas/")
+    assert len(sent) == 1 and writes(azure) == sent, "nothing but the quota request is written"
+    spec_body = example("patchComputeQuotaRequest")["parameters"]["createQuotaRequest"]
+    assert set(sent[0].body) == set(spec_body) and set(sent[0].body["properties"]) == set(spec_body["properties"])
+    assert sent[0].body["properties"]["limit"] == {"limitObjectType": "LimitValue", "value": NEEDED}
+    assert sent[0].api_version == "2025-09-01"
+    prefix = f"/providers/Microsoft.Compute/locations/{LOCATION}/providers/Microsoft.Quota/quotas/"
+    assert prefix in sent[0].path and norm(sent[0].path.rsplit("/", 1)[1]) == norm(A100_FAMILY)
+    assert result["requests"][0]["state"] == "Succeeded"
+    assert azure.usages(LOCATION) and qr.shortfalls(session, request()) == []
+
+
+def test_declined_files_nothing(azure, session):
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    result = qr.request_increases(session, request(), confirm=lambda short: False)
+    assert result["declined"] and writes(azure) == []
+
+
+def test_escalated_request_raises_with_its_id_and_remedy(azure, session):
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    azure.set_quota_outcome(LOCATION, A100_FAMILY, "escalate")
+    with pytest.raises(Exception) as info:
+        qr.request_increases(session, request(), confirm=yes)
+    err = info.value
+    assert err.code == "QUOTA_REQUEST_ESCALATED" and err.exit_code == 1
+    request_id = err.result["requests"][0]["id"]
+    assert request_id in err.message and "ContactSupport" in err.message
+    assert "support request" in err.remedy and "per-vm-quota-requests" in err.remedy
+    assert qr.shortfalls(session, request()), "an escalated request raises no limit"
+
+
+# -- the SDK reads the specification's own answers ------------------------------------------------
+
+@pytest.fixture
+def live():
+    return Session(SUB, FakeCredential(), polling_interval=0)
+
+
+def test_replay_patch_answer_gives_the_request_id(live):
+    ex = example("patchComputeQuotaRequest")
+    answer = ex["responses"]["200"]
+    with responses.RequestsMock() as mock:
+        mock.add("PATCH", re.compile(re.escape(ARM) + r"/subscriptions/.*/providers/Microsoft\.Quota/quotas/standardFSv2Family.*"),
+                 json=answer["body"], headers={"Location": answer["headers"]["location"]})
+        filed = qr.file(live, qr.Shortfall("eastus", "standardFSv2Family", "Standard FSv2 Family vCPUs", 0, 0, 10))
+        sent = json.loads(mock.calls[0].request.body)
+    assert sent == ex["parameters"]["createQuotaRequest"]
+    assert filed.id == "2B5C8515-37D8-4B6A-879B-CD641A2CF605"
+
+
+def test_replay_202_answer_gives_the_request_id_from_the_operation_status(live):
+    answer = example("patchComputeQuotaRequest")["responses"]["202"]
+    with responses.RequestsMock() as mock:
+        mock.add("PATCH", re.compile(re.escape(ARM) + r"/.*"), status=202, headers={"Location": answer["headers"]["location"]})
+        filed = qr.file(live, qr.Shortfall("eastus", "standardFSv2Family", "x", 0, 0, 10))
+    assert filed.id == "2B5C8515-37D8-4B6A-879B-CD641A2CF605"
+
+
+@pytest.mark.parametrize("name, state, code", [("getQuotaRequestStatusById", "Succeeded", ""),
+                                               ("getQuotaRequestStatusFailed", "Failed", "ContactSupport")])
+def test_replay_status(live, name, state, code):
+    with responses.RequestsMock() as mock:
+        mock.add("GET", re.compile(re.escape(ARM) + r"/.*/providers/Microsoft\.Quota/quotaRequests/2B5C8515.*"),
+                 json=example(name)["responses"]["200"]["body"])
+        found = qr.read(live, "eastus", "2B5C8515-37D8-4B6A-879B-CD641A2CF605")
+    assert (found.state, found.error_code, found.quota, found.limit) == (state, code, "standardNCPromoFamily", 50)
+    assert found.escalated == (state == "Failed")
+
+
+@pytest.mark.parametrize("name", ["getQuotaRequestStatusById", "getQuotaRequestStatusFailed"])
+def test_fake_status_has_the_examples_shape(azure, session, name):
+    from test_azure_examples import shape_differences
+
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    if name.endswith("Failed"):
+        azure.set_quota_outcome(LOCATION, A100_FAMILY, "escalate")
+    filed = qr.file(session, qr.shortfalls(session, request())[0])
+    path = f"/subscriptions/{azure.subscription_id}/providers/Microsoft.Compute/locations/{LOCATION}/providers/" \
+           f"Microsoft.Quota/quotaRequests/{filed.id}"
+    fake = session.quota.quota_request_status.get(id=filed.id, scope=qr.scope(session, LOCATION)).as_dict()
+    assert calls(azure, "GET", path=path)
+    real = example(name)["responses"]["200"]["body"]
+    assert shape_differences(real, _wire(fake)) == []
+
+
+def _wire(model_dict: dict) -> dict:
+    """The SDK model's as_dict() back in the REST names (camelCase)."""
+    def camel(key: str) -> str:
+        head, *rest = key.split("_")
+        return head + "".join(p.title() for p in rest)
+
+    if isinstance(model_dict, dict):
+        return {camel(k): _wire(v) for k, v in model_dict.items()}
+    if isinstance(model_dict, list):
+        return [_wire(v) for v in model_dict]
+    return model_dict
+
+
+def test_fake_quota_get_has_the_examples_shape(azure, session):
+    from test_azure_examples import shape_differences
+
+    got = session.quota.quota.get(resource_name=A100_FAMILY, scope=qr.scope(session, LOCATION)).as_dict()
+    real = example("getComputeOneSkuQuotaLimit")["responses"]["200"]["body"]
+    assert shape_differences(real, _wire(got)) == []
+
+
+# -- the command line, in simulation ---------------------------------------------------------------
+
+@pytest.fixture
+def shape(run, state_file):
+    """`provision simulate ...` on the same state file as `sim`."""
+    def _shape(*args):
+        rc, out, err = run("simulate", *args, "--simulate-state", state_file)
+        assert rc == 0, err
+    return _shape
+
+
+def test_simulated_create_blocked_then_request_then_status_then_create(sim, shape):
+    shape("quota", "set", "-l", LOCATION, "--name", A100_FAMILY, "--limit", "96")
+    rc, out, err = sim(*create_args())
+    assert rc == 2 and "QUOTA_INSUFFICIENT" in err and "usage 0 + needed 192 exceeds the limit 96" in err
+    rc, out, err = sim("quota", "request", "--profile", "nd-a100-v4", "-n", "c1", "-g", RG, "-l", LOCATION,
+                       "--nodes", "2", "-o", "json")
+    assert rc == 2 and "CONFIRMATION_REQUIRED" in err, "no terminal, no --yes: nothing is filed"
+    rc, out, err = sim("quota", "request", "--profile", "nd-a100-v4", "-n", "c1", "-g", RG, "-l", LOCATION,
+                       "--nodes", "2", "--yes", "-o", "json")
+    assert rc == 0, err
+    filed = json.loads(out)["requests"][0]
+    assert filed["new_limit"] == 192 and filed["id"] in err
+    rc, out, err = sim("quota", "status", "-l", LOCATION, "--id", filed["id"], "-o", "json")
+    assert rc == 0 and json.loads(out)["state"] == "Succeeded"
+    rc, out, err = sim(*create_args())
+    assert rc == 0, err
+
+
+def test_simulated_escalation_exits_1_with_id_and_remedy(sim, shape):
+    shape("quota", "set", "-l", LOCATION, "--name", A100_FAMILY, "--limit", "96")
+    shape("quota", "outcome", "-l", LOCATION, "--name", A100_FAMILY, "--outcome", "escalate")
+    rc, out, err = sim("quota", "request", "--profile", "nd-a100-v4", "-n", "c1", "-g", RG, "-l", LOCATION, "--nodes", "2",
+                       "--yes", "-o", "json")
+    assert rc == 1
+    request_id = json.loads(out)["requests"][0]["id"]
+    assert f"ERROR: [QUOTA_REQUEST_ESCALATED]" in err and request_id in err and "remedy:" in err
+    rc, out, err = sim("quota", "status", "-l", LOCATION, "--id", request_id)
+    assert rc == 1 and "QUOTA_REQUEST_ESCALATED" in err
+
+
+def test_create_request_quota_files_and_goes_on(sim, shape):
+    shape("quota", "set", "-l", LOCATION, "--name", A100_FAMILY, "--limit", "96")
+    rc, out, err = sim(*create_args(), "--request-quota", "--yes", "-o", "json")
+    assert rc == 0, err
+    assert "filed quota request" in err
