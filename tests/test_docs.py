@@ -256,6 +256,17 @@ def check_ghr(azure, transcript) -> None:
     assert "az provider register" in next(err for line, _, err in transcript if "GHR_NOT_ONBOARDED" in line)
 
 
+def check_azure_validation(azure, transcript) -> None:
+    # The sample output the page shows is what its what-if prints (legend and cost lines left out), and
+    # the policy denial names the assignment.
+    page = (REPO / "docs" / "azure-validation.md").read_text()
+    what_if = next(out for line, out, _ in transcript if "--what-if" in line and "--nodes 3" in line)
+    sample = [line for line in next(b.code for b in blocks(page) if b.language == "text").splitlines() if line]
+    assert [line for line in what_if.splitlines() if line in sample] == sample
+    denied = next(err for line, _, err in transcript if "--dry-run" in line)
+    assert "--name no-nd-a100 --scope /subscriptions/" in denied
+
+
 def check_python_api(azure, transcript) -> None:
     clusters = {r["tags"]["azgpu-cluster"] for r in azure.resources(type="Microsoft.Compute/virtualMachineScaleSets")}
     assert "train01" in clusters
@@ -265,7 +276,8 @@ def check_python_api(azure, transcript) -> None:
 # pass the loop): the file, the languages it must hold, and a check of the outcome.
 CHECKS = {"README.md": ({"bash"}, check_readme), "docs/cli.md": ({"bash"}, check_cli),
           "docs/review.md": ({"bash"}, check_review), "docs/guest-health-reporting.md": ({"bash", "python"}, check_ghr),
-          "docs/python-api.md": ({"python"}, check_python_api)}
+          "docs/python-api.md": ({"python"}, check_python_api),
+          "docs/azure-validation.md": ({"bash", "text"}, check_azure_validation)}
 
 
 def test_every_checked_file_exists():
