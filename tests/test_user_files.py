@@ -81,10 +81,12 @@ def test_the_suite_leaves_a_users_files_byte_for_byte_unchanged(tmp_path):
 def test_the_suite_runs_as_a_user_of_its_own():
     base = Path(os.environ["AZGPU_SIMULATE_STATE"]).parent
     assert base.name.startswith("azgpu-tests-user-")
-    for name in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "AZURE_CONFIG_DIR"):
+    for name in ("XDG_CONFIG_HOME", "AZURE_CONFIG_DIR"):
         assert Path(os.environ[name]).parent == base, name
-    # HOME and the cache are each test's own (tests/conftest.py's _isolated), under pytest's temp dir.
+    # HOME, the state directory (what the gate records per cluster) and the cache are each test's own
+    # (tests/conftest.py's _isolated), under pytest's temp dir.
     assert "azgpu-tests-user-" in os.environ["HOME"] or "pytest" in os.environ["HOME"]
+    assert Path(os.environ["XDG_STATE_HOME"]).is_relative_to(os.environ["HOME"])
     assert "AZURE_DEFAULTS_GROUP" not in os.environ and "AZURE_DEFAULTS_LOCATION" not in os.environ
     # A subprocess inherits it.
     done = subprocess.run([sys.executable, "-c", "import os; print(os.environ['AZGPU_SIMULATE_STATE'])"],
