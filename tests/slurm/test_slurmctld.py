@@ -231,5 +231,7 @@ def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_pat
     assert "suspend demo-d000-[0001-0004]: deleting 4 instance(s) of demo-vmss000" in text
     assert [s["capacity"] for s in status(state)["scale_sets"]] == [0]
     assert status(state, "other") == other_before
+    shown = provision("simulate", "show", "--simulate-state", str(state), "-o", "json")
+    assert json.loads(shown.stdout)["resource_groups"] == ["demo-rg", "other-rg"]
     map_file = json.loads((root / "map" / "demo.json").read_text())
     assert map_file["nodes"] == {}
