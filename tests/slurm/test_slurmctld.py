@@ -1,5 +1,12 @@
 """A real slurmctld (Debian's slurm-wlm) drives azgpu's power-saving programs over the loopback.
 
+Every Slurm process of the test (munged, slurmctld, each slurmd, every sbatch/scontrol/squeue, and so
+the resume and suspend programs slurmctld spawns) runs inside a network namespace the test creates,
+with only `lo` up: slurmctld is given the simulated VMs' 10.x addresses and may try to reach them
+(after ResumeTimeout, or before the slurmds register), and no packet may ever leave this machine.
+Inside the namespace any such packet fails with ENETUNREACH; the test checks that before it starts
+anything. It needs root (unshare/nsenter) and skips, saying why, without it.
+
 munged and slurmctld run from a temporary directory with the configuration `provision slurm
 config` wrote; a job asks for four CLOUD nodes of one InfiniBand domain. slurmctld must call the
 resume program once with their hostlist; azgpu creates the scale set in the simulated
@@ -20,6 +27,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +38,7 @@ from slurm_support import cluster_file, instances, nodes, provision, status
 pytestmark = pytest.mark.slow
 
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue")
+ISOLATION = ("unshare", "nsenter", "ip")  # util-linux and iproute2: the private network namespace
 DEADLINE = 150  # seconds for the whole cycle; slurmctld checks configuring jobs about every 30 s
 
 
@@ -39,26 +48,84 @@ def _missing() -> str | None:
         return (f"Slurm is not installed here ({', '.join(gone)} missing): "
                 "apt-get install slurm-wlm slurmctld slurmd munge (.ci/run does)")
     if os.geteuid() != 0:
-        return "slurmd and slurmctld with SlurmUser=root need root (CI runs as root)"
+        return ("slurmd and slurmctld with SlurmUser=root, and the private network namespace they must run in, "
+                "need root (CI runs as root)")
+    gone = [p for p in ISOLATION if not shutil.which(p) and not Path("/usr/sbin", p).exists()]
+    if gone:
+        return (f"{', '.join(gone)} missing: the Slurm daemons must run in a private network namespace "
+                "(apt-get install util-linux iproute2)")
     return None
 
 
-def _free_ports(count: int) -> int:
-    """A base port with `count` free ports above it, on the loopback."""
-    for base in range(21000, 60000, 97):
+class NetNamespace:
+    """A network namespace with only `lo` up, held open by a sleeping process.
+
+    slurmctld holds the simulated VMs' 10.x addresses until the slurmds register; whatever it sends
+    there must fail here (no route: ENETUNREACH) instead of leaving the machine.
+    """
+
+    def __init__(self):
+        self.holder = subprocess.Popen([_sbin("unshare"), "--net", "--", "sleep", "3600"],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, start_new_session=True)
+        self.path = f"/proc/{self.holder.pid}/ns/net"
+        mine = os.readlink("/proc/self/ns/net")
+        end = time.monotonic() + 10
+        # unshare execs sleep only after it has unshared: until then the holder is still in ours.
+        while self._ns() in (None, mine):
+            if self.holder.poll() is not None or time.monotonic() > end:
+                err = self.holder.stderr.read().decode() if self.holder.poll() is not None else "timed out"
+                self.close()
+                pytest.skip(f"cannot create a private network namespace (unshare --net: {err.strip()})")
+            time.sleep(0.05)
+        # A second loopback address: glibc's AI_ADDRCONFIG ignores 127.0.0.1 alone, and Slurm 22.05 asks
+        # getaddrinfo for AF_INET with it, so with only 127.0.0.1 no daemon could bind or connect.
+        for argv in (["link", "set", "lo", "up"], ["addr", "add", "127.0.0.2/8", "dev", "lo"]):
+            done = subprocess.run(self.prefix() + [_sbin("ip"), *argv], capture_output=True, text=True, timeout=10)
+            if done.returncode:
+                self.close()
+                raise AssertionError(f"ip {' '.join(argv)} in the namespace: {done.stderr}")
+
+    def _ns(self) -> str | None:
         try:
-            socks = []
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
+            return os.readlink(self.path)
         except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free ports")
+            return None
+
+    def prefix(self) -> list[str]:
+        """nsenter into the namespace; refuses once the holder is gone (its pid could be anyone's)."""
+        assert self.holder.poll() is None, "the network namespace's holder process died"
+        return [_sbin("nsenter"), f"--net={self.path}", "--"]
+
+    def close(self) -> None:
+        if self.holder.poll() is None:
+            self.holder.kill()
+        self.holder.wait(timeout=10)
+        self.holder.stderr.close()
+
+
+# Run inside the namespace: only `lo` with loopback addresses, and an address outside unreachable
+# before any packet is made (connect() on an unrouted address fails in the route lookup).
+PROBE = """
+import errno, ipaddress, json, socket, subprocess
+def ip(*argv):
+    return subprocess.run(["ip", "-o", *argv], capture_output=True, text=True, check=True).stdout.splitlines()
+links = [l.split(":")[1].strip().split("@")[0] for l in ip("link", "show", "up")]
+addrs = [ipaddress.ip_interface(l.split()[3]).ip for l in ip("addr", "show")]
+errors = {}
+for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+    s = socket.socket(socket.AF_INET, kind)
+    s.settimeout(2)
+    try:
+        s.connect(("10.0.0.4", 6818))
+        errors[kind.name] = "connected"
+    except OSError as exc:
+        errors[kind.name] = errno.errorcode.get(exc.errno, str(exc))
+    finally:
+        s.close()
+print(json.dumps({"links": links, "loopback_only": bool(addrs) and all(a.is_loopback for a in addrs),
+                  "errors": errors}))
+"""
 
 
 def _wait(what: str, predicate, timeout: float, *, details=lambda: ""):
@@ -104,13 +171,22 @@ def slurm(tmp_path_factory):
         pytest.skip(reason)
     # munged's socket path must stay short (AF_UNIX: 108 bytes): a directory of its own under /tmp.
     root = Path(tmp_path_factory.mktemp("sl"))
+    netns = NetNamespace()
     daemons = Daemons()
-    yield root, daemons
-    daemons.stop()
+    try:
+        yield root, daemons, netns
+    finally:
+        daemons.stop()
+        netns.close()
 
 
 def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_path):
-    root, daemons = slurm
+    root, daemons, netns = slurm
+    probe = subprocess.run(netns.prefix() + [sys.executable, "-c", PROBE], capture_output=True, text=True,
+                           timeout=30)
+    assert probe.returncode == 0, probe.stderr
+    isolation = json.loads(probe.stdout)
+    assert isolation == {"links": ["lo"], "loopback_only": True, "errors": {"SOCK_DGRAM": "ENETUNREACH", "SOCK_STREAM": "ENETUNREACH"}}
     state = root / "sim" / "state.json"
     state.parent.mkdir()
     sim = ["--simulate", "--simulate-state", str(state), "--simulate-latency", "0"]
@@ -138,7 +214,7 @@ def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_pat
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     sock = munge / "sock"
-    daemons.start([_sbin("munged"), "-F", "--force", f"--key-file={key}", f"--socket={sock}",
+    daemons.start(netns.prefix() + [_sbin("munged"), "-F", "--force", f"--key-file={key}", f"--socket={sock}",
                    f"--pid-file={munge}/pid", f"--log-file={munge}/log", f"--seed-file={munge}/seed"], dict(os.environ),
                   root / "munged.out")
     _wait("munged's socket", sock.exists, 15)
@@ -147,7 +223,7 @@ def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_pat
     conf = root / "etc"
     for directory in (conf, root / "spool", root / "state"):
         directory.mkdir()
-    base = _free_ports(10)
+    base = 21000  # the namespace's loopback is the test's own: every port is free
     host = socket.gethostname().split(".")[0]
     devices = root / "dev"
     devices.mkdir()
@@ -173,20 +249,20 @@ def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_pat
     senv = {**os.environ, "SLURM_CONF": str(conf / "slurm.conf")}
 
     def slurm_cmd(*argv: str) -> str:
-        done = subprocess.run(list(argv), env=senv, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(netns.prefix() + list(argv), env=senv, capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, f"{argv}: {done.stderr}"
         return done.stdout
 
     def details() -> str:
         tail = (root / "slurmctld.log").read_text()[-3000:] if (root / "slurmctld.log").exists() else ""
-        shown = subprocess.run(["scontrol", "show", "node", "-o"], env=senv, capture_output=True, text=True).stdout
+        shown = subprocess.run(netns.prefix() + ["scontrol", "show", "node", "-o"], env=senv, capture_output=True, text=True).stdout
         slurmd = "".join(f"{p.name}:\n" + "\n".join(p.read_text().splitlines()[-6:]) + "\n"
                          for p in sorted(root.glob("slurmd-*")))
         return (f"power.log:\n{log.read_text() if log.exists() else ''}\nnodes:\n{shown}\n"
                 f"slurmctld.log tail:\n{tail}\n{slurmd}")
 
-    daemons.start([_sbin("slurmctld"), "-D", "-c", "-i"], senv, root / "slurmctld.out")
-    _wait("slurmctld", lambda: subprocess.run(["scontrol", "ping"], env=senv, capture_output=True, text=True,
+    daemons.start(netns.prefix() + [_sbin("slurmctld"), "-D", "-c", "-i"], senv, root / "slurmctld.out")
+    _wait("slurmctld", lambda: subprocess.run(netns.prefix() + ["scontrol", "ping"], env=senv, capture_output=True, text=True,
                                              timeout=10).stdout.count("UP"), 30, details=details)
 
     job = slurm_cmd("sbatch", "--parsable", "-N4", "-p", "demo-vmss000", "--wrap", "hostname").strip()
@@ -218,7 +294,7 @@ def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_pat
 
     # The VMs boot: one slurmd per node registers (from the loopback).
     for name in sorted(up):
-        daemons.start([_sbin("slurmd"), "-D", "-b", "-N", name], senv, root / f"slurmd-{name}.out")
+        daemons.start(netns.prefix() + [_sbin("slurmd"), "-D", "-b", "-N", name], senv, root / f"slurmd-{name}.out")
 
     def finished() -> bool:
         out = slurm_cmd("scontrol", "show", "job", job, "-o")
@@ -231,5 +307,7 @@ def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_pat
     assert "suspend demo-d000-[0001-0004]: deleting 4 instance(s) of demo-vmss000" in text
     assert [s["capacity"] for s in status(state)["scale_sets"]] == [0]
     assert status(state, "other") == other_before
+    shown = provision("simulate", "show", "--simulate-state", str(state), "-o", "json")
+    assert json.loads(shown.stdout)["resource_groups"] == ["demo-rg", "other-rg"]
     map_file = json.loads((root / "map" / "demo.json").read_text())
     assert map_file["nodes"] == {}
