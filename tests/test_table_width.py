@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 import pytest
@@ -14,6 +15,10 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM
 SIM = ("--simulate", "--simulate-latency", "0")
 H100 = ("-n", "wide01", "-g", "wide-rg")
 GB = ("-n", "rack01", "-g", "gb-rg")
+A100 = "Standard_ND96asr_v4"
+# The Slurm programs report to slurmctld through scontrol: a stand-in that accepts every call (the
+# test writes both files into its working directory; tests/slurm checks what reaches scontrol).
+SLURM = ("-f", "slurm.toml", "--scontrol", "./scontrol", *SIM)
 
 # Every command with -o, in an order that makes each one's table non-trivial: a cluster exists, a
 # node is broken, a report is filed. (argv, exit status)
@@ -44,7 +49,8 @@ SESSION: list[tuple[tuple[str, ...], int]] = [
     (("simulate", "fault", "-n", "wide01", "--instance", "wide01-000-000003", "--ib-down", "mlx5_ib3"), 0),
     (("simulate", "fabric", "--scale-set", "wide01-vmss000", "--factor", "0.5"), 0),
     (("check", *H100, *SIM, "--nccl"), 1),
-    (("check", *GB, *SIM), 0),
+    (("simulate", "rack", "-n", "rack01", "--fabric-incomplete", "rack01-000-000002"), 0),
+    (("check", *GB, *SIM), 1),
     (("report", *H100, *SIM, "--yes"), 0),
     (("reports", "-g", "wide-rg", *SIM), 0),
     (("simulate", "quota", "list", "-l", "eastus"), 0),
@@ -52,6 +58,25 @@ SESSION: list[tuple[tuple[str, ...], int]] = [
     (("simulate", "sku", "restrict", "-l", "eastus", "--size", "Standard_ND96asr_v4", "--zone", "1"), 0),
     (("simulate", "sku", "unrestrict", "-l", "eastus", "--size", "Standard_ND96asr_v4"), 0),
     (("simulate", "capacity", "set", "-l", "westus2", "--size", "Standard_ND96asr_v4", "--max-vms", "0"), 0),
+    (("simulate", "sku", "capability", "-l", "eastus", "--size", A100, "--name", "CapacityReservationSupported",
+      "--value", "True"), 0),
+    (("reserve", "-g", "crg-rg", "--group", "gpus", "-l", "eastus", "--profile", "nd-a100-v4", "--count", "2", "--yes",
+      *SIM), 0),
+    (("release", "-g", "crg-rg", "--group", "gpus", "--yes", *SIM), 0),
+    (("simulate", "quota", "set", "-l", "eastus", "--name", "standardNDASv4_A100Family", "--limit", "96"), 0),
+    (("capacity", "--profile", "nd-a100-v4", "--nodes", "2", "-l", "eastus", "--zones", "1", "4",
+      "--fallback-locations", "westus2", *SIM), 1),
+    (("simulate", "quota", "outcome", "-l", "eastus", "--name", "standardNDASv4_A100Family", "--outcome", "escalate"),
+     0),
+    (("quota", "request", "--profile", "nd-a100-v4", "-n", "q1", "-g", "q-rg", "-l", "eastus", "--nodes", "2",
+      "--ssh-key", KEY, "--yes", *SIM), 1),
+    (("quota", "status", "-l", "eastus", *SIM), 0),
+    (("simulate", "policy", "deny-size", "no-nd-a100", "--size", A100, "--display-name",
+      "Allowed virtual machine size SKUs"), 0),
+    (("slurm", "config", "-f", "slurm.toml", "--health-check", "--out-dir", "slurm-azgpu"), 0),
+    (("slurm", "resume", *SLURM, "sl01-d000-[0001-0004]"), 0),
+    (("slurm", "suspend", *SLURM, "sl01-d000-[0002,0004,0007]"), 0),
+    (("slurm", "resume-fail", *SLURM, "sl01-d000-[0001,0003]"), 0),
     (("simulate", "ghr", "--provider-state", "Registered"), 0),
     (("simulate", "show",), 0),
     (("destroy", *GB, *SIM, "--yes"), 0),
@@ -72,8 +97,16 @@ def leaf_commands(group: click.Group, ctx: click.Context, prefix: tuple[str, ...
 
 
 def command_of(argv: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(argv[:2]) if argv[0] in ("profiles", "images", "simulate") and argv[1] not in (
-        "quota", "sku", "capacity") else tuple(argv[:3]) if argv[0] == "simulate" else argv[:1]
+    """The leading words of argv that name groups and then the command (the rest are its arguments)."""
+    from azgpu.cli import cli
+
+    ctx, command, path = click.Context(cli), cli, ()
+    for word in argv:
+        found = command.get_command(ctx, word) if isinstance(command, click.Group) else None
+        if found is None:
+            break
+        command, path = found, (*path, word)
+    return path
 
 
 def test_the_session_covers_every_command():
@@ -88,6 +121,10 @@ def test_the_session_covers_every_command():
 def test_every_table_fits_120_columns(run, monkeypatch, tmp_path):
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "simulate.json"))
+    Path("slurm.toml").write_text('profile = "nd-h100-v5"\nnodes = 8\nname = "sl01"\nlocation = "eastus"\n'
+                                  f'resource-group = "sl-rg"\nssh-key = "{KEY}"\n')
+    Path("scontrol").write_text("#!/bin/sh\nexit 0\n")
+    Path("scontrol").chmod(0o755)
     for argv, status in SESSION:
         rc, out, err = run(*argv, "-o", "table")
         assert rc == status, f"provision {' '.join(argv)} exited {rc}:\n{err}"

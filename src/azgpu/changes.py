@@ -289,11 +289,11 @@ def report(w: WhatIf, *, color: bool = False) -> str:
     if w.cost is not None:
         lines += _fitted(f"Cost: {cost_line(w.cost)}")
     if w.arm is not None:
-        lines += ["", "Azure Resource Manager's own what-if of the same template (az deployment group what-if), "
-                      "including what azgpu does not set:", ""]
+        lines += ["", *_fitted("Azure Resource Manager's own what-if of the same template (az deployment group "
+                               "what-if), including what azgpu does not set:"), ""]
         lines += arm_lines(w.arm, color=color)
     elif w.arm_note:
-        lines += ["", f"Azure Resource Manager's own what-if: {w.arm_note}"]
+        lines += ["", *_fitted(f"Azure Resource Manager's own what-if: {w.arm_note}")]
     return "\n".join(lines) + "\n"
 
 

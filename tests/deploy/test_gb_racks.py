@@ -4,20 +4,17 @@ the scheduler files' racks measured from the nodes (docs/gb-racks.md)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args
 
-from azgpu.health.results import NodeResult
 
 GB300_FAMILY = "standardNDISRGB300V6Family"
 REPORT = ("--check", "--replace-unhealthy", "--report-to-azure", "--yes", "--insight-timeout", "60")
-# The node's fabric in NodeResult comes with the health gate's fabric reading (interfaces: NodeResult.fabric);
-# before it, racks rest on Azure's interconnect subgroups ("reported"), after it on the nodes ("measured").
-FABRIC = "fabric" in {f.name for f in dataclasses.fields(NodeResult)}
-BASIS = "measured" if FABRIC else "reported"
+# The health gate reads each node's NVLink fabric (NodeResult.fabric), so the racks of a checked
+# cluster rest on what the nodes measured, not on Azure's interconnect subgroups ("reported").
+BASIS = "measured"
 
 
 @pytest.fixture
@@ -70,11 +67,9 @@ def test_a_rack_short_of_one_node_in_its_nvlink_domain_is_visible(cli, azure, ra
     rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "--check")
     assert rc == 0, err
     racks = json.loads(out)["racks"]
-    if FABRIC:  # the stray node's GPUs report another NVLink domain than its rack-mates'
-        assert sorted(len(r["nodes"]) for r in racks) == [1, 17, 18]
-        assert any(r.get("agrees_with_azure") is False for r in racks)
-    else:
-        assert [len(r["nodes"]) for r in racks] == [18, 18]
+    # The stray node's GPUs report another NVLink domain than its rack-mates'.
+    assert sorted(len(r["nodes"]) for r in racks) == [1, 17, 18]
+    assert any(r.get("agrees_with_azure") is False for r in racks)
 
 
 def test_spare_racks_need_a_rack_profile(cli, azure):

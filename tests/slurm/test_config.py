@@ -101,6 +101,14 @@ def test_health_check_program_is_installed_by_cloud_init(run, tmp_path):
     script = files["/usr/local/lib/azgpu/node-check.sh"]["content"]
     assert "AZGPU_EXPECT_GPUS=8" in script and "AZGPU_EXPECT_IB_PORTS=8" in script
     assert files["/usr/local/sbin/azgpu-slurm-health-check"]["permissions"] == "0755"
+    # The same script the health gate's --print-script gives for this size, with the program's timeout.
+    from azgpu.slurm.health_check import CHECK_TIMEOUT
+
+    rc, printed, err = run("check", "--print-script", "--size", spec.size.name, "--node-timeout", CHECK_TIMEOUT)
+    assert rc == 0, err
+    assert script == printed
+    assert f"timeout {CHECK_TIMEOUT} " in files["/usr/local/sbin/azgpu-slurm-health-check"]["content"]
+    assert f"AZGPU_AZNHC_TIMEOUT={CHECK_TIMEOUT - 180}" in script, "AzNHC's watchdog ends before the program's"
 
 
 @pytest.mark.parametrize("verdict, drained", [

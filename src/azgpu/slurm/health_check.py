@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import yaml
 
-from ..health.script import Expectations, script_lines
+from ..health import node_script as health_node_script
 from .conf import HEALTH_CHECK_PATH
 
 NODE_SCRIPT_PATH = "/usr/local/lib/azgpu/node-check.sh"
+# The program kills the check after this many seconds; the script gets the same node timeout so that
+# AzNHC's own watchdog ends first and the node still prints its verdict line.
+CHECK_TIMEOUT = 900
 
 _PROGRAM = r"""#!/bin/bash
 # Slurm HealthCheckProgram written by azgpu (provision slurm config --health-check): runs azgpu's node
 # check and drains this node with the failing check as the Reason. The verdict is the check's last line.
 set -u
-verdict=$(timeout 900 __SCRIPT__ 2>/dev/null | tail -n 1)
+verdict=$(timeout __TIMEOUT__ __SCRIPT__ 2>/dev/null | tail -n 1)
 reason=$(printf '%s' "$verdict" | python3 -c '
 import json, sys
 try:
@@ -49,11 +52,12 @@ exec scontrol update nodename="$node" state=DRAIN reason="$reason"
 
 
 def program() -> str:
-    return _PROGRAM.replace("__SCRIPT__", NODE_SCRIPT_PATH)
+    return _PROGRAM.replace("__SCRIPT__", NODE_SCRIPT_PATH).replace("__TIMEOUT__", str(CHECK_TIMEOUT))
 
 
 def node_script(size) -> str:
-    return "\n".join(script_lines("check", Expectations.of(size).settings())) + "\n"
+    """The script `provision check --print-script --size` prints for this size (one way to make it)."""
+    return health_node_script(size.name, node_timeout=CHECK_TIMEOUT)
 
 
 def cloud_config(size) -> str:
