@@ -119,3 +119,12 @@ def test_a_setting_name_must_be_azgpu():
 def test_the_script_stays_far_below_run_commands_limit():
     # run-command-extension-linux refuses scripts over 256 KiB; each node's request carries it whole.
     assert len("\n".join(script_lines("check", {}))) < 48 * 1024
+
+
+def test_the_same_finding_on_every_gpu_is_summarised_once_with_its_count():
+    fabric = Failure("fabric", "nvlink", "m", expected="Completed Success", measured="In Progress N/A")
+    node = NodeResult("c1-vmss000", "0", "/id/0", "c1-000-000000", "failed", "fallback",
+                      failures=(fabric, fabric, fabric, fabric,
+                                Failure("check_gpu_count", "missing_gpu", "m", "4", "3", "NHC2009")))
+    assert node.summary() == ("fabric: expected Completed Success, measured In Progress N/A, 4 times; "
+                              "check_gpu_count: expected 4, measured 3 (NHC2009)")

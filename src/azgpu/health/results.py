@@ -138,7 +138,11 @@ class NodeResult:
         more = f"; {self.more_failures} more" if self.more_failures else ""
         if self.more_failures and self.dropped:
             more += " (" + ", ".join(f"{k}: {n}" for k, n in self.dropped.items()) + ")"
-        return "; ".join(f.summary() for f in self.failures) + more
+        # One line per distinct finding: the same fault on every GPU of a node is said once, with its count.
+        counts: dict[str, int] = {}
+        for f in self.failures:
+            counts[f.summary()] = counts.get(f.summary(), 0) + 1
+        return "; ".join(text if n == 1 else f"{text}, {n} times" for text, n in counts.items()) + more
 
     def as_dict(self) -> dict[str, Any]:
         return {
