@@ -62,6 +62,13 @@ def test_without_spare_racks_a_bad_node_is_reported_left_out_and_its_rack_named_
     assert len([x for x in out.splitlines() if x and not x.startswith("#")]) == 35
 
 
+def reads_interconnect_view() -> bool:
+    from azure.mgmt.compute import models
+
+    known = getattr(models.VirtualMachineScaleSetVMInstanceView, "_attribute_map", None)
+    return known is None or "interconnect_instance_view" in known
+
+
 def test_a_rack_short_of_one_node_in_its_nvlink_domain_is_visible(cli, azure, racks_quota):
     azure.short_rack_next()
     rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "--check")
@@ -69,7 +76,8 @@ def test_a_rack_short_of_one_node_in_its_nvlink_domain_is_visible(cli, azure, ra
     racks = json.loads(out)["racks"]
     # The stray node's GPUs report another NVLink domain than its rack-mates'.
     assert sorted(len(r["nodes"]) for r in racks) == [1, 17, 18]
-    assert any(r.get("agrees_with_azure") is False for r in racks)
+    if reads_interconnect_view():  # azure-mgmt-compute 34 (the floor) reads no subgroup to cross-check with
+        assert any(r.get("agrees_with_azure") is False for r in racks)
 
 
 def test_spare_racks_need_a_rack_profile(cli, azure):

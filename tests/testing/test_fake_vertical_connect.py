@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from azure.core.exceptions import HttpResponseError
+from azure.mgmt.compute import models as compute_models
 from fake_azure_support import RG, vmss_body
 
 from azgpu.testing import vertical_connect
@@ -21,6 +22,23 @@ GB_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404-g
 def rack_quota(azure):
     for name in ("standardNDISRGB300V6Family", "cores"):
         azure.set_quota("eastus", name, limit=36 * 128)
+
+
+def _sdk_knows(model, field: str) -> bool:
+    """Older azure-mgmt-compute models (msrest, with an _attribute_map) drop fields they do not know,
+    both in the body they send and in what they read; newer ones pass every field through."""
+    known = getattr(model, "_attribute_map", None)
+    return known is None or field in known
+
+
+# Compute 2026-03-01's interconnectInstanceView and highSpeedInterconnectPlacement, which azure-mgmt-compute
+# 34 (the floor) neither sends nor reads.
+needs_interconnect_view = pytest.mark.skipif(
+    not _sdk_knows(compute_models.VirtualMachineScaleSetVMInstanceView, "interconnect_instance_view"),
+    reason="this azure-mgmt-compute does not read interconnectInstanceView")
+needs_placement_field = pytest.mark.skipif(
+    not _sdk_knows(compute_models.VirtualMachineScaleSet, "high_speed_interconnect_placement"),
+    reason="this azure-mgmt-compute drops highSpeedInterconnectPlacement from the body it sends")
 
 
 def gb_body(network, *, capacity=18, single_placement_group=False, **props):
@@ -48,6 +66,7 @@ def test_leaving_single_placement_group_at_its_default_is_refused_too(clients, n
         put(clients, body)
 
 
+@needs_placement_field
 def test_high_speed_interconnect_placement_is_refused(clients, network):
     with pytest.raises(HttpResponseError, match="Vertical Connect Feature is not available"):
         put(clients, gb_body(network, highSpeedInterconnectPlacement="Trunk"))
@@ -71,6 +90,7 @@ def test_ephemeral_os_disk_only_on_cache_disk(clients, network, placement, code)
     assert info.value.error.code == code
 
 
+@needs_interconnect_view
 def test_microsofts_body_is_accepted_and_fills_racks_of_18(azure, clients, network):
     body = gb_body(network, capacity=36, platformFaultDomainCount=1)
     body["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"].update(
@@ -93,6 +113,7 @@ def test_deleting_one_instance_of_a_rack_is_refused(clients, network):
     assert clients.compute.virtual_machine_scale_sets.get(RG, "rack").sku.capacity == 0
 
 
+@needs_interconnect_view
 def test_a_rack_short_of_one_node_shows_in_the_fabric_not_in_azures_subgroups(azure, clients, network):
     azure.short_rack_next()
     put(clients, gb_body(network))

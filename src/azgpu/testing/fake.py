@@ -755,6 +755,8 @@ def _signature(path: Path) -> tuple | None:
 
 
 def _json_body(raw: Any) -> Any:
+    if hasattr(raw, "read"):  # a body the SDK was given as a stream (older azure-core hands it on as is)
+        raw = raw.read()
     if raw in (None, b"", ""):
         return None
     try:
