@@ -26,7 +26,6 @@ text blocks (and blocks without a language) are sample output and are not run.
 from __future__ import annotations
 
 import io
-import os
 import re
 import shlex
 import shutil

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import click
-import pytest
 
 from azgpu import output
 

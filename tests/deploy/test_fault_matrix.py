@@ -41,7 +41,6 @@ Every cell checks, on a fresh fake Azure in virtual time (nothing sleeps for rea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, calls, create_args, request
+from deploy_support import NAME, RG, calls, request
 
 from azgpu.deploy import ghr, health
 from azgpu.deploy.create import create

@@ -13,7 +13,7 @@ from deploy_support import (LOCATION, NAME, NAT, NIC, NSG, PIP, RG, VMSS, VNET, 
 import azgpu
 from azgpu.deploy.create import create
 from azgpu.deploy.lifecycle import destroy
-from azgpu.errors import AzureError, InputError, ValidationFailed
+from azgpu.errors import AzureError, InputError
 from azgpu.profiles import load_profile
 from azgpu.testing import FakeAzure
 

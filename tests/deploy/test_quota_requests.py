@@ -203,7 +203,7 @@ def test_simulated_escalation_exits_1_with_id_and_remedy(sim, shape):
                        "--yes", "-o", "json")
     assert rc == 1
     request_id = json.loads(out)["requests"][0]["id"]
-    assert f"ERROR: [QUOTA_REQUEST_ESCALATED]" in err and request_id in err and "remedy:" in err
+    assert "ERROR: [QUOTA_REQUEST_ESCALATED]" in err and request_id in err and "remedy:" in err
     rc, out, err = sim("quota", "status", "-l", LOCATION, "--id", request_id)
     assert rc == 1 and "QUOTA_REQUEST_ESCALATED" in err
 

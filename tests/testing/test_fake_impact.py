@@ -4,7 +4,7 @@ transport, the way AzNHC's triggerGHR.sh or an 'az rest' script would report."""
 from __future__ import annotations
 
 import pytest
-from fake_azure_support import ND_A100, RG, Clients, build_network
+from fake_azure_support import ND_A100, RG, Clients
 
 from azgpu.testing import FakeAzure
 

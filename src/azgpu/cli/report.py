@@ -155,8 +155,8 @@ def register(cli: click.Group) -> None:
             log("every node passed: nothing to report" if all(n.passed for n in report.nodes) else
                 "no node shows a host fault: nothing to report")
         elif filed:
-            log(f"reported; to replace the node(s): 'provision create ... --check --replace-unhealthy' (a re-run "
-                f"with --report-to-azure the same day files nothing new)")
+            log("reported; to replace the node(s): 'provision create ... --check --replace-unhealthy' (a re-run "
+                "with --report-to-azure the same day files nothing new)")
 
     @cli.command("reports")
     @click.option("-n", "--name", default=None, help="Cluster name (default: every scale set of the group).")

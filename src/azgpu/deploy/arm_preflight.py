@@ -100,15 +100,20 @@ def _error(exc: Exception, action: str, what: str) -> AzureError:
     return err
 
 
-def validate(session, deployer, *, group_exists: bool, location: str) -> dict[str, Any]:
-    """Azure's template validation of the cluster; raises the mapped error (policy, property, quota ...)."""
-    path, body = request(deployer, group_exists=group_exists, location=location)
+def _ask(session, path: str, body: dict[str, Any], action: str, what: str) -> dict[str, Any]:
+    """One of ARM's template checks; an SDK error comes back as azgpu's, naming the missing action."""
     try:
-        answer = _post(session, path + "/validate", body)
+        return _post(session, path, body)
     except AzureError:
         raise
     except Exception as exc:
-        raise _error(exc, VALIDATE_ACTION, "Azure's template validation") from None
+        raise _error(exc, action, what) from None
+
+
+def validate(session, deployer, *, group_exists: bool, location: str) -> dict[str, Any]:
+    """Azure's template validation of the cluster; raises the mapped error (policy, property, quota ...)."""
+    path, body = request(deployer, group_exists=group_exists, location=location)
+    answer = _ask(session, path + "/validate", body, VALIDATE_ACTION, "Azure's template validation")
     if isinstance(answer.get("error"), dict):  # older api-versions answered 200 with the error inside
         raise AzureError(f"Azure's template validation: {answer['error'].get('code')}: {answer['error'].get('message')}",
                          code="ARM_VALIDATION_FAILED", remedy="fix what the message names and re-run")
@@ -120,12 +125,7 @@ def what_if(session, deployer, *, group_exists: bool, location: str) -> list[dic
     """ARM's what-if of the cluster's template: its `changes`, as Azure answered them."""
     path, body = request(deployer, group_exists=group_exists, location=location)
     body["properties"]["whatIfSettings"] = {"resultFormat": "FullResourcePayloads"}
-    try:
-        answer = _post(session, path + "/whatIf", body)
-    except AzureError:
-        raise
-    except Exception as exc:
-        raise _error(exc, WHATIF_ACTION, "Azure's what-if") from None
+    answer = _ask(session, path + "/whatIf", body, WHATIF_ACTION, "Azure's what-if")
     if (answer.get("status") or "Succeeded") != "Succeeded":
         error = answer.get("error") or {}
         raise AzureError(f"Azure's what-if: {error.get('code')}: {error.get('message')}", code="ARM_WHAT_IF_FAILED",

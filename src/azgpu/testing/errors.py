@@ -45,6 +45,14 @@ class ArmError(Exception):
         return {"error": error}
 
 
+def required_location(body) -> str:
+    """The body's location, or ARM's answer to a located resource's PUT without one."""
+    location = (body or {}).get("location") if isinstance(body, dict) else None
+    if not location:
+        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
+    return location
+
+
 def resource_group_not_found(rg: str) -> ArmError:
     return ArmError(404, "ResourceGroupNotFound", f"Resource group '{rg}' could not be found.")
 

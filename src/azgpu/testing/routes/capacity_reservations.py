@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...capacity import BLOCK_CAPACITIES
 from .. import capacity_reservations as crg
-from ..errors import ArmError
+from ..errors import ArmError, required_location
 from ..skus import capability, normalize_location
 from ..store import stable_uuid
 from . import COMPUTE, Response, page, route
@@ -26,8 +26,7 @@ def _expand(req) -> bool:
 def put_group(backend, req, sub, rg, group):
     backend.require_rg(rg)
     body = req.body or {}
-    if not body.get("location"):
-        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
+    required_location(body)
     resource_id = _gid(backend, rg, group)
     existed = backend.find(resource_id) is not None
     resource = backend.new_resource(resource_id, body)

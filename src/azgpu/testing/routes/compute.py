@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 from .. import deployments, galleries, images, instances, marketplace, quota, references, vertical_connect
-from ..errors import ArmError, child_not_found, invalid_reference
+from ..errors import ArmError, child_not_found, invalid_reference, required_location
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
 from . import COMPUTE, SUB, VMSS, Response, page, route
@@ -192,8 +192,7 @@ def _accept(backend, req, vmss: dict, previous: dict | None) -> Response:
 @route("PUT", VMSS)
 def put_vmss(backend, req, sub, rg, vmss):
     backend.require_rg(rg)
-    if not (req.body or {}).get("location"):
-        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
+    required_location(req.body)
     resource_id = _vmss_id(backend, rg, vmss)
     previous = backend.find(resource_id)
     resource = backend.new_resource(resource_id, req.body)

@@ -7,7 +7,7 @@ import copy
 import ipaddress
 
 from .. import instances
-from ..errors import ArmError, child_not_found, invalid_reference
+from ..errors import ArmError, child_not_found, invalid_reference, required_location
 from ..store import same_id, stable_uuid
 from . import NETWORK, VMSS, Response, page, route
 
@@ -31,9 +31,7 @@ def _ids(backend, rg: str, *types_and_names: str) -> str:
 
 
 def _location(backend, req) -> str:
-    if not (req.body or {}).get("location"):
-        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
-    return req.body["location"]
+    return required_location(req.body)
 
 
 def _users(backend, match) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from ..errors import ArmError
+from ..errors import required_location
 from . import COMPUTE, Response, page, route
 
 PPG_TYPE = "Microsoft.Compute/proximityPlacementGroups"
@@ -31,8 +31,7 @@ def _with_members(backend, ppg: dict) -> dict:
 def put_ppg(backend, req, sub, rg, name):
     backend.require_rg(rg)
     body = req.body or {}
-    if not body.get("location"):
-        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
+    required_location(body)
     resource_id = _id(backend, rg, name)
     existed = backend.find(resource_id) is not None
     resource = backend.new_resource(resource_id, body)

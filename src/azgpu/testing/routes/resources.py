@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ArmError, NotImplementedInFake
+from ..errors import ArmError, NotImplementedInFake, required_location
 from ..lro import iso
 from ..skus import normalize_location
 from . import RG, SUB, Response, page, route
@@ -16,9 +16,7 @@ RG_TYPE = "Microsoft.Resources/resourceGroups"
 def put_group(backend, req, sub, rg):
     body = req.body or {}
     existing = backend.store.get(backend.rg_id(rg))
-    if not body.get("location"):
-        raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
-    location = normalize_location(body["location"])
+    location = normalize_location(required_location(body))
     if existing is not None:
         backend.refuse_while_running(req, existing)  # a group being deleted takes no writes
     if existing and existing["location"] != location:
