@@ -23,10 +23,11 @@ import importlib
 import pytest
 
 import azgpu
-from azgpu import images, profiles, resources, sources
+from azgpu import images, profiles, sources
+from azgpu import shipped_data as resources
 from azgpu.errors import Finding, ValidationFailed
 
-validate_module = importlib.import_module("azgpu.validate")  # azgpu.validate is also the function
+validate_module = importlib.import_module("azgpu.spec")  # the module; azgpu.validate is the function
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from azgpu import resources
+from azgpu import shipped_data as resources
 
 
 @pytest.fixture

@@ -55,7 +55,7 @@ def outside(tmp_path) -> dict:
 
 @pytest.mark.slow
 def test_installed_package_is_not_the_checkout(installed, outside):
-    done = sh(installed / "python", "-c", "import azgpu, azgpu.resources as r; print(azgpu.__file__);"
+    done = sh(installed / "python", "-c", "import azgpu, azgpu.shipped_data as r; print(azgpu.__file__);"
               "print(r.data_dir('profiles')); print(r.data_dir('templates'))", **outside)
     module, profiles, templates = done.stdout.split()
     assert str(REPO) not in module + profiles + templates

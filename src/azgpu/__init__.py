@@ -23,7 +23,7 @@ from .profiles import Profile, Size, find_size, list_profiles, load_profile
 from .render.arm import render_arm, render_arm_parameters
 from .render.bicep import render_bicep, render_bicepparam
 from .request import Request, build_request, read_cluster_file
-from .validate import Spec, validate
+from .spec import Spec, validate
 
 __version__ = "0.1.0"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from .bounded_read import read_bounded
 from .errors import Finding
 from .sources import cite
 
@@ -39,8 +40,6 @@ def read_custom_data(value: str, findings: list[Finding]) -> str | None:
     text = value
     if not _is_cloud_init(value) and "\n" not in value:
         path = Path(value.strip()).expanduser()
-        from .request import read_bounded  # a FIFO or /dev/zero must neither block nor fill memory
-
         try:
             # A little more than Azure takes is enough to say the file is too large.
             raw = read_bounded(path, limit=4 * MAX_CUSTOM_DATA_BYTES)

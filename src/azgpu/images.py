@@ -8,7 +8,7 @@ from functools import cache
 
 from .errors import InputError, ProfileError
 from .sources import known_source
-from .resources import data_dir, read_toml
+from .shipped_data import data_dir, read_toml
 
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Images that are not marketplace URNs, in the forms imageReference takes them (ImageReference, compute

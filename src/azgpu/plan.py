@@ -13,7 +13,7 @@ from typing import Any
 
 from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
 from .images import ofed_display
-from .validate import Spec
+from .spec import Spec
 
 NETWORK_API = "2026-03-01"  # azure-mgmt-network's default; the deployer sends the same version
 COMPUTE_API = "2026-04-01"  # azure-mgmt-compute's default for virtualMachineScaleSets

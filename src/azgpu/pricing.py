@@ -204,7 +204,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def _cache_path():
-    from .resources import cache_dir
+    from .shipped_data import cache_dir
 
     base = cache_dir()
     return base / CACHE_FILE if base is not None else None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError, ProfileError
-from .resources import data_dir, read_toml
+from .shipped_data import data_dir, read_toml
 from .rules import check_profile_rules
 from .sources import known_source
 

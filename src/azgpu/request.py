@@ -6,14 +6,13 @@ business, so that every finding (bad type or broken rule) is reported at once.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .bounded_read import read_bounded
 from .errors import Finding, InputError
 
 DEFAULT_VNET_PREFIX = "10.0.0.0/16"
@@ -182,26 +181,6 @@ def looks_private(text: str) -> bool:
             or "b3BlbnNzaC1rZXktdjE" in text)  # base64 of the private format's magic 'openssh-key-v1'
 
 
-def read_bounded(path: Path, limit: int = MAX_KEY_FILE) -> bytes:
-    """At most limit + 1 bytes of a regular file, without blocking on FIFOs or devices."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
-            raise IsADirectoryError(kind)
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def read_ssh_key(value: str, findings: list[Finding]) -> str | None:
     """A literal OpenSSH public key, or the path of a file holding one. Key material never appears
     in a finding: a private key passed by mistake must not end up in a terminal or a CI log."""
@@ -220,7 +199,7 @@ def read_ssh_key(value: str, findings: list[Finding]) -> str | None:
     path = Path(text).expanduser()
     shown = _shown(text)
     try:
-        raw = read_bounded(path)
+        raw = read_bounded(path, limit=MAX_KEY_FILE)
     except FileNotFoundError:
         findings.append(Finding("SSH_KEY_NOT_FOUND", f"SSH public key file {shown} does not exist",
                                 "pass an existing .pub file or the key itself: --ssh-key ~/.ssh/id_ed25519.pub "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .errors import ProfileError
-from .resources import data_dir, read_toml
+from .shipped_data import data_dir, read_toml
 
 
 @dataclass(frozen=True)

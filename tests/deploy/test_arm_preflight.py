@@ -19,7 +19,7 @@ from azgpu.deploy.azure_errors import AuthError, PolicyError, RequestError
 from azgpu.deploy.create import create
 from azgpu.deploy.deployer import Deployer
 from azgpu.plan import build_plan
-from azgpu.validate import validate
+from azgpu.spec import validate
 
 VALIDATE = "resources/PostDeploymentValidateOnResourceGroup"
 WHATIF = "resources/PostDeploymentWhatIfOnResourceGroup"

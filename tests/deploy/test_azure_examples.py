@@ -26,7 +26,7 @@ from azgpu.deploy.session import Session
 from azgpu.images import PurchasePlan
 from azgpu.plan import build_plan
 from azgpu.testing import FakeCredential
-from azgpu.validate import validate
+from azgpu.spec import validate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
 SUB = "00000000-0000-0000-0000-000000000000"

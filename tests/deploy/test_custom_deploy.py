@@ -207,7 +207,7 @@ def test_the_fake_refuses_a_scale_set_with_a_missing_identity_as_azure_does(azur
 
     from azgpu.deploy.deployer import Deployer
     from azgpu.plan import build_plan
-    from azgpu.validate import validate
+    from azgpu.spec import validate
 
     rid = f"/subscriptions/{azure.subscription_id}/resourceGroups/id-rg/providers/Microsoft.ManagedIdentity/" \
           "userAssignedIdentities/gone"

@@ -76,7 +76,7 @@ def test_the_fake_refuses_a_scale_set_of_such_an_image_without_the_plan(azure, s
 
     from azgpu.deploy.deployer import Deployer
     from azgpu.plan import build_plan
-    from azgpu.validate import validate
+    from azgpu.spec import validate
 
     plan = build_plan(validate(request(image=image_id), command="create"))  # no preflight: no plan in the body
     deployer = Deployer(session, plan, RG)

@@ -52,7 +52,7 @@ def test_the_fake_refuses_the_scale_set_put_as_azure_does_and_the_table_names_th
     from azgpu.deploy.azure_errors import AuthError
     from azgpu.deploy.deployer import Deployer, to_azure_error
     from azgpu.plan import build_plan
-    from azgpu.validate import validate
+    from azgpu.spec import validate
 
     rid = azure.add_user_assigned_identity("id-rg", "trainer")
     azure.add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/rg1", {"location": "eastus"})

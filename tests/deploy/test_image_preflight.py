@@ -10,7 +10,7 @@ from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args,
 
 from azgpu.deploy.create import create
 from azgpu.errors import ValidationFailed
-from azgpu.validate import validate
+from azgpu.spec import validate
 
 ALMA = "almalinux-hpc-8-10"
 ALMA_URN = "almalinux:almalinux-hpc:8_10-hpc-gen2:latest"

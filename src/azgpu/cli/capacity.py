@@ -63,7 +63,7 @@ def register(cli: click.Group) -> None:
         remedy, exit 1. Nothing is written but the requests, and nothing without a yes (--yes).
         """
         from ..deploy.quota_requests import request_increases
-        from ..validate import check_fallbacks
+        from ..spec import check_fallbacks
 
         request = make_request(values)
         _need_location(request)

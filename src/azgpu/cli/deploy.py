@@ -73,7 +73,7 @@ def register(cli: click.Group) -> None:
         from ..deploy.health import UnhealthyNodes as UnhealthyNodesError
         from ..deploy.progress import progress_for
         from ..pricing import check_currency
-        from ..validate import check_fallbacks
+        from ..spec import check_fallbacks
 
         if what_if_ and dry_run:
             raise InputError("--what-if and --dry-run both preview the deployment", code="CONFLICTING_OPTIONS",

@@ -17,7 +17,7 @@ def register(cli: click.Group) -> None:
     @common
     def profiles_list(obj):
         """List the series profiles."""
-        from ..describe import list_rows, profile_table
+        from ..catalog_view import list_rows, profile_table
 
         emit(list_rows(), obj, table=profile_table)
 
@@ -26,7 +26,7 @@ def register(cli: click.Group) -> None:
     @common
     def profiles_show(obj, profile_id):
         """Show a profile: sizes, requirements with their sources, where other documents disagree with Learn."""
-        from ..describe import profile_detail
+        from ..catalog_view import profile_detail
         from ..profiles import find_size, load_profile
 
         try:
@@ -47,7 +47,7 @@ def register(cli: click.Group) -> None:
     @common
     def images_list(obj, profile):
         """List catalog images (Azure HPC images and common marketplace images)."""
-        from ..describe import image_rows, image_table
+        from ..catalog_view import image_rows, image_table
 
         emit(image_rows(profile), obj, table=image_table)
 

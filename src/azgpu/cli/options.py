@@ -208,7 +208,7 @@ def make_request(values: dict[str, Any]):
 
 
 def validated(values: dict[str, Any], command: str):
-    from ..validate import validate
+    from ..spec import validate
 
     return validate(make_request(values), command=command)
 
@@ -216,7 +216,7 @@ def validated(values: dict[str, Any], command: str):
 def validated_with(request, command: str, extra: list[Finding]):
     """validate(request) with the findings of the command's own flags, all reported together."""
     from ..errors import ValidationFailed
-    from ..validate import validate
+    from ..spec import validate
 
     try:
         spec = validate(request, command=command)

@@ -28,7 +28,7 @@ def _default_state_dir() -> str:
 def _spec(cluster_file: str, health_check: bool):
     """The cluster file as create validates it; with health_check its cloud-init also installs
     Slurm's HealthCheckProgram (merged with the file's own custom-data, if any)."""
-    from ..validate import validate
+    from ..spec import validate
 
     request = options.make_request({"cluster_file": cluster_file})
     spec = validate(request, command="create")

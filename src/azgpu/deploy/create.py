@@ -11,7 +11,7 @@ from ..errors import InputError, ValidationFailed
 from ..plain import plain
 from ..plan import Plan, build_plan
 from ..request import Request
-from ..validate import Spec, check_fallbacks, validate
+from ..spec import Spec, check_fallbacks, validate
 from .azure_errors import CapacityError
 from .deployer import Deployer, Event, is_ours, list_group, to_azure_error
 from .lifecycle import destroy, find_cluster

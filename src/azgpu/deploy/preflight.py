@@ -11,7 +11,7 @@ from ..images import PurchasePlan
 from ..images import ofed_display
 from ..plan import NETWORK_API, documented_placement
 from ..sources import cite
-from ..validate import Spec
+from ..spec import Spec
 from . import preflight_custom
 
 SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"

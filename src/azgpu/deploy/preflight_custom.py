@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import Finding
 from ..images import ImageId, PurchasePlan
 from ..sources import cite
-from ..validate import Spec
+from ..spec import Spec
 from .deployer import is_not_found, rest_shape
 
 SOURCE_GALLERY = "Azure Compute Gallery API (az sig image-definition show, az sig image-version show)"

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..errors import AzureError, InputError
 from ..request import Request
 from ..sources import cite
-from ..validate import validate
+from ..spec import validate
 
 SOURCES = ("D-quota-api", "D-quota-per-vm")
 # The version whose examples azgpu's bodies follow, whichever client version is installed (2.x speaks

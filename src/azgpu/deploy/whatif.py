@@ -169,7 +169,7 @@ def what_if(session, request: Request, *, currency: str = "USD", prices: bool = 
     (--no-arm-validate) leaves it out.
     """
     from ..pricing import check_currency
-    from ..validate import validate
+    from ..spec import validate
     from .create import prepare
 
     currency = check_currency(currency)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..expr import EXPR_TYPES
 from ..plan import Plan
-from ..resources import cache_dir, data_dir
+from ..shipped_data import cache_dir, data_dir
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Bicep's limits on a bare property name (Azure/bicep src/Bicep.Core/LanguageConstants.cs:

@@ -15,7 +15,7 @@ from .images import Image, resolve
 from .profiles import Extension, Profile, Size, find_size, load_profile
 from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
-from .resources import data_dir, read_toml
+from .shipped_data import data_dir, read_toml
 
 MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
 ARM_MAX_RESOURCES = 800
