@@ -11,8 +11,10 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
+from .drivers import cloud_init_ofed
 from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
 from .images import ofed_display
+from .layout import resource_kinds
 from .spec import Spec
 
 NETWORK_API = "2026-03-01"  # azure-mgmt-network's default; the deployer sends the same version
@@ -136,32 +138,6 @@ def cluster_tags(spec: Spec) -> dict[str, str]:
         "azgpu-cluster": spec.names.cluster,
         "azgpu-profile": spec.profile.id,
     }
-
-
-def cloud_init_ofed(version: str) -> str:
-    """cloud-config installing the profile's pinned OFED on an image that has none."""
-    kind, _, number = version.partition(":")
-    if kind == "doca":
-        script = (
-            f"# DOCA-OFED {number} from NVIDIA's repository (profile pin)\n"
-            ". /etc/os-release\n"
-            f"curl -fsSL https://linux.mellanox.com/public/repo/doca/{number}/${{ID}}${{VERSION_ID}}/$(uname -m)/GPG-KEY-Mellanox.pub "
-            "| gpg --dearmor -o /usr/share/keyrings/mellanox.gpg || true\n"
-            f"echo \"deb [signed-by=/usr/share/keyrings/mellanox.gpg] https://linux.mellanox.com/public/repo/doca/{number}/"
-            "${ID}${VERSION_ID}/$(uname -m)/ ./\" > /etc/apt/sources.list.d/doca.list\n"
-            "apt-get update && apt-get install -y doca-ofed\n"
-        )
-    else:
-        script = (
-            f"# MLNX_OFED {number} (profile pin)\n"
-            ". /etc/os-release\n"
-            f"pkg=MLNX_OFED_LINUX-{number}-${{ID}}${{VERSION_ID}}-$(uname -m)\n"
-            f"curl -fsSL https://content.mellanox.com/ofed/MLNX_OFED-{number}/$pkg.tgz | tar xz -C /tmp\n"
-            "/tmp/$pkg/mlnxofedinstall --add-kernel-support --force\n"
-            "/etc/init.d/openibd restart\n"
-        )
-    lines = ["#cloud-config", "runcmd:", "  - |"] + [f"    {line}" for line in script.splitlines()]
-    return "\n".join(lines) + "\n"
 
 
 def _nsg(spec: Spec, tags: dict) -> Resource:
@@ -369,18 +345,20 @@ def _ppg(spec: Spec, tags: dict) -> Resource:
 def build_plan(spec: Spec) -> Plan:
     tags = cluster_tags(spec)
     req = spec.request
+    kinds = resource_kinds(existing_subnet=bool(spec.subnet_id), nat_gateway=spec.nat_gateway,
+                           new_ppg=bool(spec.ppg_name), scale_sets=len(spec.scale_sets))
     nsg = _nsg(spec, tags)
     resources = [nsg]
     ppg: Any = spec.ppg_id
-    if spec.ppg_name:
+    if "ppg" in kinds:
         placement = _ppg(spec, tags)
         resources.append(placement)
         ppg = ResourceId(placement.key, placement.type, placement.name)
-    if spec.subnet_id:
+    if "vnet" not in kinds:
         subnet: Any = spec.subnet_id
     else:
         nat = None
-        if spec.nat_gateway:
+        if "nat-gateway" in kinds:
             ip = _public_ip(spec, tags)
             nat = _nat_gateway(spec, tags, ip)
             resources += [ip, nat]

@@ -16,7 +16,6 @@ from typing import Any
 
 from .errors import InputError, ProfileError
 from .shipped_data import data_dir, read_toml
-from .rules import check_profile_rules
 from .sources import known_source
 
 SCHEMA = 1
@@ -148,6 +147,32 @@ class Rule:
     name: str
     args: dict[str, Any]
     source: tuple[str, ...]
+
+
+# The series rules a profile's [[rules]] may name: the arguments each takes, and those it requires.
+# rules.py registers a check under each name (tests/test_rules.py holds the two equal).
+SERIES_RULE_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "hpc_image": (frozenset(), frozenset()),
+    "rdma_address_space": (frozenset({"reserved"}), frozenset()),
+    "cuda_max": (frozenset({"max_major"}), frozenset({"max_major"})),
+    "rack_multiple": (frozenset({"multiple"}), frozenset({"multiple"})),
+    "gpu_vendor": (frozenset({"vendor"}), frozenset({"vendor"})),
+    "manual_driver": (frozenset({"message"}), frozenset({"message"})),
+}
+
+
+def check_profile_rules(profile: Profile) -> None:
+    """A profile naming an unknown rule or argument fails at load time, naming file and rule."""
+    for rule in profile.rules:
+        known = SERIES_RULE_ARGS.get(rule.name)
+        where = f"{profile.path.rsplit('/', 1)[-1]} [[rules]] {rule.name!r}"
+        if known is None:
+            raise ProfileError(f"{where}: unknown rule (known: {', '.join(sorted(SERIES_RULE_ARGS))})")
+        args, required = known
+        extra = set(rule.args) - args
+        missing = required - set(rule.args)
+        if extra or missing:
+            raise ProfileError(f"{where}: unknown argument(s) {sorted(extra)} / missing {sorted(missing)}")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """Documented requirements as small named rules in one registry.
 
-Every rule receives the validation context and yields Findings, each with a stable code, a
-remedy and the source of the rule. The universal rules below run for every request; the
-series rules run when a profile lists them in [[rules]] with its arguments and source.
+Every rule receives the frozen validation context and only yields Findings, each with a stable
+code, a remedy and the source of the rule: what the plan will do (the scale-set split, OFED and
+extensions, the eviction policy) is decided before the rules run (layout.py, drivers.py,
+eviction.py), so no rule depends on another having run. The universal rules below run for every
+request; the series rules run when a profile lists them in [[rules]] with its arguments and source
+(profiles.SERIES_RULE_ARGS says which arguments each takes).
 """
 
 from __future__ import annotations
@@ -10,67 +13,55 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from .errors import Finding, ProfileError
+from .errors import Finding
+from .eviction import EVICTION_POLICIES
 from .images import Image, catalog, ofed_display, ofed_key
+from .profiles import SERIES_RULE_ARGS
 from .sources import cite
 
 if TYPE_CHECKING:
+    from .drivers import Drivers
+    from .layout import Layout
     from .profiles import Profile, Size
     from .request import Request
 
 RDMA_RESERVED_DEFAULT = "172.16.0.0/16"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
+    """What the rules check: the request and what it resolved to, with the decisions already taken."""
+
     request: Request
     profile: Profile
     size: Size
     image: Image | None
     command: str  # render | plan | validate | create
+    layout: Layout
+    drivers: Drivers
+    eviction_policy: str | None  # spot only
     vnet: ipaddress.IPv4Network | None = None
-    ib_domain: int = 100
-    scale_sets: list[int] = field(default_factory=list)
-    # Decisions rules take for the plan (install OFED through cloud-init, add an extension ...).
-    decisions: dict[str, Any] = field(default_factory=dict)
-    rule_source: tuple[str, ...] = ()
+    rule_source: tuple[str, ...] = ()  # the sources of the series rule being run
 
 
 RuleFn = Callable[[Context, dict], Iterator[Finding]]
 
-
-@dataclass(frozen=True)
-class Registered:
-    fn: RuleFn
-    args: frozenset[str]
-    required: frozenset[str]
+SERIES_RULES: dict[str, RuleFn] = {}
 
 
-SERIES_RULES: dict[str, Registered] = {}
+def series_rule(name: str):
+    """Registers the check of a rule profiles may name; its arguments are in profiles.SERIES_RULE_ARGS."""
+    if name not in SERIES_RULE_ARGS:
+        raise KeyError(f"series rule {name!r} is not in profiles.SERIES_RULE_ARGS")
 
-
-def series_rule(name: str, *, args: tuple[str, ...] = (), required: tuple[str, ...] = ()):
     def register(fn: RuleFn) -> RuleFn:
-        SERIES_RULES[name] = Registered(fn, frozenset(args), frozenset(required))
+        SERIES_RULES[name] = fn
         return fn
 
     return register
-
-
-def check_profile_rules(profile: Profile) -> None:
-    """A profile naming an unknown rule or argument fails at load time, naming file and rule."""
-    for rule in profile.rules:
-        reg = SERIES_RULES.get(rule.name)
-        where = f"{profile.path.rsplit('/', 1)[-1]} [[rules]] {rule.name!r}"
-        if reg is None:
-            raise ProfileError(f"{where}: unknown rule (known: {', '.join(sorted(SERIES_RULES))})")
-        extra = set(rule.args) - reg.args
-        missing = reg.required - set(rule.args)
-        if extra or missing:
-            raise ProfileError(f"{where}: unknown argument(s) {sorted(extra)} / missing {sorted(missing)}")
 
 
 def _f(code: str, message: str, remedy: str, source, severity: str = "error", fld: str = "") -> Finding:
@@ -164,9 +155,7 @@ def trusted_launch(ctx: Context) -> Iterator[Finding]:
 
 
 def accelerated_networking(ctx: Context) -> Iterator[Finding]:
-    enabled = bool(ctx.size.cap("accelerated_networking"))
-    ctx.decisions["accelerated_networking"] = enabled
-    if not enabled:
+    if not ctx.drivers.accelerated_networking:
         yield _f("ACCELERATED_NETWORKING_OFF", f"{ctx.size.name} does not support accelerated networking; the plan leaves it off",
                  "", ctx.size.facts["accelerated_networking"].source, "note", "size")
 
@@ -232,64 +221,45 @@ def os_disk_size(ctx: Context) -> Iterator[Finding]:
 
 
 def infiniband(ctx: Context) -> Iterator[Finding]:
-    """InfiniBand spans one Uniform scale set with a single placement group; split beyond a domain."""
-    req, size, prof = ctx.request, ctx.size, ctx.profile
+    """InfiniBand spans one Uniform scale set with a single placement group: what the split (layout.py) means."""
+    req, size, lay = ctx.request, ctx.size, ctx.layout
     nodes = req.nodes or 0
     if size.infiniband:
-        default = int(prof.scale_set.get("max_per_ib_domain", 100))
-        raised = int(prof.scale_set.get("max_per_ib_domain_raised", 300))
-        src = prof.scale_set.get("source", ("D-setupib",))
-        domain = default if req.max_ib_domain is None else req.max_ib_domain  # 0 is invalid, not 'default'
+        domain, default, raised, src = lay.requested_domain, lay.default_domain, lay.raised_domain, lay.domain_source
         if not 1 <= domain <= raised:
             yield _f("INVALID_MAX_IB_DOMAIN", f"--max-ib-domain must be 1-{raised}, not {domain}",
                      f"pass --max-ib-domain {default} (the default) or up to {raised} once Azure support raised the limit",
                      src, fld="max_ib_domain")
-            domain = default
         elif domain > default:
             yield _f("IB_DOMAIN_RAISED",
                      f"--max-ib-domain {domain} exceeds Azure's default of {default} VMs per single-placement-group scale set",
                      "ask Azure support to raise the single placement group limit for this subscription first",
                      src, "warning", "max_ib_domain")
-    else:
-        domain = int(prof.scale_set.get("max_per_scale_set", 1000))
-        if req.max_ib_domain is not None:
-            yield _f("IB_NOT_AVAILABLE", f"{size.name} has no InfiniBand; --max-ib-domain is ignored",
-                     "drop --max-ib-domain", size.facts["infiniband"].source, "warning", "max_ib_domain")
-    rack = _rack_multiple(prof)
-    if size.infiniband and rack is not None and domain > rack[0] and domain % rack[0]:
-        # GB200/GB300: a scale set (the InfiniBand domain) cut inside an NVL72 rack leaves racks partial.
-        aligned = domain - domain % rack[0]
+    elif req.max_ib_domain is not None:
+        yield _f("IB_NOT_AVAILABLE", f"{size.name} has no InfiniBand; --max-ib-domain is ignored",
+                 "drop --max-ib-domain", size.facts["infiniband"].source, "warning", "max_ib_domain")
+    if lay.rack_cut is not None and lay.rack is not None:
+        rack, aligned = lay.rack, lay.ib_domain
         if req.max_ib_domain is not None or nodes > aligned:
             yield _f("IB_DOMAIN_RACK_ALIGNED",
-                     f"InfiniBand domains of {domain} VMs would cut NVL72 racks ({rack[0]} VMs each): the plan splits "
+                     f"InfiniBand domains of {lay.rack_cut} VMs would cut NVL72 racks ({rack[0]} VMs each): the plan splits "
                      f"the cluster into scale sets of at most {aligned} VMs, whole racks",
                      f"pass --max-ib-domain as a multiple of {rack[0]} to choose another size",
                      rack[1], "warning" if req.max_ib_domain is not None else "note", "max_ib_domain")
-        domain = aligned
-    ctx.ib_domain = domain
     if nodes <= 0:
         return
-    full, rest = divmod(nodes, domain)
-    ctx.scale_sets = [domain] * full + ([rest] if rest else [])
-    if size.infiniband and len(ctx.scale_sets) > 1:
+    if size.infiniband and len(lay.scale_sets) > 1:
+        domain, raised = lay.ib_domain, lay.raised_domain
         yield _f("IB_DOMAIN_SPLIT",
-                 f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(ctx.scale_sets)} scale sets "
-                 f"({_counts(ctx.scale_sets)}); InfiniBand does not span scale sets",
+                 f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(lay.scale_sets)} scale sets "
+                 f"({_counts(lay.scale_sets)}); InfiniBand does not span scale sets",
                  "schedule tightly coupled jobs within one scale set (the outputs group nodes per domain)"
                  + ("" if domain >= raised else
                     f", or raise --max-ib-domain (up to {raised}) after Azure support raised the limit"),
                  ("D-setupib", "D-vmss-pg"), "warning", "nodes")
 
 
-def _rack_multiple(profile: Profile) -> tuple[int, tuple[str, ...]] | None:
-    """The rack size (VMs) of a profile with the rack_multiple rule, with the rule's sources."""
-    for rule in profile.rules:
-        if rule.name == "rack_multiple":
-            return int(rule.args["multiple"]), rule.source
-    return None
-
-
-def _counts(sizes: list[int]) -> str:
+def _counts(sizes) -> str:
     """Scale-set sizes as '100 x 100 + 1 x 50': readable at 10,000 nodes too."""
     groups: dict[int, int] = {}
     for n in sizes:
@@ -306,8 +276,7 @@ def ofed(ctx: Context) -> Iterator[Finding]:
     if not img.ofed:
         if img.is_windows:
             return
-        pinned = spec["pinned"]
-        ctx.decisions["install_ofed"] = pinned
+        pinned = ctx.drivers.install_ofed
         yield _f("OFED_INSTALLED",
                  f"image '{img.name}' has no OFED driver; the plan installs {ofed_display(pinned)} through cloud-init "
                  f"so InfiniBand works on {ctx.size.name}",
@@ -337,20 +306,10 @@ def _ofed_remedy(ctx: Context) -> str:
 
 def gpu_extensions(ctx: Context) -> Iterator[Finding]:
     img = ctx.image
-    if img is None:
-        return
-    chosen = []
-    for ext in ctx.profile.extensions:
-        if ext.when == "non-hpc-image" and img.hpc:
-            continue
-        os_family = "windows" if img.is_windows else "linux"
-        if ext.os and os_family not in ext.os:
-            continue
-        chosen.append(ext)
+    for ext in ctx.drivers.extensions:  # none without an image
         yield _f("EXTENSION_ADDED",
                  f"image '{img.name}' is not an Azure HPC image: the plan adds the {ext.type} {ext.type_handler_version} extension",
                  f"or use an Azure HPC image, e.g. --image {ctx.profile.default_image}", ext.source, "note", "image")
-    ctx.decisions["extensions"] = chosen
 
 
 def outbound(ctx: Context) -> Iterator[Finding]:
@@ -361,10 +320,10 @@ def outbound(ctx: Context) -> Iterator[Finding]:
         return
     lost: list[str] = []
     sources: list[str] = ["D-default-outbound"]
-    if ctx.decisions.get("install_ofed"):
-        lost.append(f"cloud-init's download of {ofed_display(ctx.decisions['install_ofed'])}")
+    if ctx.drivers.install_ofed:
+        lost.append(f"cloud-init's download of {ofed_display(ctx.drivers.install_ofed)}")
         sources += ctx.profile.ofed["source"]
-    for ext in ctx.decisions.get("extensions", ()):
+    for ext in ctx.drivers.extensions:
         lost.append(f"the {ext.type} extension's driver download")  # the extensions need internet access
         sources += ext.source
     # Action Run Command needs outbound 443, or "the scripts might run successfully but not return the results".
@@ -401,7 +360,7 @@ def current_images(names) -> list[str]:
     return [n for n in names if (i := catalog().get(n)) is not None and not i.legacy]
 
 
-@series_rule("rdma_address_space", args=("reserved",))
+@series_rule("rdma_address_space")
 def _rdma(ctx: Context, args: dict) -> Iterator[Finding]:
     reserved = ipaddress.ip_network(args.get("reserved", RDMA_RESERVED_DEFAULT))
     if ctx.vnet is not None and ctx.vnet.overlaps(reserved):
@@ -410,7 +369,7 @@ def _rdma(ctx: Context, args: dict) -> Iterator[Finding]:
                  "choose another range, e.g. --vnet-address-prefix 10.0.0.0/16", ctx.rule_source, fld="vnet_address_prefix")
 
 
-@series_rule("cuda_max", args=("max_major",), required=("max_major",))
+@series_rule("cuda_max")
 def _cuda_max(ctx: Context, args: dict) -> Iterator[Finding]:
     img = ctx.image
     if img is None or not img.cuda:
@@ -423,7 +382,7 @@ def _cuda_max(ctx: Context, args: dict) -> Iterator[Finding]:
                  f"use the V100 image: --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
 
 
-@series_rule("rack_multiple", args=("multiple",), required=("multiple",))
+@series_rule("rack_multiple")
 def _rack(ctx: Context, args: dict) -> Iterator[Finding]:
     nodes, k = ctx.request.nodes or 0, args["multiple"]
     if nodes > 0 and nodes % k:
@@ -441,7 +400,7 @@ def _rack(ctx: Context, args: dict) -> Iterator[Finding]:
                      remedy, ctx.rule_source, "warning", "nodes")
 
 
-@series_rule("gpu_vendor", args=("vendor",), required=("vendor",))
+@series_rule("gpu_vendor")
 def _gpu_vendor(ctx: Context, args: dict) -> Iterator[Finding]:
     img = ctx.image
     if img is None or not img.known or not img.gpu_stack:
@@ -454,7 +413,7 @@ def _gpu_vendor(ctx: Context, args: dict) -> Iterator[Finding]:
                  f"use --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
 
 
-@series_rule("manual_driver", args=("message",), required=("message",))
+@series_rule("manual_driver")
 def _manual_driver(ctx: Context, args: dict) -> Iterator[Finding]:
     yield _f("GPU_DRIVER_MANUAL", args["message"], "install the GPU driver on the nodes after they start (see the source)",
              ctx.rule_source, "warning", "image")
@@ -494,7 +453,6 @@ def custom_image(ctx: Context) -> Iterator[Finding]:
 
 MANAGED_IMAGE_CONCURRENCY = 20
 PLACEMENT_GROUP_VMS = 100  # the default and usual size of a scale set's placement group (D-vmss-pg)
-EVICTION_POLICIES = {"delete": "Delete", "deallocate": "Deallocate"}
 
 
 def spot_eviction(ctx: Context) -> Iterator[Finding]:
@@ -508,14 +466,9 @@ def spot_eviction(ctx: Context) -> Iterator[Finding]:
         elif not req.spot:
             yield _f("EVICTION_POLICY_WITHOUT_SPOT", "--eviction-policy applies only to spot capacity",
                      "add --spot, or drop --eviction-policy", "D-vmss-spot", fld="eviction_policy")
-        else:
-            ctx.decisions["eviction_policy"] = policy
     if not req.spot:
         return
-    # Delete, not Azure's default Deallocate: an evicted GPU node left deallocated keeps its disks billed and
-    # its cores counted, and Azure does not promise to start it again (D-vmss-spot).
-    policy = ctx.decisions.setdefault("eviction_policy", "Delete")
-    if policy == "Deallocate":
+    if ctx.eviction_policy == "Deallocate":
         yield _f("SPOT_DEALLOCATE",
                  "evicted nodes stay deallocated: their disks are still billed, they count against the scale set's "
                  "quota, and Azure does not guarantee they can be started again",
@@ -528,7 +481,7 @@ def spot_eviction(ctx: Context) -> Iterator[Finding]:
                  "notice through Scheduled Events), and one evicted node breaks a multi-node job across the domain",
                  "checkpoint often and restart jobs on eviction, or drop --spot for tightly coupled jobs",
                  ("D-vmss-spot", "D-setupib"), "warning", "spot")
-    groups = len(ctx.scale_sets) if size.infiniband else -(-nodes // PLACEMENT_GROUP_VMS)
+    groups = len(ctx.layout.scale_sets) if size.infiniband else -(-nodes // PLACEMENT_GROUP_VMS)
     if groups > 1:
         yield _f("SPOT_MULTIPLE_PLACEMENT_GROUPS",
                  f"a spot cluster of {nodes} nodes spans {groups} placement groups: spot VMs have no SLA and capacity "
@@ -549,6 +502,5 @@ def run(ctx: Context) -> list[Finding]:
     for check in UNIVERSAL:
         findings.extend(check(ctx))
     for rule in ctx.profile.rules:
-        ctx.rule_source = rule.source
-        findings.extend(SERIES_RULES[rule.name].fn(ctx, rule.args))
+        findings.extend(SERIES_RULES[rule.name](replace(ctx, rule_source=rule.source), rule.args))
     return findings

@@ -10,8 +10,11 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from . import cloud_init, naming, rules
+from .drivers import cloud_init_ofed, decide_drivers
+from .eviction import decide_eviction
 from .errors import AzgpuError, Finding, ValidationFailed
 from .images import Image, resolve
+from .layout import decide_layout, resource_kinds
 from .profiles import Extension, Profile, Size, find_size, load_profile
 from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
@@ -304,6 +307,15 @@ def _check_ppg(req: Request) -> tuple[list[Finding], str | None, str | None]:
     return [], None, text
 
 
+def decide(request: Request, profile: Profile, size: Size, image: Image | None, command: str,
+           vnet: ipaddress.IPv4Network | None = None) -> rules.Context:
+    """The decisions the plan is built from (layout, drivers, eviction), taken once, in the frozen
+    context the rules check: the rules only report on them."""
+    return rules.Context(request=request, profile=profile, size=size, image=image, command=command,
+                         layout=decide_layout(request, profile, size), drivers=decide_drivers(profile, size, image),
+                         eviction_policy=decide_eviction(request), vnet=vnet)
+
+
 def validate(request: Request, *, command: str = "validate") -> Spec:
     """All findings at once; raises ValidationFailed when any is an error."""
     req = request
@@ -378,29 +390,27 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
 
     ctx = None
     if profile and size:
-        ctx = rules.Context(req, profile, size, image, command, vnet=vnet)
-        if nodes is None or nodes <= 0 or nodes > MAX_NODES:
-            ctx.request = req.with_changes(nodes=0)
+        checked = req if nodes is not None and 0 < nodes <= MAX_NODES else req.with_changes(nodes=0)
+        ctx = decide(checked, profile, size, image, command, vnet)
         findings += rules.run(ctx)
+        scale_sets = ctx.layout.scale_sets
         windows = bool(image and image.is_windows)
         if req.name and naming.CLUSTER_NAME_RE.fullmatch(req.name):
-            for kind, derived in naming.Names(req.name).derived(len(ctx.scale_sets), windows=windows):
+            for kind, derived in naming.Names(req.name).derived(len(scale_sets), windows=windows):
                 if problem := naming.check(kind, derived):
                     findings.append(_err("INVALID_DERIVED_NAME", problem, "choose a shorter -n/--name", "name",
                                          naming.NAMING_SOURCE))
-        network = 1 if req.subnet_id else 4 if req.outbound else 2  # NSG (+ VNet, + NAT gateway and its public IP)
-        resources = network + len(ctx.scale_sets) + (1 if ppg_name else 0)  # + scale sets (+ a new placement group)
-        if resources > ARM_MAX_RESOURCES:
+        kinds = resource_kinds(existing_subnet=bool(req.subnet_id), nat_gateway=bool(not req.subnet_id and req.outbound),
+                               new_ppg=bool(ppg_name), scale_sets=len(scale_sets))
+        if len(kinds) > ARM_MAX_RESOURCES:
             findings.append(_err("TEMPLATE_TOO_LARGE",
-                                 f"{len(ctx.scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
+                                 f"{len(scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
                                  "use fewer --nodes or a larger --max-ib-domain, or split into several clusters", "nodes",
                                  "D-arm-limits"))
 
     custom_data = None
     if ctx is not None and req.custom_data is not None:
-        from .plan import cloud_init_ofed  # plan imports this module: a module-level import would loop
-
-        ofed = ctx.decisions.get("install_ofed")
+        ofed = ctx.drivers.install_ofed
         custom_data, custom_findings = cloud_init.check(cloud_init_ofed(ofed) if ofed else None, req.custom_data)
         findings += custom_findings
 
@@ -414,20 +424,20 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
         names=naming.Names(req.name),
         command=command,
         security_type=canonical,
-        accelerated_networking=ctx.decisions.get("accelerated_networking", False),
-        ib_domain=ctx.ib_domain,
-        scale_sets=tuple(ctx.scale_sets),
+        accelerated_networking=ctx.drivers.accelerated_networking,
+        ib_domain=ctx.layout.ib_domain,
+        scale_sets=ctx.layout.scale_sets,
         vnet_prefix=str(vnet) if vnet else None,
         subnet_id=req.subnet_id,
         ssh_source=ssh_source,
-        install_ofed=ctx.decisions.get("install_ofed"),
-        extensions=tuple(ctx.decisions.get("extensions", ())),
+        install_ofed=ctx.drivers.install_ofed,
+        extensions=ctx.drivers.extensions,
         findings=tuple(findings),
         custom_data=custom_data,
         identity=identity,
         ppg_id=ppg_id,
         ppg_name=ppg_name,
-        eviction_policy=ctx.decisions.get("eviction_policy"),
+        eviction_policy=ctx.eviction_policy,
         boot_diagnostics=req.boot_diagnostics,
         nat_gateway=not req.subnet_id and req.outbound,
     )
