@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "azgpu"
 DOCS = REPO / "docs"
 CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-# Calls whose first argument is a finding's code (rules.py, validate.py and the preflights' helpers).
-FINDING_MAKERS = {"_f", "_err", "Finding"}
+# Calls that make a finding: Finding (keywords only) and the deploy preflights' helpers (code first).
+FINDING_MAKERS = {"_err", "Finding"}
 # Exceptions by their exit status (azgpu.errors; exceptions of other modules derive from these).
 EXIT = {"InputError": 2, "ProfileError": 2, "ValidationFailed": 2, "AzgpuError": 2, "NotFoundError": 3,
         "AzureError": 1}
@@ -122,6 +122,7 @@ def error_codes() -> dict[str, list[dict]]:
                 codes = _codes(node.args[0])
                 message = node.args[1] if len(node.args) > 1 else _kw(node, "message")
                 remedy = node.args[2] if len(node.args) > 2 else remedy
+            if codes and name in FINDING_MAKERS:
                 # The severity is a keyword or a later positional argument (each helper orders them its way).
                 given = [_kw(node, "severity"), *node.args[3:]]
                 severity = next((a.value for a in given if isinstance(a, ast.Constant)

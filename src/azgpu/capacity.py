@@ -28,10 +28,6 @@ def parse_group_id(text: str) -> dict[str, str] | None:
     return match.groupdict() if match else None
 
 
-def _err(code: str, message: str, remedy: str, fld: str, severity: str = "error") -> Finding:
-    return Finding(code, message, remedy, cite(("D-crg",)), severity, fld)
-
-
 def group_option_findings(req, infiniband: bool) -> list[Finding]:
     """--capacity-reservation-group with the rest of the request."""
     text = getattr(req, "capacity_reservation_group", None)
@@ -39,17 +35,20 @@ def group_option_findings(req, infiniband: bool) -> list[Finding]:
         return []
     out: list[Finding] = []
     if parse_group_id(text) is None:
-        out.append(_err("INVALID_CAPACITY_RESERVATION_GROUP",
-                        f"--capacity-reservation-group '{text}' is not a capacity reservation group resource ID",
-                        "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/"
-                        "capacityReservationGroups/NAME ('az capacity reservation group list --query [].id')",
-                        "capacity_reservation_group"))
+        out.append(Finding(code="INVALID_CAPACITY_RESERVATION_GROUP",
+                           message=f"--capacity-reservation-group '{text}' is not a capacity reservation group resource ID",
+                           remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/"
+                           "capacityReservationGroups/NAME ('az capacity reservation group list --query [].id')",
+                           field="capacity_reservation_group", source=cite(("D-crg",))))
     if req.spot:
-        out.append(_err("CAPACITY_RESERVATION_SPOT", "spot VMs cannot use a capacity reservation",
-                        "drop --spot, or drop --capacity-reservation-group", "capacity_reservation_group"))
+        out.append(Finding(code="CAPACITY_RESERVATION_SPOT", message="spot VMs cannot use a capacity reservation",
+                           remedy="drop --spot, or drop --capacity-reservation-group",
+                           field="capacity_reservation_group", source=cite(("D-crg",))))
     if req.ppg:
-        out.append(_err("CAPACITY_RESERVATION_PPG", "a scale set in a proximity placement group cannot use a capacity "
-                        "reservation", "drop --ppg, or drop --capacity-reservation-group", "capacity_reservation_group"))
+        out.append(Finding(code="CAPACITY_RESERVATION_PPG",
+                           message="a scale set in a proximity placement group cannot use a capacity "
+                           "reservation", remedy="drop --ppg, or drop --capacity-reservation-group",
+                           field="capacity_reservation_group", source=cite(("D-crg",))))
     if infiniband:
         out.append(spg_conflict(req))
     return out
@@ -63,31 +62,35 @@ def spg_conflict(req) -> Finding:
     reservation rule (Azure refuses the association otherwise) and proves the fabric with the health gate.
     """
     return Finding(
-        "CAPACITY_RESERVATION_PLACEMENT_GROUP",
-        "with --capacity-reservation-group the scale sets set singlePlacementGroup=false, as Learn requires of a "
+        code="CAPACITY_RESERVATION_PLACEMENT_GROUP",
+        message="with --capacity-reservation-group the scale sets set singlePlacementGroup=false, as Learn requires of a "
         "Uniform scale set in a capacity reservation group; Learn's InfiniBand guidance asks for a single placement "
         "group, so whether the nodes share one InfiniBand fabric is not guaranteed",
-        "run create with --check (the health gate's NCCL test proves the fabric), or drop --capacity-reservation-group "
+        remedy="run create with --check (the health gate's NCCL test proves the fabric), or drop --capacity-reservation-group "
         "to keep a single placement group",
-        cite(("D-crg-vmss", "D-setupib", "D-orch")), "warning", "capacity_reservation_group")
+        source=cite(("D-crg-vmss", "D-setupib", "D-orch")), severity="warning", field="capacity_reservation_group")
 
 
 def reserve_findings(*, reservation_type: str, count: int | None, name: str | None, group: str | None) -> list[Finding]:
     """`provision reserve`'s own values: the type, a Block reservation's capacities, the names."""
     out: list[Finding] = []
     if reservation_type not in RESERVATION_TYPES:
-        out.append(_err("INVALID_RESERVATION_TYPE", f"reservation type {reservation_type!r} is not one of "
-                        f"{', '.join(RESERVATION_TYPES)}", "pass --type Targeted or --type Block", "type"))
+        out.append(Finding(code="INVALID_RESERVATION_TYPE",
+                           message=f"reservation type {reservation_type!r} is not one of "
+                           f"{', '.join(RESERVATION_TYPES)}", remedy="pass --type Targeted or --type Block",
+                           field="type", source=cite(("D-crg",))))
     if count is None or count < 1:
-        out.append(_err("INVALID_RESERVATION_COUNT", f"--count must be 1 or more, not {count}",
-                        "pass --count N, the VMs to reserve", "count"))
+        out.append(Finding(code="INVALID_RESERVATION_COUNT", message=f"--count must be 1 or more, not {count}",
+                           remedy="pass --count N, the VMs to reserve", field="count", source=cite(("D-crg",))))
     elif reservation_type == "Block" and count not in BLOCK_CAPACITIES:
         near = min(BLOCK_CAPACITIES, key=lambda c: (c < count, abs(c - count)))
-        out.append(_err("INVALID_BLOCK_CAPACITY", f"a Block reservation holds {', '.join(map(str, BLOCK_CAPACITIES))} "
-                        f"VMs, not {count}; its size and capacity cannot be changed later",
-                        f"pass --count {near}, or --type Targeted", "count"))
+        out.append(Finding(code="INVALID_BLOCK_CAPACITY",
+                           message=f"a Block reservation holds {', '.join(map(str, BLOCK_CAPACITIES))} "
+                           f"VMs, not {count}; its size and capacity cannot be changed later",
+                           remedy=f"pass --count {near}, or --type Targeted", field="count", source=cite(("D-crg",))))
     for flag, value in (("--group", group), ("--name", name)):
         if value is not None and not NAME.fullmatch(value):
-            out.append(_err("INVALID_NAME", f"{flag} {value!r} is not a valid reservation name",
-                            "use letters, digits, '-', '_' or '.', up to 80 characters", flag.strip("-")))
+            out.append(Finding(code="INVALID_NAME", message=f"{flag} {value!r} is not a valid reservation name",
+                               remedy="use letters, digits, '-', '_' or '.', up to 80 characters", field=flag.strip("-"),
+                               source=cite(("D-crg",))))
     return out

@@ -44,35 +44,40 @@ def read_custom_data(value: str, findings: list[Finding]) -> str | None:
             # A little more than Azure takes is enough to say the file is too large.
             raw = read_bounded(path, limit=4 * MAX_CUSTOM_DATA_BYTES)
         except FileNotFoundError:
-            findings.append(Finding("CUSTOM_DATA_NOT_FOUND", f"--custom-data file '{value}' does not exist",
-                                    "pass the path of a cloud-config (#cloud-config) or script (#!) file",
+            findings.append(Finding(code="CUSTOM_DATA_NOT_FOUND", message=f"--custom-data file '{value}' does not exist",
+                                    remedy="pass the path of a cloud-config (#cloud-config) or script (#!) file",
                                     field="custom_data"))
             return None
         except IsADirectoryError as exc:
-            findings.append(Finding("CUSTOM_DATA_UNREADABLE", f"--custom-data file '{value}' is "
+            findings.append(Finding(code="CUSTOM_DATA_UNREADABLE", message=f"--custom-data file '{value}' is "
                                     f"{exc.args[0] if exc.args else 'a directory'}",
-                                    "pass the path of a cloud-config (#cloud-config) or script (#!) file",
+                                    remedy="pass the path of a cloud-config (#cloud-config) or script (#!) file",
                                     field="custom_data"))
             return None
         except OSError as exc:
-            findings.append(Finding("CUSTOM_DATA_UNREADABLE", f"cannot read --custom-data file '{value}': {exc.strerror}",
-                                    "check the path and its permissions", field="custom_data"))
+            findings.append(Finding(code="CUSTOM_DATA_UNREADABLE",
+                                    message=f"cannot read --custom-data file '{value}': {exc.strerror}",
+                                    remedy="check the path and its permissions", field="custom_data"))
             return None
         if len(raw) > 4 * MAX_CUSTOM_DATA_BYTES:
-            findings.append(Finding("CUSTOM_DATA_TOO_LARGE", f"--custom-data file '{value}' is larger than "
+            findings.append(Finding(code="CUSTOM_DATA_TOO_LARGE",
+                                    message=f"--custom-data file '{value}' is larger than "
                                     f"{4 * MAX_CUSTOM_DATA_BYTES:,} bytes; Azure takes at most {MAX_CUSTOM_DATA_BYTES:,} "
-                                    "bytes of custom data", "keep --custom-data small: download larger setup from "
+                                    "bytes of custom data",
+                                    remedy="keep --custom-data small: download larger setup from "
                                     "storage in a script", field="custom_data"))
             return None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            findings.append(Finding("CUSTOM_DATA_NOT_TEXT", f"--custom-data file '{value}' is not UTF-8 text "
+            findings.append(Finding(code="CUSTOM_DATA_NOT_TEXT",
+                                    message=f"--custom-data file '{value}' is not UTF-8 text "
                                     "(gzip-compressed user data cannot be merged with azgpu's cloud-init)",
-                                    "pass the uncompressed cloud-config or script", field="custom_data"))
+                                    remedy="pass the uncompressed cloud-config or script", field="custom_data"))
             return None
     if not text.strip():
-        findings.append(Finding("CUSTOM_DATA_EMPTY", "--custom-data is empty", "pass a cloud-config or a script, "
+        findings.append(Finding(code="CUSTOM_DATA_EMPTY", message="--custom-data is empty",
+                                remedy="pass a cloud-config or a script, "
                                 "or drop --custom-data", field="custom_data"))
         return None
     return text
@@ -145,21 +150,21 @@ def check(azgpu_part: str | None, user_part: str | None) -> tuple[str | None, li
     if azgpu_part is not None and not _is_cloud_init(user_part):
         first = user_part.lstrip().split("\n", 1)[0][:60]
         findings.append(Finding(
-            "CUSTOM_DATA_FORMAT",
-            f"--custom-data starts with {first!r}: cloud-init would not recognise it, and azgpu must merge it with "
+            code="CUSTOM_DATA_FORMAT",
+            message=f"--custom-data starts with {first!r}: cloud-init would not recognise it, and azgpu must merge it with "
             "its own cloud-init (the OFED install) as MIME multipart",
-            "start the file with #cloud-config (a cloud-config) or #! (a script, e.g. #!/bin/bash)",
-            cite(("U-cloud-init-formats",)), field="custom_data"))
+            remedy="start the file with #cloud-config (a cloud-config) or #! (a script, e.g. #!/bin/bash)",
+            source=cite(("U-cloud-init-formats",)), field="custom_data"))
         return None, findings
     composed = compose(azgpu_part, user_part)
     size = len(composed.encode("utf-8"))
     if size > MAX_CUSTOM_DATA_BYTES:
         merged = " merged with azgpu's cloud-init" if azgpu_part is not None else ""
         findings.append(Finding(
-            "CUSTOM_DATA_TOO_LARGE",
-            f"--custom-data{merged} is {size:,} bytes; Azure takes at most {MAX_CUSTOM_DATA_BYTES:,} bytes of custom "
+            code="CUSTOM_DATA_TOO_LARGE",
+            message=f"--custom-data{merged} is {size:,} bytes; Azure takes at most {MAX_CUSTOM_DATA_BYTES:,} bytes of custom "
             "data (before base64)",
-            "move large files out of the cloud-config (download them at boot, e.g. from a storage account with the "
-            "nodes' managed identity), or bake them into a gallery image", cite((CUSTOM_DATA_SOURCE,)),
+            remedy="move large files out of the cloud-config (download them at boot, e.g. from a storage account with the "
+            "nodes' managed identity), or bake them into a gallery image", source=cite((CUSTOM_DATA_SOURCE,)),
             field="custom_data"))
     return composed, findings

@@ -11,9 +11,12 @@ EXIT_NOT_FOUND = 3
 EXIT_INTERRUPTED = 130
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
-    """One validation result. Errors block; warnings and notes do not."""
+    """One validation result. Errors block; warnings and notes do not.
+
+    The one way to make one: Finding(code=..., message=..., remedy=..., source=..., severity=..., field=...),
+    keywords only; source is the cited text (sources.cite of the profile's source keys)."""
 
     code: str
     message: str
@@ -72,7 +75,7 @@ class ValidationFailed(AzgpuError):
     def __init__(self, findings: list[Finding]):
         self.findings = list(findings)
         errors = [f for f in self.findings if f.is_error]
-        first = errors[0] if errors else Finding("VALIDATION_FAILED", "validation failed")
+        first = errors[0] if errors else Finding(code="VALIDATION_FAILED", message="validation failed")
         super().__init__(first.message, code=first.code, remedy=first.remedy, source=first.source)
 
     @property

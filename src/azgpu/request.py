@@ -97,10 +97,10 @@ def _to_int(key: str, value: Any, findings: list[Finding]) -> int | None:
     if digits and len(value.strip()) <= 30:  # far beyond any limit, short of int()'s own 4300-digit error
         return int(value.strip())
     findings.append(Finding(
-        f"INVALID_{key.upper()}",
-        f"{_flag(key)} {_shown(value)} is far too large" if digits else
+        code=f"INVALID_{key.upper()}",
+        message=f"{_flag(key)} {_shown(value)} is far too large" if digits else
         f"{_flag(key)} must be a whole number, not {_shown(value)}",
-        f"pass a whole number, e.g. {_flag(key)} 4",
+        remedy=f"pass a whole number, e.g. {_flag(key)} 4",
         field=key,
     ))
     return None
@@ -114,8 +114,9 @@ def _to_bool(key: str, value: Any, findings: list[Finding]) -> bool:
         return True
     if text in ("0", "false", "no", "off", ""):
         return False
-    findings.append(Finding(f"INVALID_{key.upper()}", f"{_flag(key)} must be true or false, not {_shown(value)}",
-                            "use true or false", field=key))
+    findings.append(Finding(code=f"INVALID_{key.upper()}",
+                            message=f"{_flag(key)} must be true or false, not {_shown(value)}",
+                            remedy="use true or false", field=key))
     return False
 
 
@@ -124,14 +125,12 @@ def _to_float(key: str, value: Any, findings: list[Finding]) -> float | None:
         return float(value)  # nan and inf too: the rules say why a price cannot be either
     if isinstance(value, str) and FLOAT_RE.fullmatch(value.strip()):
         return float(value.strip())
-    findings.append(Finding(f"INVALID_{key.upper()}", f"{_flag(key)} must be a number, not {_shown(value)}",
-                            f"pass a number, e.g. {_flag(key)} -1 (pay up to the on-demand price)", field=key))
+    findings.append(Finding(code=f"INVALID_{key.upper()}", message=f"{_flag(key)} must be a number, not {_shown(value)}",
+                            remedy=f"pass a number, e.g. {_flag(key)} -1 (pay up to the on-demand price)", field=key))
     return None
 
 
-def _tag_error(message: str) -> Finding:
-    return Finding("INVALID_TAG", message, 'write tags as --tag team=ml, or in a cluster file as [tags] team = "ml"',
-                   field="tags")
+TAG_REMEDY = 'write tags as --tag team=ml, or in a cluster file as [tags] team = "ml"'
 
 
 def _tags(value: Any, findings: list[Finding]) -> dict[str, str]:
@@ -142,19 +141,24 @@ def _tags(value: Any, findings: list[Finding]) -> dict[str, str]:
             if isinstance(key, str) and isinstance(val, str):
                 out[key] = val
             else:
-                findings.append(_tag_error(f"tag {_shown(key)} = {_shown(val)}: tag names and values are text"))
+                findings.append(Finding(code="INVALID_TAG",
+                                        message=f"tag {_shown(key)} = {_shown(val)}: tag names and values "
+                                        "are text", remedy=TAG_REMEDY, field="tags"))
         return out
     if isinstance(value, str):
         items = [value]
     elif isinstance(value, (list, tuple)):
         items = list(value)
     else:
-        findings.append(_tag_error(f"tags must be a table or a list of 'key=value', not {_shown(value)}"))
+        findings.append(Finding(code="INVALID_TAG",
+                                message=f"tags must be a table or a list of 'key=value', not {_shown(value)}",
+                                remedy=TAG_REMEDY, field="tags"))
         return out
     for item in items:
         key, sep, val = item.partition("=") if isinstance(item, str) else ("", "", "")
         if not sep or not key.strip():
-            findings.append(Finding("INVALID_TAG", f"--tag {_shown(item)} is not key=value", "write tags as --tag team=ml",
+            findings.append(Finding(code="INVALID_TAG", message=f"--tag {_shown(item)} is not key=value",
+                                    remedy="write tags as --tag team=ml",
                                     field="tags"))
             continue
         out[key.strip()] = val.strip()
@@ -186,48 +190,57 @@ def read_ssh_key(value: str, findings: list[Finding]) -> str | None:
     in a finding: a private key passed by mistake must not end up in a terminal or a CI log."""
     text = value.strip()
     if looks_private(text):
-        findings.append(Finding("SSH_KEY_PRIVATE", "the --ssh-key value looks like a private key; azgpu needs the "
+        findings.append(Finding(code="SSH_KEY_PRIVATE",
+                                message="the --ssh-key value looks like a private key; azgpu needs the "
                                 "public key (and never prints or stores a private one)",
-                                "pass the public key file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
+                                remedy="pass the public key file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
         return None
     if text.startswith(("ssh-", "ecdsa-", "sk-")):
         return text
     if not text or "\n" in text or len(text) > 4096 or NOT_TEXT.search(text) or "\0" in text:
-        findings.append(Finding("INVALID_SSH_KEY", "the --ssh-key value is neither an OpenSSH public key nor the path "
-                                "of a file", "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
+        findings.append(Finding(code="INVALID_SSH_KEY",
+                                message="the --ssh-key value is neither an OpenSSH public key nor the path "
+                                "of a file", remedy="pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
+                                field="ssh_key"))
         return None
     path = Path(text).expanduser()
     shown = _shown(text)
     try:
         raw = read_bounded(path, limit=MAX_KEY_FILE)
     except FileNotFoundError:
-        findings.append(Finding("SSH_KEY_NOT_FOUND", f"SSH public key file {shown} does not exist",
-                                "pass an existing .pub file or the key itself: --ssh-key ~/.ssh/id_ed25519.pub "
+        findings.append(Finding(code="SSH_KEY_NOT_FOUND", message=f"SSH public key file {shown} does not exist",
+                                remedy="pass an existing .pub file or the key itself: --ssh-key ~/.ssh/id_ed25519.pub "
                                 "(create one with ssh-keygen -t ed25519)", field="ssh_key"))
         return None
     except IsADirectoryError as exc:
-        findings.append(Finding("SSH_KEY_UNREADABLE", f"SSH public key file {shown} is {exc.args[0] if exc.args else 'a directory'}",
-                                "pass the path of a .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
+        findings.append(Finding(code="SSH_KEY_UNREADABLE",
+                                message=f"SSH public key file {shown} is {exc.args[0] if exc.args else 'a directory'}",
+                                remedy="pass the path of a .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
+                                field="ssh_key"))
         return None
     except OSError as exc:
-        findings.append(Finding("SSH_KEY_UNREADABLE", f"cannot read SSH public key file {shown}: {exc.strerror}",
-                                "check the path and its permissions", field="ssh_key"))
+        findings.append(Finding(code="SSH_KEY_UNREADABLE",
+                                message=f"cannot read SSH public key file {shown}: {exc.strerror}",
+                                remedy="check the path and its permissions", field="ssh_key"))
         return None
     if len(raw) > MAX_KEY_FILE:
-        findings.append(Finding("INVALID_SSH_KEY", f"SSH public key file {shown} is larger than {MAX_KEY_FILE // 1024} KiB: "
-                                "not a public key", "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
+        findings.append(Finding(code="INVALID_SSH_KEY",
+                                message=f"SSH public key file {shown} is larger than {MAX_KEY_FILE // 1024} KiB: "
+                                "not a public key", remedy="pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
                                 field="ssh_key"))
         return None
     try:
         content = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
-        findings.append(Finding("INVALID_SSH_KEY", f"SSH public key file {shown} is not text (binary or not UTF-8): "
-                                "not an OpenSSH public key", "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
+        findings.append(Finding(code="INVALID_SSH_KEY",
+                                message=f"SSH public key file {shown} is not text (binary or not UTF-8): "
+                                "not an OpenSSH public key",
+                                remedy="pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
                                 field="ssh_key"))
         return None
     if looks_private(content):
-        findings.append(Finding("SSH_KEY_PRIVATE", f"{shown} is a private key; azgpu needs the public key",
-                                f"pass the .pub file instead, e.g. --ssh-key {text}.pub", field="ssh_key"))
+        findings.append(Finding(code="SSH_KEY_PRIVATE", message=f"{shown} is a private key; azgpu needs the public key",
+                                remedy=f"pass the .pub file instead, e.g. --ssh-key {text}.pub", field="ssh_key"))
         return None
     return content
 
@@ -235,8 +248,8 @@ def read_ssh_key(value: str, findings: list[Finding]) -> str | None:
 def _identities(value: Any, findings: list[Finding]) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else None
     if items is None or not all(isinstance(i, str) for i in items):
-        findings.append(Finding("INVALID_IDENTITY", f"--identity must be resource IDs, not {value!r}",
-                                "pass --identity /subscriptions/SUB/resourceGroups/RG/providers/"
+        findings.append(Finding(code="INVALID_IDENTITY", message=f"--identity must be resource IDs, not {value!r}",
+                                remedy="pass --identity /subscriptions/SUB/resourceGroups/RG/providers/"
                                 "Microsoft.ManagedIdentity/userAssignedIdentities/NAME (repeatable)", field="identities"))
         return ()
     return tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
@@ -264,14 +277,14 @@ def _generate_ssh_keys(raw: dict[str, Any], findings: list[Finding]) -> None:
     try:
         generate(target)
     except SshKeyError as exc:
-        findings.append(Finding(exc.code, exc.message, exc.remedy, field="ssh_key"))
+        findings.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="ssh_key"))
         return
     # Files written on the user's behalf are announced, as az does ("SSH key files ... have been generated").
     written = [path for path, was in existed.items() if not was and path.exists()]
     if written:
         what = " and ".join(f"{p} (private key, mode 0600)" if p == private else str(p) for p in written)
-        findings.append(Finding("SSH_KEYS_GENERATED", f"--generate-ssh-keys wrote {what}",
-                                "keep the private key safe: it logs in to every node; the cluster uses the public key",
+        findings.append(Finding(code="SSH_KEYS_GENERATED", message=f"--generate-ssh-keys wrote {what}",
+                                remedy="keep the private key safe: it logs in to every node; the cluster uses the public key",
                                 severity="warning", field="ssh_key"))
 
 
@@ -309,8 +322,8 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
             import difflib  # only for suggestions on an error: not on every start
             near = difflib.get_close_matches(name, sorted(KEYS), n=1, cutoff=0.6)
             hint = f"did you mean '{near[0].replace('_', '-')}'? " if near else ""
-            findings.append(Finding("UNKNOWN_KEY", f"unknown key {_shown(key)}{where}",
-                                    f"{hint}allowed keys: {', '.join(sorted(k.replace('_', '-') for k in KEYS))}",
+            findings.append(Finding(code="UNKNOWN_KEY", message=f"unknown key {_shown(key)}{where}",
+                                    remedy=f"{hint}allowed keys: {', '.join(sorted(k.replace('_', '-') for k in KEYS))}",
                                     field=str(key)))
             continue
         if value is None:
@@ -328,12 +341,14 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
         elif name == "zone" and isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # zone = 1 in a cluster file means zone "1"
         elif not isinstance(value, str):
-            findings.append(Finding(f"INVALID_{name.upper()}", f"{_flag(name)} must be text, not {_shown(value)}{where}",
-                                    f"quote the value{where}", field=name))
+            findings.append(Finding(code=f"INVALID_{name.upper()}",
+                                    message=f"{_flag(name)} must be text, not {_shown(value)}{where}",
+                                    remedy=f"quote the value{where}", field=name))
             continue
         elif NOT_TEXT.search(value):
-            findings.append(Finding(f"INVALID_{name.upper()}", f"{_flag(name)} is not text: it holds bytes that are not "
-                                    f"UTF-8{where}", f"pass {_flag(name)} as UTF-8 text", field=name))
+            findings.append(Finding(code=f"INVALID_{name.upper()}",
+                                    message=f"{_flag(name)} is not text: it holds bytes that are not "
+                                    f"UTF-8{where}", remedy=f"pass {_flag(name)} as UTF-8 text", field=name))
             continue
         elif name == "ssh_key":
             value = read_ssh_key(value, findings)
@@ -345,8 +360,9 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
             clean[name] = value
     if "profile" not in clean:
         if "size" not in clean:  # a size alone names its profile (--size ND40rs_v2 -> ndv2)
-            findings.append(Finding("MISSING_PROFILE", "no profile given",
-                                    "pass --profile ID or --size SIZE ('provision profiles list')", field="profile"))
+            findings.append(Finding(code="MISSING_PROFILE", message="no profile given",
+                                    remedy="pass --profile ID or --size SIZE ('provision profiles list')",
+                                    field="profile"))
         clean["profile"] = ""
     given = {str(k).replace("-", "_") for k in [*(mapping or {}), *values]}
     if "ssh_key" not in clean and "ssh_key" not in given:

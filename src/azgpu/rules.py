@@ -64,11 +64,6 @@ def series_rule(name: str):
     return register
 
 
-def _f(code: str, message: str, remedy: str, source, severity: str = "error", fld: str = "") -> Finding:
-    src = cite(source) if isinstance(source, (tuple, list)) else cite((source,)) if source else ""
-    return Finding(code, message, remedy, src, severity, fld)
-
-
 # ---------------------------------------------------------------- universal rules (capabilities)
 
 
@@ -78,12 +73,12 @@ def hyperv_generation(ctx: Context) -> Iterator[Finding]:
         return
     if not set(img.generations) & set(size.generations):
         gens = "/".join(g.replace("V", "Generation ") for g in size.generations)
-        yield _f(
-            "IMAGE_GENERATION",
-            f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)} but {size.name} boots only {gens} "
+        yield Finding(
+            code="IMAGE_GENERATION",
+            message=f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)} but {size.name} boots only {gens} "
             f"images (Azure fails with 'cannot boot Hypervisor Generation 1')",
-            f"use a Generation 2 image, e.g. --image {ctx.profile.default_image}",
-            size.facts["hyperv_generations"].source, fld="image",
+            remedy=f"use a Generation 2 image, e.g. --image {ctx.profile.default_image}",
+            source=cite(size.facts["hyperv_generations"].source), field="image",
         )
 
 
@@ -91,11 +86,11 @@ def cpu_architecture(ctx: Context) -> Iterator[Finding]:
     img, size = ctx.image, ctx.size
     if img is None or not img.known or not img.architecture or img.architecture == size.arch:
         return
-    yield _f(
-        "IMAGE_ARCHITECTURE",
-        f"image '{img.name}' is {img.architecture} but {size.name} has {size.arch} CPUs",
-        f"use an {size.arch} image, e.g. --image {ctx.profile.default_image}",
-        size.facts["cpu_architecture"].source, fld="image",
+    yield Finding(
+        code="IMAGE_ARCHITECTURE",
+        message=f"image '{img.name}' is {img.architecture} but {size.name} has {size.arch} CPUs",
+        remedy=f"use an {size.arch} image, e.g. --image {ctx.profile.default_image}",
+        source=cite(size.facts["cpu_architecture"].source), field="image",
     )
 
 
@@ -104,26 +99,29 @@ def image_known(ctx: Context) -> Iterator[Finding]:
     if img is None or img.image_id is not None:  # gallery and managed images: custom_image below
         return
     if not img.known:
-        yield _f("IMAGE_UNKNOWN",
-                 f"image '{img.urn}' is not in azgpu's catalog: its generation, architecture and OFED cannot be checked offline",
-                 "the deployer's preflight checks it live; or choose a catalog image ('provision images list')",
-                 "D-findimage", "warning", "image")
+        yield Finding(code="IMAGE_UNKNOWN",
+                      message=f"image '{img.urn}' is not in azgpu's catalog: its generation, architecture and OFED cannot be checked offline",
+                      remedy="the deployer's preflight checks it live; or choose a catalog image ('provision images list')",
+                      source=cite(("D-findimage",)), severity="warning", field="image")
         return
     if not img.verified:
-        yield _f("IMAGE_UNVERIFIED", f"image '{img.name}' ({img.urn}) is not confirmed by Microsoft's documentation",
-                 f"check it exists: az vm image list --urn {img.urn} --all", img.source, "warning", "image")
+        yield Finding(code="IMAGE_UNVERIFIED",
+                      message=f"image '{img.name}' ({img.urn}) is not confirmed by Microsoft's documentation",
+                      remedy=f"check it exists: az vm image list --urn {img.urn} --all", source=cite(img.source),
+                      severity="warning", field="image")
     if img.legacy:
-        yield _f("IMAGE_LEGACY", f"image '{img.name}' is legacy: {img.legacy}",
-                 f"prefer a current image such as {ctx.profile.default_image}", img.source, "warning", "image")
+        yield Finding(code="IMAGE_LEGACY", message=f"image '{img.name}' is legacy: {img.legacy}",
+                      remedy=f"prefer a current image such as {ctx.profile.default_image}", source=cite(img.source),
+                      severity="warning", field="image")
 
 
 def linux_only(ctx: Context) -> Iterator[Finding]:
     """The plan writes linuxConfiguration with SSH keys only; a Windows image would be rejected by Azure."""
     img = ctx.image
     if img is not None and img.known and img.is_windows:
-        yield _f("WINDOWS_IMAGE_UNSUPPORTED",
-                 f"image '{img.name}' is Windows, but azgpu creates Linux nodes only (SSH keys, linuxConfiguration)",
-                 f"use a Linux image, e.g. --image {ctx.profile.default_image}", (), fld="image")
+        yield Finding(code="WINDOWS_IMAGE_UNSUPPORTED",
+                      message=f"image '{img.name}' is Windows, but azgpu creates Linux nodes only (SSH keys, linuxConfiguration)",
+                      remedy=f"use a Linux image, e.g. --image {ctx.profile.default_image}", field="image")
 
 
 def retired(ctx: Context) -> Iterator[Finding]:
@@ -131,10 +129,10 @@ def retired(ctx: Context) -> Iterator[Finding]:
     if not date:
         return
     severity = "warning" if ctx.command == "render" else "error"
-    yield _f("SERIES_RETIRED",
-             f"{ctx.size.name} ({ctx.profile.series}) was retired on {date} and can no longer be provisioned",
-             "choose a current series, e.g. --profile nd-a100-v4 or --profile nd-h100-v5 ('provision profiles list')",
-             ctx.size.facts["retired"].source, severity, "size")
+    yield Finding(code="SERIES_RETIRED",
+                  message=f"{ctx.size.name} ({ctx.profile.series}) was retired on {date} and can no longer be provisioned",
+                  remedy="choose a current series, e.g. --profile nd-a100-v4 or --profile nd-h100-v5 ('provision profiles list')",
+                  source=cite(ctx.size.facts["retired"].source), severity=severity, field="size")
 
 
 def trusted_launch(ctx: Context) -> Iterator[Finding]:
@@ -142,48 +140,55 @@ def trusted_launch(ctx: Context) -> Iterator[Finding]:
     if ctx.request.security_type != "TrustedLaunch":
         return
     if supported is False:
-        yield _f("TRUSTED_LAUNCH_UNSUPPORTED",
-                 f"Trusted Launch is not supported on {ctx.size.name} ({ctx.profile.series})",
-                 "use --security-type Standard (azgpu's default for GPU sizes)",
-                 ctx.size.facts["trusted_launch"].source, fld="security_type")
+        yield Finding(code="TRUSTED_LAUNCH_UNSUPPORTED",
+                      message=f"Trusted Launch is not supported on {ctx.size.name} ({ctx.profile.series})",
+                      remedy="use --security-type Standard (azgpu's default for GPU sizes)",
+                      source=cite(ctx.size.facts["trusted_launch"].source), field="security_type")
     elif supported == "unknown":
-        yield _f("TRUSTED_LAUNCH_UNDOCUMENTED",
-                 f"Microsoft does not document Trusted Launch for {ctx.profile.series} by name; "
-                 "the GPU driver extensions do not support Secure Boot",
-                 "azgpu sets secureBootEnabled=false; use --security-type Standard if the deployment fails",
-                 ctx.size.facts["trusted_launch"].source, "warning", "security_type")
+        yield Finding(code="TRUSTED_LAUNCH_UNDOCUMENTED",
+                      message=f"Microsoft does not document Trusted Launch for {ctx.profile.series} by name; "
+                      "the GPU driver extensions do not support Secure Boot",
+                      remedy="azgpu sets secureBootEnabled=false; use --security-type Standard if the deployment fails",
+                      source=cite(ctx.size.facts["trusted_launch"].source), severity="warning", field="security_type")
 
 
 def accelerated_networking(ctx: Context) -> Iterator[Finding]:
     if not ctx.drivers.accelerated_networking:
-        yield _f("ACCELERATED_NETWORKING_OFF", f"{ctx.size.name} does not support accelerated networking; the plan leaves it off",
-                 "", ctx.size.facts["accelerated_networking"].source, "note", "size")
+        yield Finding(code="ACCELERATED_NETWORKING_OFF",
+                      message=f"{ctx.size.name} does not support accelerated networking; the plan leaves it off",
+                      remedy="", source=cite(ctx.size.facts["accelerated_networking"].source), severity="note",
+                      field="size")
 
 
 def data_disks(ctx: Context) -> Iterator[Finding]:
     n, limit = ctx.request.data_disks, ctx.size.max_data_disks
     if n < 0:
-        yield _f("INVALID_DATA_DISKS", f"--data-disks must be 0 or more, not {n}", "pass --data-disks 0 or more", (), fld="data_disks")
+        yield Finding(code="INVALID_DATA_DISKS", message=f"--data-disks must be 0 or more, not {n}",
+                      remedy="pass --data-disks 0 or more", field="data_disks")
     elif n > limit:
-        yield _f("DATA_DISKS_OVER_LIMIT", f"{ctx.size.name} takes at most {limit} data disks, {n} requested",
-                 f"pass --data-disks {limit} or fewer", ctx.size.source, fld="data_disks")
+        yield Finding(code="DATA_DISKS_OVER_LIMIT",
+                      message=f"{ctx.size.name} takes at most {limit} data disks, {n} requested",
+                      remedy=f"pass --data-disks {limit} or fewer", source=cite(ctx.size.source), field="data_disks")
     size = ctx.request.data_disk_size_gb
     if n and not 4 <= size <= 32767:
-        yield _f("INVALID_DATA_DISK_SIZE", f"--data-disk-size-gb must be 4-32767, not {size}",
-                 "pass a size between 4 and 32767 GiB", "D-managed-disks", fld="data_disk_size_gb")
+        yield Finding(code="INVALID_DATA_DISK_SIZE", message=f"--data-disk-size-gb must be 4-32767, not {size}",
+                      remedy="pass a size between 4 and 32767 GiB", source=cite(("D-managed-disks",)),
+                      field="data_disk_size_gb")
 
 
 def spot(ctx: Context) -> Iterator[Finding]:
     req = ctx.request
     if req.max_price is not None and not req.spot:
-        yield _f("MAX_PRICE_WITHOUT_SPOT", "--max-price applies only to spot capacity",
-                 "add --spot, or drop --max-price", "D-spot", fld="max_price")
+        yield Finding(code="MAX_PRICE_WITHOUT_SPOT", message="--max-price applies only to spot capacity",
+                      remedy="add --spot, or drop --max-price", source=cite(("D-spot",)), field="max_price")
     if req.max_price is not None and (not math.isfinite(req.max_price) or req.max_price != -1 and req.max_price <= 0):
-        yield _f("INVALID_MAX_PRICE", f"--max-price must be -1 (up to the on-demand price) or above 0, not {req.max_price}",
-                 "pass --max-price -1 or a price in US dollars per hour", "D-spot", fld="max_price")
+        yield Finding(code="INVALID_MAX_PRICE",
+                      message=f"--max-price must be -1 (up to the on-demand price) or above 0, not {req.max_price}",
+                      remedy="pass --max-price -1 or a price in US dollars per hour", source=cite(("D-spot",)),
+                      field="max_price")
     if req.spot and ctx.size.cap("spot") is False:
-        yield _f("SPOT_NOT_CAPABLE", f"{ctx.size.name} cannot run as spot (low-priority) capacity",
-                 "drop --spot", ctx.size.facts["spot"].source, fld="spot")
+        yield Finding(code="SPOT_NOT_CAPABLE", message=f"{ctx.size.name} cannot run as spot (low-priority) capacity",
+                      remedy="drop --spot", source=cite(ctx.size.facts["spot"].source), field="spot")
 
 
 def ephemeral_os_disk(ctx: Context) -> Iterator[Finding]:
@@ -191,14 +196,16 @@ def ephemeral_os_disk(ctx: Context) -> Iterator[Finding]:
     if not req.ephemeral_os_disk:
         return
     if not ctx.size.cap("ephemeral_os_disk"):
-        yield _f("EPHEMERAL_OS_DISK_UNSUPPORTED", f"{ctx.size.name} does not support ephemeral OS disks",
-                 "drop --ephemeral-os-disk", ctx.size.facts["ephemeral_os_disk"].source, fld="ephemeral_os_disk")
+        yield Finding(code="EPHEMERAL_OS_DISK_UNSUPPORTED",
+                      message=f"{ctx.size.name} does not support ephemeral OS disks",
+                      remedy="drop --ephemeral-os-disk", source=cite(ctx.size.facts["ephemeral_os_disk"].source),
+                      field="ephemeral_os_disk")
     elif (req.os_disk_size_gb and ctx.size.temp_disk_gib and req.os_disk_size_gb > ctx.size.temp_disk_gib
           and not ctx.profile.vertical_connect):  # there the disk goes on CacheDisk, not the temp disks
-        yield _f("EPHEMERAL_OS_DISK_TOO_LARGE",
-                 f"an ephemeral OS disk of {req.os_disk_size_gb} GiB does not fit {ctx.size.name}'s {ctx.size.temp_disk_gib:g} GiB resource disk",
-                 f"pass --os-disk-size-gb {int(ctx.size.temp_disk_gib)} or less, or drop --ephemeral-os-disk",
-                 ("D-ephemeral", *ctx.size.source), fld="os_disk_size_gb")
+        yield Finding(code="EPHEMERAL_OS_DISK_TOO_LARGE",
+                      message=f"an ephemeral OS disk of {req.os_disk_size_gb} GiB does not fit {ctx.size.name}'s {ctx.size.temp_disk_gib:g} GiB resource disk",
+                      remedy=f"pass --os-disk-size-gb {int(ctx.size.temp_disk_gib)} or less, or drop --ephemeral-os-disk",
+                      source=cite(("D-ephemeral", *ctx.size.source)), field="os_disk_size_gb")
 
 
 def imex(ctx: Context) -> Iterator[Finding]:
@@ -206,18 +213,20 @@ def imex(ctx: Context) -> Iterator[Finding]:
     img = ctx.image
     if not ctx.profile.vertical_connect or img is None or not img.known or img.imex:
         return
-    yield _f("IMAGE_NO_IMEX",
-             f"image '{img.name}' does not ship NVIDIA IMEX: GPUs of different VMs of an NVL72 rack cannot share memory "
-             "over NVLink without the nvidia-imex service and its channel",
-             f"use --image {ctx.profile.default_image}, or install nvidia-imex on the nodes", ("R-azhpc-imex",),
-             "warning", "image")
+    yield Finding(code="IMAGE_NO_IMEX",
+                  message=f"image '{img.name}' does not ship NVIDIA IMEX: GPUs of different VMs of an NVL72 rack cannot share memory "
+                  "over NVLink without the nvidia-imex service and its channel",
+                  remedy=f"use --image {ctx.profile.default_image}, or install nvidia-imex on the nodes",
+                  source=cite(("R-azhpc-imex",)),
+                  severity="warning", field="image")
 
 
 def os_disk_size(ctx: Context) -> Iterator[Finding]:
     size = ctx.request.os_disk_size_gb
     if size is not None and not 30 <= size <= 4095:
-        yield _f("INVALID_OS_DISK_SIZE", f"--os-disk-size-gb must be 30-4095, not {size}",
-                 "pass a size between 30 and 4095 GiB", "D-managed-disks", fld="os_disk_size_gb")
+        yield Finding(code="INVALID_OS_DISK_SIZE", message=f"--os-disk-size-gb must be 30-4095, not {size}",
+                      remedy="pass a size between 30 and 4095 GiB", source=cite(("D-managed-disks",)),
+                      field="os_disk_size_gb")
 
 
 def infiniband(ctx: Context) -> Iterator[Finding]:
@@ -227,36 +236,38 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
     if size.infiniband:
         domain, default, raised, src = lay.requested_domain, lay.default_domain, lay.raised_domain, lay.domain_source
         if not 1 <= domain <= raised:
-            yield _f("INVALID_MAX_IB_DOMAIN", f"--max-ib-domain must be 1-{raised}, not {domain}",
-                     f"pass --max-ib-domain {default} (the default) or up to {raised} once Azure support raised the limit",
-                     src, fld="max_ib_domain")
+            yield Finding(code="INVALID_MAX_IB_DOMAIN", message=f"--max-ib-domain must be 1-{raised}, not {domain}",
+                          remedy=f"pass --max-ib-domain {default} (the default) or up to {raised} once Azure support raised the limit",
+                          source=cite(src), field="max_ib_domain")
         elif domain > default:
-            yield _f("IB_DOMAIN_RAISED",
-                     f"--max-ib-domain {domain} exceeds Azure's default of {default} VMs per single-placement-group scale set",
-                     "ask Azure support to raise the single placement group limit for this subscription first",
-                     src, "warning", "max_ib_domain")
+            yield Finding(code="IB_DOMAIN_RAISED",
+                          message=f"--max-ib-domain {domain} exceeds Azure's default of {default} VMs per single-placement-group scale set",
+                          remedy="ask Azure support to raise the single placement group limit for this subscription first",
+                          source=cite(src), severity="warning", field="max_ib_domain")
     elif req.max_ib_domain is not None:
-        yield _f("IB_NOT_AVAILABLE", f"{size.name} has no InfiniBand; --max-ib-domain is ignored",
-                 "drop --max-ib-domain", size.facts["infiniband"].source, "warning", "max_ib_domain")
+        yield Finding(code="IB_NOT_AVAILABLE", message=f"{size.name} has no InfiniBand; --max-ib-domain is ignored",
+                      remedy="drop --max-ib-domain", source=cite(size.facts["infiniband"].source), severity="warning",
+                      field="max_ib_domain")
     if lay.rack_cut is not None and lay.rack is not None:
         rack, aligned = lay.rack, lay.ib_domain
         if req.max_ib_domain is not None or nodes > aligned:
-            yield _f("IB_DOMAIN_RACK_ALIGNED",
-                     f"InfiniBand domains of {lay.rack_cut} VMs would cut NVL72 racks ({rack[0]} VMs each): the plan splits "
-                     f"the cluster into scale sets of at most {aligned} VMs, whole racks",
-                     f"pass --max-ib-domain as a multiple of {rack[0]} to choose another size",
-                     rack[1], "warning" if req.max_ib_domain is not None else "note", "max_ib_domain")
+            yield Finding(code="IB_DOMAIN_RACK_ALIGNED",
+                          message=f"InfiniBand domains of {lay.rack_cut} VMs would cut NVL72 racks ({rack[0]} VMs each): the plan splits "
+                          f"the cluster into scale sets of at most {aligned} VMs, whole racks",
+                          remedy=f"pass --max-ib-domain as a multiple of {rack[0]} to choose another size",
+                          source=cite(rack[1]), severity="warning" if req.max_ib_domain is not None else "note",
+                          field="max_ib_domain")
     if nodes <= 0:
         return
     if size.infiniband and len(lay.scale_sets) > 1:
         domain, raised = lay.ib_domain, lay.raised_domain
-        yield _f("IB_DOMAIN_SPLIT",
-                 f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(lay.scale_sets)} scale sets "
-                 f"({_counts(lay.scale_sets)}); InfiniBand does not span scale sets",
-                 "schedule tightly coupled jobs within one scale set (the outputs group nodes per domain)"
-                 + ("" if domain >= raised else
-                    f", or raise --max-ib-domain (up to {raised}) after Azure support raised the limit"),
-                 ("D-setupib", "D-vmss-pg"), "warning", "nodes")
+        yield Finding(code="IB_DOMAIN_SPLIT",
+                      message=f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(lay.scale_sets)} scale sets "
+                      f"({_counts(lay.scale_sets)}); InfiniBand does not span scale sets",
+                      remedy="schedule tightly coupled jobs within one scale set (the outputs group nodes per domain)"
+                      + ("" if domain >= raised else
+                         f", or raise --max-ib-domain (up to {raised}) after Azure support raised the limit"),
+                      source=cite(("D-setupib", "D-vmss-pg")), severity="warning", field="nodes")
 
 
 def _counts(sizes) -> str:
@@ -277,23 +288,25 @@ def ofed(ctx: Context) -> Iterator[Finding]:
         if img.is_windows:
             return
         pinned = ctx.drivers.install_ofed
-        yield _f("OFED_INSTALLED",
-                 f"image '{img.name}' has no OFED driver; the plan installs {ofed_display(pinned)} through cloud-init "
-                 f"so InfiniBand works on {ctx.size.name}",
-                 _ofed_remedy(ctx),
-                 src, "warning", "image")
+        yield Finding(code="OFED_INSTALLED",
+                      message=f"image '{img.name}' has no OFED driver; the plan installs {ofed_display(pinned)} through cloud-init "
+                      f"so InfiniBand works on {ctx.size.name}",
+                      remedy=_ofed_remedy(ctx),
+                      source=cite(src), severity="warning", field="image")
         return
     have = ofed_key(img.ofed)
     if "minimum" in spec and have < ofed_key(spec["minimum"]):
-        yield _f("OFED_TOO_OLD",
-                 f"image '{img.name}' ships {ofed_display(img.ofed)}, older than the {ofed_display(spec['minimum'])} "
-                 f"{ctx.size.name} needs",
-                 f"use a newer image, e.g. --image {ctx.profile.default_image}", src, fld="image")
+        yield Finding(code="OFED_TOO_OLD",
+                      message=f"image '{img.name}' ships {ofed_display(img.ofed)}, older than the {ofed_display(spec['minimum'])} "
+                      f"{ctx.size.name} needs",
+                      remedy=f"use a newer image, e.g. --image {ctx.profile.default_image}", source=cite(src),
+                      field="image")
     if "maximum" in spec and have > ofed_key(spec["maximum"]):
-        yield _f("OFED_TOO_NEW",
-                 f"image '{img.name}' ships {ofed_display(img.ofed)}, newer than the {ofed_display(spec['maximum'])} "
-                 f"{ctx.size.name}'s adapter supports",
-                 "use an image with MLNX_OFED 4.9 LTS (ConnectX-3 Pro) or a plain image and install it", src, fld="image")
+        yield Finding(code="OFED_TOO_NEW",
+                      message=f"image '{img.name}' ships {ofed_display(img.ofed)}, newer than the {ofed_display(spec['maximum'])} "
+                      f"{ctx.size.name}'s adapter supports",
+                      remedy="use an image with MLNX_OFED 4.9 LTS (ConnectX-3 Pro) or a plain image and install it",
+                      source=cite(src), field="image")
 
 
 def _ofed_remedy(ctx: Context) -> str:
@@ -307,9 +320,10 @@ def _ofed_remedy(ctx: Context) -> str:
 def gpu_extensions(ctx: Context) -> Iterator[Finding]:
     img = ctx.image
     for ext in ctx.drivers.extensions:  # none without an image
-        yield _f("EXTENSION_ADDED",
-                 f"image '{img.name}' is not an Azure HPC image: the plan adds the {ext.type} {ext.type_handler_version} extension",
-                 f"or use an Azure HPC image, e.g. --image {ctx.profile.default_image}", ext.source, "note", "image")
+        yield Finding(code="EXTENSION_ADDED",
+                      message=f"image '{img.name}' is not an Azure HPC image: the plan adds the {ext.type} {ext.type_handler_version} extension",
+                      remedy=f"or use an Azure HPC image, e.g. --image {ctx.profile.default_image}",
+                      source=cite(ext.source), severity="note", field="image")
 
 
 def outbound(ctx: Context) -> Iterator[Finding]:
@@ -328,12 +342,12 @@ def outbound(ctx: Context) -> Iterator[Finding]:
         sources += ext.source
     # Action Run Command needs outbound 443, or "the scripts might run successfully but not return the results".
     lost += ["Run Command results, so node health checks cannot report", "package mirrors and container registries"]
-    yield _f("OUTBOUND_DISABLED",
-             "--no-outbound: the nodes get no way to the internet (private subnet, no NAT gateway); this will not "
-             "work: " + "; ".join(lost),
-             "drop --no-outbound to give the subnet a NAT gateway, or provide an outbound path yourself "
-             "(a firewall route, or --subnet-id of a subnet that has one)",
-             tuple(dict.fromkeys((*sources, "D-rc-linux"))), "warning", "outbound")
+    yield Finding(code="OUTBOUND_DISABLED",
+                  message="--no-outbound: the nodes get no way to the internet (private subnet, no NAT gateway); this will not "
+                  "work: " + "; ".join(lost),
+                  remedy="drop --no-outbound to give the subnet a NAT gateway, or provide an outbound path yourself "
+                  "(a firewall route, or --subnet-id of a subnet that has one)",
+                  source=cite(tuple(dict.fromkeys((*sources, "D-rc-linux")))), severity="warning", field="outbound")
 
 
 # ------------------------------------------------------------------------ series rules (profiles)
@@ -348,11 +362,11 @@ def _hpc_image(ctx: Context, args: dict) -> Iterator[Finding]:
         # A remedy recommends current images only: a supported but legacy one (CentOS 7.9, Ubuntu 18.04)
         # passes this rule when asked for, and is never suggested.
         others = [n for n in current_images(ctx.profile.recommended_images) if n != ctx.profile.default_image]
-        yield _f("IMAGE_NOT_RECOMMENDED",
-                 f"image '{img.name}' is not an Azure HPC image supported for {ctx.profile.series}: drivers, "
-                 "NCCL and Fabric Manager may be missing",
-                 f"use --image {ctx.profile.default_image}" + (f" (or one of {', '.join(others)})" if others else ""),
-                 ctx.rule_source, "warning", "image")
+        yield Finding(code="IMAGE_NOT_RECOMMENDED",
+                      message=f"image '{img.name}' is not an Azure HPC image supported for {ctx.profile.series}: drivers, "
+                      "NCCL and Fabric Manager may be missing",
+                      remedy=f"use --image {ctx.profile.default_image}" + (f" (or one of {', '.join(others)})" if others else ""),
+                      source=cite(ctx.rule_source), severity="warning", field="image")
 
 
 def current_images(names) -> list[str]:
@@ -364,9 +378,10 @@ def current_images(names) -> list[str]:
 def _rdma(ctx: Context, args: dict) -> Iterator[Finding]:
     reserved = ipaddress.ip_network(args.get("reserved", RDMA_RESERVED_DEFAULT))
     if ctx.vnet is not None and ctx.vnet.overlaps(reserved):
-        yield _f("VNET_RDMA_OVERLAP",
-                 f"address space {ctx.vnet} overlaps {reserved}, which the InfiniBand RDMA network reserves",
-                 "choose another range, e.g. --vnet-address-prefix 10.0.0.0/16", ctx.rule_source, fld="vnet_address_prefix")
+        yield Finding(code="VNET_RDMA_OVERLAP",
+                      message=f"address space {ctx.vnet} overlaps {reserved}, which the InfiniBand RDMA network reserves",
+                      remedy="choose another range, e.g. --vnet-address-prefix 10.0.0.0/16",
+                      source=cite(ctx.rule_source), field="vnet_address_prefix")
 
 
 @series_rule("cuda_max")
@@ -376,10 +391,11 @@ def _cuda_max(ctx: Context, args: dict) -> Iterator[Finding]:
         return
     major = int(img.cuda.split(".")[0])
     if major > args["max_major"]:
-        yield _f("IMAGE_CUDA_UNSUPPORTED",
-                 f"image '{img.name}' ships CUDA {img.cuda}, which no longer supports the {ctx.size.gpu_model} "
-                 f"(CUDA 13 dropped Volta); {ctx.size.name} needs CUDA {args['max_major']} or older",
-                 f"use the V100 image: --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
+        yield Finding(code="IMAGE_CUDA_UNSUPPORTED",
+                      message=f"image '{img.name}' ships CUDA {img.cuda}, which no longer supports the {ctx.size.gpu_model} "
+                      f"(CUDA 13 dropped Volta); {ctx.size.name} needs CUDA {args['max_major']} or older",
+                      remedy=f"use the V100 image: --image {ctx.profile.default_image}", source=cite(ctx.rule_source),
+                      field="image")
 
 
 @series_rule("rack_multiple")
@@ -391,13 +407,14 @@ def _rack(ctx: Context, args: dict) -> Iterator[Finding]:
         vertical = ctx.profile.vertical_connect
         if vertical:
             # Azure refuses the scale set: "Capacity must be a multiple of 18 for SKUs that support vertical connect".
-            yield _f("NODES_NOT_RACK_MULTIPLE",
-                     f"{nodes} nodes is not a whole number of NVL72 racks: Azure only creates {ctx.size.name} scale sets "
-                     f"in multiples of {k} VMs", remedy, (*ctx.rule_source, *vertical["source"]), fld="nodes")
+            yield Finding(code="NODES_NOT_RACK_MULTIPLE",
+                          message=f"{nodes} nodes is not a whole number of NVL72 racks: Azure only creates {ctx.size.name} scale sets "
+                          f"in multiples of {k} VMs", remedy=remedy,
+                          source=cite((*ctx.rule_source, *vertical["source"])), field="nodes")
         else:
-            yield _f("NODES_NOT_RACK_MULTIPLE",
-                     f"{nodes} nodes is not a multiple of {k}: one NVL72 rack is {k} VMs, so NVLink domains will be partial",
-                     remedy, ctx.rule_source, "warning", "nodes")
+            yield Finding(code="NODES_NOT_RACK_MULTIPLE",
+                          message=f"{nodes} nodes is not a multiple of {k}: one NVL72 rack is {k} VMs, so NVLink domains will be partial",
+                          remedy=remedy, source=cite(ctx.rule_source), severity="warning", field="nodes")
 
 
 @series_rule("gpu_vendor")
@@ -407,16 +424,17 @@ def _gpu_vendor(ctx: Context, args: dict) -> Iterator[Finding]:
         return
     want = "rocm" if args["vendor"] == "amd" else "cuda"
     if img.gpu_stack != want:
-        yield _f("IMAGE_GPU_STACK",
-                 f"image '{img.name}' carries the {img.gpu_stack.upper()} stack but {ctx.size.name} has {ctx.size.gpu_model} GPUs "
-                 f"that need {want.upper()}",
-                 f"use --image {ctx.profile.default_image}", ctx.rule_source, fld="image")
+        yield Finding(code="IMAGE_GPU_STACK",
+                      message=f"image '{img.name}' carries the {img.gpu_stack.upper()} stack but {ctx.size.name} has {ctx.size.gpu_model} GPUs "
+                      f"that need {want.upper()}",
+                      remedy=f"use --image {ctx.profile.default_image}", source=cite(ctx.rule_source), field="image")
 
 
 @series_rule("manual_driver")
 def _manual_driver(ctx: Context, args: dict) -> Iterator[Finding]:
-    yield _f("GPU_DRIVER_MANUAL", args["message"], "install the GPU driver on the nodes after they start (see the source)",
-             ctx.rule_source, "warning", "image")
+    yield Finding(code="GPU_DRIVER_MANUAL", message=args["message"],
+                  remedy="install the GPU driver on the nodes after they start (see the source)",
+                  source=cite(ctx.rule_source), severity="warning", field="image")
 
 
 def custom_image(ctx: Context) -> Iterator[Finding]:
@@ -426,29 +444,33 @@ def custom_image(ctx: Context) -> Iterator[Finding]:
         return
     ref = img.image_id
     severity = "note" if ctx.command == "create" else "warning"
-    yield _f("IMAGE_CHECKED_AT_PREFLIGHT",
-             f"{ref.label} '{ref.text}': its Hyper-V generation, architecture, OS type and state"
-             + (", security type and replication to the location" if ref.kind != "managed" else " and location")
-             + " are read from Azure before anything is created; azgpu assumes it carries the GPU driver and OFED, "
-             "as images built from the Azure HPC images do",
-             "run 'provision create --dry-run' to check it against the subscription", "D-sig", severity, "image")
+    yield Finding(code="IMAGE_CHECKED_AT_PREFLIGHT",
+                  message=f"{ref.label} '{ref.text}': its Hyper-V generation, architecture, OS type and state"
+                  + (", security type and replication to the location" if ref.kind != "managed" else " and location")
+                  + " are read from Azure before anything is created; azgpu assumes it carries the GPU driver and OFED, "
+                  "as images built from the Azure HPC images do",
+                  remedy="run 'provision create --dry-run' to check it against the subscription",
+                  source=cite(("D-sig",)), severity=severity, field="image")
     if ref.kind != "managed":
         return
     if ctx.size.arch == "Arm64":
-        yield _f("IMAGE_ARCHITECTURE",
-                 f"{ctx.size.name} has Arm64 CPUs, and managed images cannot be Arm64 (ARM64 images exist only in an "
-                 "Azure Compute Gallery)", "publish the image to a gallery as an Arm64 image definition and pass its ID",
-                 "D-managed-image", fld="image")
+        yield Finding(code="IMAGE_ARCHITECTURE",
+                      message=f"{ctx.size.name} has Arm64 CPUs, and managed images cannot be Arm64 (ARM64 images exist only in an "
+                      "Azure Compute Gallery)",
+                      remedy="publish the image to a gallery as an Arm64 image definition and pass its ID",
+                      source=cite(("D-managed-image",)), field="image")
     if req.security_type == "TrustedLaunch":
-        yield _f("IMAGE_SECURITY_TYPE", "Trusted Launch VMs cannot be created from a managed image (only from an "
-                 "Azure Compute Gallery image)", "use --security-type Standard, or a gallery image with SecurityType "
-                 "TrustedLaunchSupported", ("D-managed-image", "D-tl-portal"), fld="security_type")
+        yield Finding(code="IMAGE_SECURITY_TYPE",
+                      message="Trusted Launch VMs cannot be created from a managed image (only from an "
+                      "Azure Compute Gallery image)",
+                      remedy="use --security-type Standard, or a gallery image with SecurityType "
+                      "TrustedLaunchSupported", source=cite(("D-managed-image", "D-tl-portal")), field="security_type")
     if (req.nodes or 0) > MANAGED_IMAGE_CONCURRENCY:
-        yield _f("MANAGED_IMAGE_CONCURRENCY",
-                 f"{req.nodes} nodes from one managed image: a managed image supports {MANAGED_IMAGE_CONCURRENCY} "
-                 "simultaneous deployments, more may time out in provisioning",
-                 "use an Azure Compute Gallery image version (one replica per 50 VMs) for large clusters",
-                 "D-managed-image", "warning", "image")
+        yield Finding(code="MANAGED_IMAGE_CONCURRENCY",
+                      message=f"{req.nodes} nodes from one managed image: a managed image supports {MANAGED_IMAGE_CONCURRENCY} "
+                      "simultaneous deployments, more may time out in provisioning",
+                      remedy="use an Azure Compute Gallery image version (one replica per 50 VMs) for large clusters",
+                      source=cite(("D-managed-image",)), severity="warning", field="image")
 
 
 MANAGED_IMAGE_CONCURRENCY = 20
@@ -461,33 +483,37 @@ def spot_eviction(ctx: Context) -> Iterator[Finding]:
     if req.eviction_policy is not None:
         policy = EVICTION_POLICIES.get(req.eviction_policy.strip().lower())
         if policy is None:
-            yield _f("INVALID_EVICTION_POLICY", f"--eviction-policy must be Delete or Deallocate, not '{req.eviction_policy}'",
-                     "pass --eviction-policy Delete (azgpu's default) or Deallocate", "D-vmss-spot", fld="eviction_policy")
+            yield Finding(code="INVALID_EVICTION_POLICY",
+                          message=f"--eviction-policy must be Delete or Deallocate, not '{req.eviction_policy}'",
+                          remedy="pass --eviction-policy Delete (azgpu's default) or Deallocate",
+                          source=cite(("D-vmss-spot",)), field="eviction_policy")
         elif not req.spot:
-            yield _f("EVICTION_POLICY_WITHOUT_SPOT", "--eviction-policy applies only to spot capacity",
-                     "add --spot, or drop --eviction-policy", "D-vmss-spot", fld="eviction_policy")
+            yield Finding(code="EVICTION_POLICY_WITHOUT_SPOT", message="--eviction-policy applies only to spot capacity",
+                          remedy="add --spot, or drop --eviction-policy", source=cite(("D-vmss-spot",)),
+                          field="eviction_policy")
     if not req.spot:
         return
     if ctx.eviction_policy == "Deallocate":
-        yield _f("SPOT_DEALLOCATE",
-                 "evicted nodes stay deallocated: their disks are still billed, they count against the scale set's "
-                 "quota, and Azure does not guarantee they can be started again",
-                 "use --eviction-policy Delete and scale the set out again after an eviction", "D-vmss-spot",
-                 "warning", "eviction_policy")
+        yield Finding(code="SPOT_DEALLOCATE",
+                      message="evicted nodes stay deallocated: their disks are still billed, they count against the scale set's "
+                      "quota, and Azure does not guarantee they can be started again",
+                      remedy="use --eviction-policy Delete and scale the set out again after an eviction",
+                      source=cite(("D-vmss-spot",)),
+                      severity="warning", field="eviction_policy")
     nodes = req.nodes or 0
     if size.infiniband and nodes > 1:
-        yield _f("SPOT_INFINIBAND",
-                 f"spot capacity for {nodes} InfiniBand nodes: Azure can evict any node at any time (30 seconds' "
-                 "notice through Scheduled Events), and one evicted node breaks a multi-node job across the domain",
-                 "checkpoint often and restart jobs on eviction, or drop --spot for tightly coupled jobs",
-                 ("D-vmss-spot", "D-setupib"), "warning", "spot")
+        yield Finding(code="SPOT_INFINIBAND",
+                      message=f"spot capacity for {nodes} InfiniBand nodes: Azure can evict any node at any time (30 seconds' "
+                      "notice through Scheduled Events), and one evicted node breaks a multi-node job across the domain",
+                      remedy="checkpoint often and restart jobs on eviction, or drop --spot for tightly coupled jobs",
+                      source=cite(("D-vmss-spot", "D-setupib")), severity="warning", field="spot")
     groups = len(ctx.layout.scale_sets) if size.infiniband else -(-nodes // PLACEMENT_GROUP_VMS)
     if groups > 1:
-        yield _f("SPOT_MULTIPLE_PLACEMENT_GROUPS",
-                 f"a spot cluster of {nodes} nodes spans {groups} placement groups: spot VMs have no SLA and capacity "
-                 "is found per placement group, so parts of the cluster can be missing or evicted while others run",
-                 "size spot clusters to one placement group (--nodes 100 or fewer per cluster), or drop --spot",
-                 ("D-vmss-spot", "D-vmss-pg"), "warning", "spot")
+        yield Finding(code="SPOT_MULTIPLE_PLACEMENT_GROUPS",
+                      message=f"a spot cluster of {nodes} nodes spans {groups} placement groups: spot VMs have no SLA and capacity "
+                      "is found per placement group, so parts of the cluster can be missing or evicted while others run",
+                      remedy="size spot clusters to one placement group (--nodes 100 or fewer per cluster), or drop --spot",
+                      source=cite(("D-vmss-spot", "D-vmss-pg")), severity="warning", field="spot")
 
 
 UNIVERSAL: tuple[Callable[[Context], Iterator[Finding]], ...] = (

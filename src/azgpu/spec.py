@@ -87,18 +87,11 @@ def regions() -> tuple[str, ...]:
     return tuple(read_toml(data_dir("profiles") / "regions.toml")["regions"])
 
 
-def _err(code: str, message: str, remedy: str, fld: str, source: str = "", severity: str = "error") -> Finding:
-    return Finding(code, message, remedy, cite((source,)) if source else "", severity, fld)
-
-
-def _from_exc(exc: AzgpuError, fld: str) -> Finding:
-    return Finding(exc.code, exc.message, exc.remedy, "", "error", fld)
-
-
 def _check_location(loc: str | None, command: str) -> list[Finding]:
     if loc is None:
         if command == "create":
-            return [_err("MISSING_LOCATION", "no location given", "pass -l/--location, e.g. -l eastus", "location")]
+            return [Finding(code="MISSING_LOCATION", message="no location given",
+                            remedy="pass -l/--location, e.g. -l eastus", field="location")]
         return []
     if loc in regions():
         return []
@@ -106,9 +99,9 @@ def _check_location(loc: str | None, command: str) -> list[Finding]:
     import difflib  # only for suggestions on an error: not on every start
     near = [squashed] if squashed in regions() else difflib.get_close_matches(squashed, regions(), n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""
-    return [_err("INVALID_LOCATION", f"'{loc}' is not an Azure region name",
-                 f"{hint}use the lowercase name without spaces as 'az account list-locations -o table' shows it",
-                 "location", "D-regions")]
+    return [Finding(code="INVALID_LOCATION", message=f"'{loc}' is not an Azure region name",
+                    remedy=f"{hint}use the lowercase name without spaces as 'az account list-locations -o table' shows it",
+                    field="location", source=cite(("D-regions",)))]
 
 
 def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Finding]:
@@ -116,14 +109,18 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
         if any(f.field == "ssh_key" for f in input_findings):
             return []
         if command == "create":
-            return [_err("MISSING_SSH_KEY", "no SSH public key: azgpu creates Linux nodes with SSH keys only",
-                         "pass --ssh-key ~/.ssh/id_ed25519.pub (create one with ssh-keygen -t ed25519)", "ssh_key")]
+            return [Finding(code="MISSING_SSH_KEY",
+                            message="no SSH public key: azgpu creates Linux nodes with SSH keys only",
+                            remedy="pass --ssh-key ~/.ssh/id_ed25519.pub (create one with ssh-keygen -t ed25519)",
+                            field="ssh_key")]
         if command == "render":  # the parameter files are written without it
-            return [_err("SSH_KEY_NOT_SET", "no SSH public key given: main.parameters.json leaves sshPublicKey for "
-                         "you to fill", "pass --ssh-key PATH to fill it", "ssh_key", severity="warning")]
+            return [Finding(code="SSH_KEY_NOT_SET",
+                            message="no SSH public key given: main.parameters.json leaves sshPublicKey for "
+                            "you to fill", remedy="pass --ssh-key PATH to fill it", field="ssh_key", severity="warning")]
         # validate and plan write nothing: a note (under --verbose) of what create will need.
-        return [_err("SSH_KEY_NOT_SET", "no SSH public key given: 'provision create' will need one",
-                     "pass --ssh-key PATH, or --generate-ssh-keys to make ~/.ssh/id_rsa", "ssh_key", severity="note")]
+        return [Finding(code="SSH_KEY_NOT_SET", message="no SSH public key given: 'provision create' will need one",
+                        remedy="pass --ssh-key PATH, or --generate-ssh-keys to make ~/.ssh/id_rsa", field="ssh_key",
+                        severity="note")]
     match = SSH_KEY_RE.fullmatch(key.strip())
     valid = bool(match)
     if match:
@@ -132,8 +129,9 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
         except (binascii.Error, ValueError):
             valid = False
     if not valid:
-        return [_err("INVALID_SSH_KEY", "the SSH public key is not an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-... AAAA...)",
-                     "pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", "ssh_key")]
+        return [Finding(code="INVALID_SSH_KEY",
+                        message="the SSH public key is not an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-... AAAA...)",
+                        remedy="pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key")]
     return []
 
 
@@ -151,9 +149,9 @@ def _check_subnet_id(subnet_id: str) -> list[Finding]:
     if match and not problems:
         return []
     detail = f": {'; '.join(problems)}" if problems else ""
-    return [_err("INVALID_SUBNET_ID", f"--subnet-id {subnet_id!r} is not a subnet resource ID{detail}",
-                 "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/SUBNET",
-                 "subnet_id", naming.NAMING_SOURCE)]
+    return [Finding(code="INVALID_SUBNET_ID", message=f"--subnet-id {subnet_id!r} is not a subnet resource ID{detail}",
+                    remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/SUBNET",
+                    field="subnet_id", source=cite((naming.NAMING_SOURCE,)))]
 
 
 def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.IPv4Network | None, str | None]:
@@ -161,8 +159,10 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
     vnet = None
     ssh_source = None
     if req.vnet_address_prefix and req.subnet_id:
-        out.append(_err("CONFLICTING_NETWORK", "--vnet-address-prefix and --subnet-id exclude each other",
-                        "pass --subnet-id to use an existing subnet, or --vnet-address-prefix for a new network", "subnet_id"))
+        out.append(Finding(code="CONFLICTING_NETWORK",
+                           message="--vnet-address-prefix and --subnet-id exclude each other",
+                           remedy="pass --subnet-id to use an existing subnet, or --vnet-address-prefix for a new network",
+                           field="subnet_id"))
     if req.subnet_id:
         out += _check_subnet_id(req.subnet_id)
     else:
@@ -175,35 +175,48 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
                 fix = f", e.g. {ipaddress.IPv4Network(prefix, strict=False)}"
             except ValueError:
                 pass
-            out.append(_err("INVALID_CIDR", f"--vnet-address-prefix '{prefix}' is not an IPv4 network: {exc}",
-                            f"pass a network in CIDR form{fix or ', e.g. 10.0.0.0/16'}", "vnet_address_prefix"))
+            out.append(Finding(code="INVALID_CIDR",
+                               message=f"--vnet-address-prefix '{prefix}' is not an IPv4 network: {exc}",
+                               remedy=f"pass a network in CIDR form{fix or ', e.g. 10.0.0.0/16'}",
+                               field="vnet_address_prefix"))
         else:
             if vnet.prefixlen > 29:
-                out.append(_err("INVALID_CIDR", f"--vnet-address-prefix {vnet} is smaller than Azure's smallest subnet (/29)",
-                                "pass a larger network, e.g. 10.0.0.0/16", "vnet_address_prefix", "D-vnet-faq"))
+                out.append(Finding(code="INVALID_CIDR",
+                                   message=f"--vnet-address-prefix {vnet} is smaller than Azure's smallest subnet (/29)",
+                                   remedy="pass a larger network, e.g. 10.0.0.0/16", field="vnet_address_prefix",
+                                   source=cite(("D-vnet-faq",))))
             elif nodes > vnet.num_addresses - 5:
-                out.append(_err("SUBNET_TOO_SMALL",
-                                f"{vnet} holds {vnet.num_addresses - 5} node addresses (Azure reserves 5 per subnet), {nodes} needed",
-                                "pass a larger --vnet-address-prefix, e.g. 10.0.0.0/16", "vnet_address_prefix", "D-vnet-faq"))
+                out.append(Finding(code="SUBNET_TOO_SMALL",
+                                   message=f"{vnet} holds {vnet.num_addresses - 5} node addresses (Azure reserves 5 per subnet), {nodes} needed",
+                                   remedy="pass a larger --vnet-address-prefix, e.g. 10.0.0.0/16",
+                                   field="vnet_address_prefix", source=cite(("D-vnet-faq",))))
     if req.ssh_source:
         text = req.ssh_source.strip()
         if text.lower() in INTERNET:
             ssh_source = "Internet"
-            out.append(_err("SSH_OPEN_TO_INTERNET", "--ssh-source opens SSH (22/tcp) to the whole internet",
-                            "narrow it to your address, e.g. --ssh-source 203.0.113.7/32", "ssh_source", severity="warning"))
+            out.append(Finding(code="SSH_OPEN_TO_INTERNET",
+                               message="--ssh-source opens SSH (22/tcp) to the whole internet",
+                               remedy="narrow it to your address, e.g. --ssh-source 203.0.113.7/32", field="ssh_source",
+                               severity="warning"))
         else:
             try:
                 ssh_source = str(ipaddress.ip_network(text, strict=False))
             except ValueError:
-                out.append(_err("INVALID_SSH_SOURCE", f"--ssh-source '{text}' is not an IP address or CIDR",
-                                "pass your address or network, e.g. --ssh-source 203.0.113.7/32", "ssh_source"))
+                out.append(Finding(code="INVALID_SSH_SOURCE",
+                                   message=f"--ssh-source '{text}' is not an IP address or CIDR",
+                                   remedy="pass your address or network, e.g. --ssh-source 203.0.113.7/32",
+                                   field="ssh_source"))
     if req.subnet_id and not req.outbound:
-        out.append(_err("OUTBOUND_NOT_MANAGED", "--no-outbound changes nothing with --subnet-id: azgpu creates no NAT "
-                        "gateway in a network it does not own", "drop --no-outbound; the subnet's own outbound path applies",
-                        "outbound", "D-default-outbound", severity="note"))
+        out.append(Finding(code="OUTBOUND_NOT_MANAGED",
+                           message="--no-outbound changes nothing with --subnet-id: azgpu creates no NAT "
+                           "gateway in a network it does not own",
+                           remedy="drop --no-outbound; the subnet's own outbound path applies",
+                           field="outbound", source=cite(("D-default-outbound",)), severity="note"))
     if req.public_ip and not req.ssh_source:
-        out.append(_err("PUBLIC_IP_WITHOUT_SSH_RULE", "--public-ip without --ssh-source: the NSG admits no inbound SSH",
-                        "add --ssh-source YOUR.IP/32 to reach the nodes", "public_ip", severity="warning"))
+        out.append(Finding(code="PUBLIC_IP_WITHOUT_SSH_RULE",
+                           message="--public-ip without --ssh-source: the NSG admits no inbound SSH",
+                           remedy="add --ssh-source YOUR.IP/32 to reach the nodes", field="public_ip",
+                           severity="warning"))
     return out, vnet, ssh_source
 
 
@@ -227,30 +240,40 @@ def _check_tags(tags: dict[str, str]) -> list[Finding]:
     for key, value in tags.items():
         shown = ascii(key) if UNPRINTABLE.search(key) else f"'{key[:80]}{'...' if len(key) > 80 else ''}'"
         if key.lower() in RESERVED_TAGS:
-            out.append(_err("RESERVED_TAG", f"tag {shown} is set by azgpu to find its resources", "choose another tag name",
-                            "tags"))
+            out.append(Finding(code="RESERVED_TAG", message=f"tag {shown} is set by azgpu to find its resources",
+                               remedy="choose another tag name",
+                               field="tags"))
         elif not key.strip():
-            out.append(_err("INVALID_TAG", "a tag has an empty name", "write tags as --tag team=ml", "tags", "D-tags"))
+            out.append(Finding(code="INVALID_TAG", message="a tag has an empty name",
+                               remedy="write tags as --tag team=ml", field="tags", source=cite(("D-tags",))))
         elif len(key) > MAX_TAG_NAME:
-            out.append(_err("INVALID_TAG", f"tag name {shown} has {len(key)} characters; Azure allows {MAX_TAG_NAME}",
-                            "shorten the tag name", "tags", "D-tags"))
+            out.append(Finding(code="INVALID_TAG",
+                               message=f"tag name {shown} has {len(key)} characters; Azure allows {MAX_TAG_NAME}",
+                               remedy="shorten the tag name", field="tags", source=cite(("D-tags",))))
         elif set(key) & TAG_NAME_FORBIDDEN:
-            out.append(_err("INVALID_TAG", f"tag name {shown} contains {''.join(sorted(set(key) & TAG_NAME_FORBIDDEN))}: "
-                            "Azure forbids < > % & \\ ? / in tag names", "rename the tag", "tags", "D-tags"))
+            out.append(Finding(code="INVALID_TAG",
+                               message=f"tag name {shown} contains {''.join(sorted(set(key) & TAG_NAME_FORBIDDEN))}: "
+                               "Azure forbids < > % & \\ ? / in tag names", remedy="rename the tag", field="tags",
+                               source=cite(("D-tags",))))
         elif UNPRINTABLE.search(key) or UNPRINTABLE.search(value):
-            out.append(_err("INVALID_TAG", f"tag {shown} has control characters or bytes that are not UTF-8 text in its "
-                            "name or value", "use printable text in tag names and values", "tags"))
+            out.append(Finding(code="INVALID_TAG",
+                               message=f"tag {shown} has control characters or bytes that are not UTF-8 text in its "
+                               "name or value", remedy="use printable text in tag names and values", field="tags"))
         elif len(value) > MAX_TAG_VALUE:
-            out.append(_err("INVALID_TAG", f"the value of tag {shown} has {len(value)} characters; Azure allows "
-                            f"{MAX_TAG_VALUE}", "shorten the value", "tags", "D-tags"))
+            out.append(Finding(code="INVALID_TAG",
+                               message=f"the value of tag {shown} has {len(value)} characters; Azure allows "
+                               f"{MAX_TAG_VALUE}", remedy="shorten the value", field="tags", source=cite(("D-tags",))))
         elif key.lower() in seen:
-            out.append(_err("DUPLICATE_TAG", f"tags {seen[key.lower()]!r} and {key!r} are one tag: Azure compares tag "
-                            "names without case", "keep one of them", "tags", "D-tags"))
+            out.append(Finding(code="DUPLICATE_TAG",
+                               message=f"tags {seen[key.lower()]!r} and {key!r} are one tag: Azure compares tag "
+                               "names without case", remedy="keep one of them", field="tags", source=cite(("D-tags",))))
         seen.setdefault(key.lower(), key)
     if len(tags) + OWN_TAGS > MAX_TAGS:
-        out.append(_err("TOO_MANY_TAGS", f"{len(tags)} tags: Azure allows {MAX_TAGS} per resource and azgpu adds "
-                        f"{OWN_TAGS} of its own, so at most {MAX_TAGS - OWN_TAGS} can be given", "pass fewer tags",
-                        "tags", "D-tags"))
+        out.append(Finding(code="TOO_MANY_TAGS",
+                           message=f"{len(tags)} tags: Azure allows {MAX_TAGS} per resource and azgpu adds "
+                           f"{OWN_TAGS} of its own, so at most {MAX_TAGS - OWN_TAGS} can be given",
+                           remedy="pass fewer tags",
+                           field="tags", source=cite(("D-tags",))))
     return out
 
 
@@ -263,12 +286,14 @@ def check_fallbacks(zones, locations) -> list[Finding]:
     out = []
     for zone in zones or ():
         if zone not in ZONES:
-            out.append(_err("INVALID_ZONES", f"--zones must list zones 1, 2 or 3, not {zone!r}", "e.g. --zones 1 2 3",
-                            "zone", "D-zones"))
+            out.append(Finding(code="INVALID_ZONES", message=f"--zones must list zones 1, 2 or 3, not {zone!r}",
+                               remedy="e.g. --zones 1 2 3",
+                               field="zone", source=cite(("D-zones",))))
     for loc in locations or ():
         for f in _check_location(loc, "create"):
-            out.append(Finding("INVALID_FALLBACK_LOCATIONS", f"--fallback-locations: {f.message}", f.remedy, f.source,
-                               f.severity, "fallback_locations"))
+            out.append(Finding(code="INVALID_FALLBACK_LOCATIONS", message=f"--fallback-locations: {f.message}",
+                               remedy=f.remedy, source=f.source,
+                               severity=f.severity, field="fallback_locations"))
     return out
 
 
@@ -277,10 +302,12 @@ def _check_identities(req: Request) -> tuple[list[Finding], dict | None]:
     out = []
     for rid in req.identities:
         if not IDENTITY_ID_RE.match(rid):
-            out.append(_err("INVALID_IDENTITY", f"--identity '{rid}' is not a user-assigned identity resource ID",
-                            "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.ManagedIdentity/"
-                            "userAssignedIdentities/NAME ('az identity show -g RG -n NAME --query id')", "identities",
-                            "S-compute-2026-04-01"))
+            out.append(Finding(code="INVALID_IDENTITY",
+                               message=f"--identity '{rid}' is not a user-assigned identity resource ID",
+                               remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.ManagedIdentity/"
+                               "userAssignedIdentities/NAME ('az identity show -g RG -n NAME --query id')",
+                               field="identities",
+                               source=cite(("S-compute-2026-04-01",))))
     if out or not (req.assign_identity or req.identities):
         return out, None
     kinds = [k for k, on in (("SystemAssigned", req.assign_identity), ("UserAssigned", bool(req.identities))) if on]
@@ -298,12 +325,13 @@ def _check_ppg(req: Request) -> tuple[list[Finding], str | None, str | None]:
     text = req.ppg.strip()
     if text.startswith("/"):
         if not PPG_ID_RE.match(text):
-            return [_err("INVALID_PPG", f"--ppg '{text}' is not a proximity placement group resource ID",
-                         "pass a name to create one, or /subscriptions/SUB/resourceGroups/RG/providers/"
-                         "Microsoft.Compute/proximityPlacementGroups/NAME", "ppg", "D-ppg")], None, None
+            return [Finding(code="INVALID_PPG", message=f"--ppg '{text}' is not a proximity placement group resource ID",
+                            remedy="pass a name to create one, or /subscriptions/SUB/resourceGroups/RG/providers/"
+                            "Microsoft.Compute/proximityPlacementGroups/NAME", field="ppg", source=cite(("D-ppg",)))], None, None
         return [], text, None
     if problem := naming.check("ppg", text):
-        return [_err("INVALID_PPG", problem, "e.g. --ppg train01-ppg", "ppg", naming.NAMING_SOURCE)], None, None
+        return [Finding(code="INVALID_PPG", message=problem, remedy="e.g. --ppg train01-ppg", field="ppg",
+                        source=cite((naming.NAMING_SOURCE,)))], None, None
     return [], None, text
 
 
@@ -330,46 +358,57 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
         elif req.size:
             profile, size = find_size(req.size)
     except AzgpuError as exc:
-        findings.append(_from_exc(exc, "size" if exc.code == "UNKNOWN_SIZE" else "profile"))
+        findings.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy,
+                                field="size" if exc.code == "UNKNOWN_SIZE" else "profile"))
     if profile and req.profile != profile.id:
         req = req.with_changes(profile=profile.id)
 
     nodes = req.nodes
     if nodes is not None and nodes <= 0:
-        findings.append(_err("INVALID_NODES", f"--nodes must be 1 or more, not {nodes}", "pass --nodes 1 or more", "nodes"))
+        findings.append(Finding(code="INVALID_NODES", message=f"--nodes must be 1 or more, not {nodes}",
+                                remedy="pass --nodes 1 or more", field="nodes"))
     elif nodes is not None and nodes > MAX_NODES:
-        findings.append(_err("INVALID_NODES", f"--nodes {nodes} is beyond {MAX_NODES}, more than any GPU cluster Azure sells",
-                             "check the number; split very large clusters into several azgpu clusters", "nodes"))
+        findings.append(Finding(code="INVALID_NODES",
+                                message=f"--nodes {nodes} is beyond {MAX_NODES}, more than any GPU cluster Azure sells",
+                                remedy="check the number; split very large clusters into several azgpu clusters",
+                                field="nodes"))
 
     if not req.name:
-        findings.append(_err("MISSING_NAME", "no cluster name given", "pass -n/--name, e.g. -n train01", "name"))
+        findings.append(Finding(code="MISSING_NAME", message="no cluster name given",
+                                remedy="pass -n/--name, e.g. -n train01", field="name"))
     elif not naming.CLUSTER_NAME_RE.fullmatch(req.name):
-        findings.append(_err("INVALID_NAME",
-                             f"cluster name '{req.name}' must be 2-50 lowercase letters, digits or hyphens, start with a letter "
-                             "and end with a letter or digit", "e.g. -n train01", "name", naming.NAMING_SOURCE))
+        findings.append(Finding(code="INVALID_NAME",
+                                message=f"cluster name '{req.name}' must be 2-50 lowercase letters, digits or hyphens, start with a letter "
+                                "and end with a letter or digit", remedy="e.g. -n train01", field="name",
+                                source=cite((naming.NAMING_SOURCE,))))
     findings += _check_location(req.location, command)
     if req.resource_group is None and command == "create":
-        findings.append(_err("MISSING_RESOURCE_GROUP", "no resource group given", "pass -g/--resource-group, e.g. -g ml-rg",
-                             "resource_group"))
+        findings.append(Finding(code="MISSING_RESOURCE_GROUP", message="no resource group given",
+                                remedy="pass -g/--resource-group, e.g. -g ml-rg",
+                                field="resource_group"))
     elif req.resource_group is not None and (problem := naming.check("resource_group", req.resource_group)):
-        findings.append(_err("INVALID_RESOURCE_GROUP", problem, "e.g. -g ml-rg", "resource_group", naming.NAMING_SOURCE))
+        findings.append(Finding(code="INVALID_RESOURCE_GROUP", message=problem, remedy="e.g. -g ml-rg",
+                                field="resource_group", source=cite((naming.NAMING_SOURCE,))))
 
     if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", req.admin_username) or req.admin_username in RESERVED_USERNAMES:
-        findings.append(_err("INVALID_ADMIN_USERNAME",
-                             f"admin username '{req.admin_username}' is reserved or not a Linux user name (1-32 lowercase "
-                             "letters, digits, '_', '-')", "e.g. --admin-username azureuser", "admin_username", "D-linux-faq"))
+        findings.append(Finding(code="INVALID_ADMIN_USERNAME",
+                                message=f"admin username '{req.admin_username}' is reserved or not a Linux user name (1-32 lowercase "
+                                "letters, digits, '_', '-')", remedy="e.g. --admin-username azureuser",
+                                field="admin_username", source=cite(("D-linux-faq",))))
     findings += _check_ssh_key(req.ssh_key, command, req.input_findings)
 
     security = (req.security_type or "Standard")
     canonical = {"standard": "Standard", "trustedlaunch": "TrustedLaunch"}.get(security.lower())
     if canonical is None:
-        findings.append(_err("INVALID_SECURITY_TYPE", f"--security-type must be Standard or TrustedLaunch, not '{security}'",
-                             "pass --security-type Standard", "security_type", "D-tl"))
+        findings.append(Finding(code="INVALID_SECURITY_TYPE",
+                                message=f"--security-type must be Standard or TrustedLaunch, not '{security}'",
+                                remedy="pass --security-type Standard", field="security_type", source=cite(("D-tl",))))
         canonical = "Standard"
     req = req.with_changes(security_type=canonical)
     if req.zone is not None and req.zone not in ZONES:
-        findings.append(_err("INVALID_ZONE", f"--zone must be 1, 2 or 3, not '{req.zone}'", "pass --zone 1, or omit it",
-                             "zone", "D-zones"))
+        findings.append(Finding(code="INVALID_ZONE", message=f"--zone must be 1, 2 or 3, not '{req.zone}'",
+                                remedy="pass --zone 1, or omit it",
+                                field="zone", source=cite(("D-zones",))))
 
     net, vnet, ssh_source = _check_network(req, nodes if nodes and 0 < nodes <= MAX_NODES else 0)
     findings += net
@@ -386,7 +425,7 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
     try:
         image = resolve(req.image or (profile.default_image if profile else "")) if (req.image or profile) else None
     except AzgpuError as exc:
-        findings.append(_from_exc(exc, "image"))
+        findings.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="image"))
 
     ctx = None
     if profile and size:
@@ -398,15 +437,17 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
         if req.name and naming.CLUSTER_NAME_RE.fullmatch(req.name):
             for kind, derived in naming.Names(req.name).derived(len(scale_sets), windows=windows):
                 if problem := naming.check(kind, derived):
-                    findings.append(_err("INVALID_DERIVED_NAME", problem, "choose a shorter -n/--name", "name",
-                                         naming.NAMING_SOURCE))
+                    findings.append(Finding(code="INVALID_DERIVED_NAME", message=problem,
+                                            remedy="choose a shorter -n/--name", field="name",
+                                            source=cite((naming.NAMING_SOURCE,))))
         kinds = resource_kinds(existing_subnet=bool(req.subnet_id), nat_gateway=bool(not req.subnet_id and req.outbound),
                                new_ppg=bool(ppg_name), scale_sets=len(scale_sets))
         if len(kinds) > ARM_MAX_RESOURCES:
-            findings.append(_err("TEMPLATE_TOO_LARGE",
-                                 f"{len(scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
-                                 "use fewer --nodes or a larger --max-ib-domain, or split into several clusters", "nodes",
-                                 "D-arm-limits"))
+            findings.append(Finding(code="TEMPLATE_TOO_LARGE",
+                                    message=f"{len(scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
+                                    remedy="use fewer --nodes or a larger --max-ib-domain, or split into several clusters",
+                                    field="nodes",
+                                    source=cite(("D-arm-limits",))))
 
     custom_data = None
     if ctx is not None and req.custom_data is not None:

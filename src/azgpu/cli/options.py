@@ -344,11 +344,14 @@ def cluster_args(name, resource_group, *, timeout: float | None = None, latency:
                          remedy="name the cluster: -n NAME -g RESOURCE_GROUP")
     findings = []
     if not naming.CLUSTER_NAME_RE.fullmatch(name):
-        findings.append(Finding("INVALID_NAME", f"cluster name {name!r} is not a name azgpu gives clusters (2-50 "
-                                "lowercase letters, digits or hyphens)", "check -n/--name ('provision create' names it)",
+        findings.append(Finding(code="INVALID_NAME",
+                                message=f"cluster name {name!r} is not a name azgpu gives clusters (2-50 "
+                                "lowercase letters, digits or hyphens)",
+                                remedy="check -n/--name ('provision create' names it)",
                                 field="name"))
     if problem := naming.check("resource_group", resource_group):
-        findings.append(Finding("INVALID_RESOURCE_GROUP", problem, "check -g/--resource-group", field="resource_group"))
+        findings.append(Finding(code="INVALID_RESOURCE_GROUP", message=problem, remedy="check -g/--resource-group",
+                                field="resource_group"))
     findings += number_findings(timeout=timeout, latency=latency)
     if any(f.is_error for f in findings):
         raise ValidationFailed(findings)
@@ -360,9 +363,12 @@ def number_findings(*, timeout: float | None = None, latency: float | None = Non
 
     out = []
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        out.append(Finding("INVALID_TIMEOUT", f"--timeout must be a number of seconds above 0, not {timeout:g}",
-                           "pass e.g. --timeout 3600, or leave it out to wait as long as Azure works", field="timeout"))
+        out.append(Finding(code="INVALID_TIMEOUT",
+                           message=f"--timeout must be a number of seconds above 0, not {timeout:g}",
+                           remedy="pass e.g. --timeout 3600, or leave it out to wait as long as Azure works",
+                           field="timeout"))
     if latency is not None and not (math.isfinite(latency) and latency >= 0):
-        out.append(Finding("INVALID_SIMULATE_LATENCY", f"--simulate-latency must be 0 or more seconds, not {latency:g}",
-                           "pass e.g. --simulate-latency 0 (instant) or 3", field="simulate_latency"))
+        out.append(Finding(code="INVALID_SIMULATE_LATENCY",
+                           message=f"--simulate-latency must be 0 or more seconds, not {latency:g}",
+                           remedy="pass e.g. --simulate-latency 0 (instant) or 3", field="simulate_latency"))
     return out

@@ -43,14 +43,15 @@ def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool
         return []
     out = []
     if not replace_unhealthy:
-        out.append(Finding("REPORT_NEEDS_REPLACE", "--report-to-azure reports the nodes --replace-unhealthy is about "
-                           "to delete", "add --replace-unhealthy, or report a cluster's failing nodes without "
+        out.append(Finding(code="REPORT_NEEDS_REPLACE",
+                           message="--report-to-azure reports the nodes --replace-unhealthy is about "
+                           "to delete", remedy="add --replace-unhealthy, or report a cluster's failing nodes without "
                            "replacing them with 'provision report -n NAME -g RG'", field="report_to_azure"))
     for check in (lambda: validate_options(insight_timeout=insight_timeout), lambda: _need_confirmation(yes)):
         try:
             check()
         except AzgpuError as exc:
-            out.append(Finding(exc.code, exc.message, exc.remedy, field="report_to_azure"))
+            out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="report_to_azure"))
     return out
 
 

@@ -168,9 +168,9 @@ def preflight(session) -> dict[str, Any]:
         err = to_azure_error(exc, f"reading the {NAMESPACE} resource provider")
         state = f"unknown ({err.code})"
     if state.lower() != "registered":
-        findings.append(Finding("GHR_NOT_ONBOARDED",
-                                f"subscription {session.subscription_id} is not onboarded to Guest Health Reporting "
-                                f"(preview): the {NAMESPACE} resource provider is {state}", ONBOARDING_REMEDY,
+        findings.append(Finding(code="GHR_NOT_ONBOARDED",
+                                message=f"subscription {session.subscription_id} is not onboarded to Guest Health Reporting "
+                                f"(preview): the {NAMESPACE} resource provider is {state}", remedy=ONBOARDING_REMEDY,
                                 source="D-ghr-overview"))
     path = f"/subscriptions/{session.subscription_id}/providers/Microsoft.Authorization/permissions"
     try:
@@ -182,10 +182,10 @@ def preflight(session) -> dict[str, Any]:
         permission_note = None
         missing = [a for a in (WRITE_ACTION, READ_ACTION) if not allowed(permissions, a)]
         if missing:
-            findings.append(Finding("GHR_NOT_PERMITTED",
-                                    f"the caller may not {' or '.join(a.rsplit('/', 1)[-1] for a in missing)} workload "
+            findings.append(Finding(code="GHR_NOT_PERMITTED",
+                                    message=f"the caller may not {' or '.join(a.rsplit('/', 1)[-1] for a in missing)} workload "
                                     f"impacts in subscription {session.subscription_id} (no permission allows "
-                                    f"{', '.join(missing)})", ROLE_REMEDY, source="D-ghr-overview"))
+                                    f"{', '.join(missing)})", remedy=ROLE_REMEDY, source="D-ghr-overview"))
     offered = None
     if state.lower() == "registered":
         path = f"/subscriptions/{session.subscription_id}/providers/{NAMESPACE}/impactCategories"

@@ -79,7 +79,7 @@ class Preflight:
 
 
 def _err(code, message, remedy, source, severity="error"):
-    return Finding(code, message, remedy, source, severity)
+    return Finding(code=code, message=message, remedy=remedy, source=source, severity=severity)
 
 
 def _bool(value: str | None) -> bool | None:

@@ -32,7 +32,7 @@ ONLY_SECURE_VMS = {"trustedlaunch": "Trusted Launch", "confidentialvm": "Confide
 
 
 def _err(code: str, message: str, remedy: str, source: str, severity: str = "error") -> Finding:
-    return Finding(code, message, remedy, source, severity)
+    return Finding(code=code, message=message, remedy=remedy, source=source, severity=severity)
 
 
 def _rest(model: Any) -> dict:

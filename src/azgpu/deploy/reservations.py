@@ -39,7 +39,7 @@ def _prop(obj: Any, name: str) -> Any:
 
 
 def _err(code, message, remedy, source=SOURCE, severity="error") -> Finding:
-    return Finding(code, message, remedy, source, severity)
+    return Finding(code=code, message=message, remedy=remedy, source=source, severity=severity)
 
 
 @dataclass
