@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .bounded_read import read_bounded
+from .cloud_init import read_custom_data
 from .errors import Finding, InputError
 
 DEFAULT_VNET_PREFIX = "10.0.0.0/16"
@@ -353,8 +354,6 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
         elif name == "ssh_key":
             value = read_ssh_key(value, findings)
         elif name == "custom_data":
-            from .cloud_init import read_custom_data  # only when asked
-
             value = read_custom_data(value, findings)
         if value is not None:
             clean[name] = value

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from . import cloud_init, naming, rules
+from .capacity import group_option_findings
 from .drivers import cloud_init_ofed, decide_drivers
 from .eviction import decide_eviction
 from .errors import AzgpuError, Finding, ValidationFailed
@@ -417,8 +418,6 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
     findings += identity_findings
     ppg_findings, ppg_id, ppg_name = _check_ppg(req)
     findings += ppg_findings
-    from .capacity import group_option_findings
-
     findings += group_option_findings(req, bool(size is not None and size.infiniband))
 
     image: Image | None = None
