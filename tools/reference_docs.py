@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "azgpu"
 DOCS = REPO / "docs"
 CODE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-# Calls that make a finding: Finding (keywords only) and the deploy preflights' helpers (code first).
-FINDING_MAKERS = {"_err", "Finding"}
+# The call that makes a finding (keywords only: code=, message=, remedy=, severity=).
+FINDING_MAKERS = {"Finding"}
 # Exceptions by their exit status (azgpu.errors; exceptions of other modules derive from these).
 EXIT = {"InputError": 2, "ProfileError": 2, "ValidationFailed": 2, "AzgpuError": 2, "NotFoundError": 3,
         "AzureError": 1}
@@ -118,15 +118,9 @@ def error_codes() -> dict[str, list[dict]]:
             codes = _codes(_kw(node, "code"))
             if not codes and class_codes.get(name) and name not in EXIT:
                 codes = class_codes[name]
-            if not codes and name in FINDING_MAKERS and node.args:
-                codes = _codes(node.args[0])
-                message = node.args[1] if len(node.args) > 1 else _kw(node, "message")
-                remedy = node.args[2] if len(node.args) > 2 else remedy
             if codes and name in FINDING_MAKERS:
-                # The severity is a keyword or a later positional argument (each helper orders them its way).
-                given = [_kw(node, "severity"), *node.args[3:]]
-                severity = next((a.value for a in given if isinstance(a, ast.Constant)
-                                 and a.value in ("error", "warning", "note")), "error")
+                given = _kw(node, "severity")
+                severity = given.value if isinstance(given, ast.Constant) and given.value in ("warning", "note") else "error"
                 kind = "warning" if severity == "warning" else "note" if severity == "note" else "error, exit 2"
             if codes:
                 add(codes, kind, message, remedy, module, constants)

@@ -78,10 +78,6 @@ class Preflight:
         }
 
 
-def _err(code, message, remedy, source, severity="error"):
-    return Finding(code=code, message=message, remedy=remedy, source=source, severity=severity)
-
-
 def _bool(value: str | None) -> bool | None:
     return None if value is None else value.strip().lower() == "true"
 
@@ -91,9 +87,9 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> bool:
     size, req = spec.size, spec.request
     sku = next((s for s in skus if (s.name or "").lower() == size.name.lower() and s.resource_type == "virtualMachines"), None)
     if sku is None:
-        pf.findings.append(_err("SKU_NOT_OFFERED", f"{size.name} is not offered in {req.location}",
-                                "choose another -l/--location ('az vm list-skus --size " + size.name + " --all')",
-                                SOURCE_SKUS))
+        pf.findings.append(Finding(code="SKU_NOT_OFFERED", message=f"{size.name} is not offered in {req.location}",
+                                   remedy="choose another -l/--location ('az vm list-skus --size " + size.name + " --all')",
+                                   source=SOURCE_SKUS))
         return False
     for info in sku.location_info or []:
         pf.zones = sorted(info.zones or [])
@@ -104,11 +100,14 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> bool:
         if kind == "Zone":
             blocked = set(getattr(getattr(r, "restriction_info", None), "zones", None) or [])
             if req.zone and req.zone in blocked:
-                pf.findings.append(_err("SKU_RESTRICTED", f"{size.name} is restricted in zone {req.zone} of {req.location} ({reason})",
-                                        "choose another --zone, or no zone", SOURCE_SKUS))
+                pf.findings.append(Finding(code="SKU_RESTRICTED",
+                                           message=f"{size.name} is restricted in zone {req.zone} of {req.location} ({reason})",
+                                           remedy="choose another --zone, or no zone", source=SOURCE_SKUS))
         else:
-            pf.findings.append(_err("SKU_RESTRICTED", f"{size.name} is restricted in {req.location} for this subscription ({reason})",
-                                    "choose another -l/--location, or ask Azure support for access to the size", SOURCE_SKUS))
+            pf.findings.append(Finding(code="SKU_RESTRICTED",
+                                       message=f"{size.name} is restricted in {req.location} for this subscription ({reason})",
+                                       remedy="choose another -l/--location, or ask Azure support for access to the size",
+                                       source=SOURCE_SKUS))
     check_zones(pf, spec, [req.zone] if req.zone else [], flag="--zone")
     caps = {c.name: c.value for c in (sku.capabilities or [])}
     pf.capabilities = caps
@@ -118,9 +117,11 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> bool:
         if documented and norm_family(sku.family) != norm_family(str(documented)):
             # Quota is counted under the family Azure reports (facts sheet, section 4: the MI300X SKU
             # said "Standard NDisr MI300X v5 Family" where the known list says standardNDISv5MI300XFamily).
-            pf.findings.append(_err("SKU_DRIFT", f"{size.name}: the documentation says quota family {documented}, this "
-                                                 f"subscription reports '{sku.family}'; azgpu trusts the live value", "",
-                                    SOURCE_SKUS, "warning"))
+            pf.findings.append(Finding(code="SKU_DRIFT",
+                                       message=f"{size.name}: the documentation says quota family {documented}, this "
+                                                    f"subscription reports '{sku.family}'; azgpu trusts the live value",
+                                       remedy="",
+                                       source=SOURCE_SKUS, severity="warning"))
     _check_capabilities(pf, spec, caps)
     return True
 
@@ -133,21 +134,25 @@ def check_zones(pf: Preflight, spec: Spec, zones: list[str], *, flag: str) -> No
         if zone in pf.zones:
             continue
         if pf.zones:
-            pf.findings.append(_err("ZONE_NOT_OFFERED", f"{size} has no zone {zone} in {loc} (zones: {', '.join(pf.zones)})",
-                                    f"pass --zone {pf.zones[0]}, or no zone" if flag == "--zone" else
-                                    f"pass --zones {' '.join(pf.zones)}, or no --zones", SOURCE_SKUS))
+            pf.findings.append(Finding(code="ZONE_NOT_OFFERED",
+                                       message=f"{size} has no zone {zone} in {loc} (zones: {', '.join(pf.zones)})",
+                                       remedy=f"pass --zone {pf.zones[0]}, or no zone" if flag == "--zone" else
+                                       f"pass --zones {' '.join(pf.zones)}, or no --zones", source=SOURCE_SKUS))
         else:
-            pf.findings.append(_err("ZONE_NOT_OFFERED", f"{size} has no availability zones in {loc}, so not zone {zone}",
-                                    f"drop {flag} (the size is regional here), or choose a location where it has zones "
-                                    f"('az vm list-skus -l LOCATION --size {size} --zone')", SOURCE_SKUS))
+            pf.findings.append(Finding(code="ZONE_NOT_OFFERED",
+                                       message=f"{size} has no availability zones in {loc}, so not zone {zone}",
+                                       remedy=f"drop {flag} (the size is regional here), or choose a location where it has zones "
+                                       f"('az vm list-skus -l LOCATION --size {size} --zone')", source=SOURCE_SKUS))
 
 
 def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None:
     size, req, img = spec.size, spec.request, spec.image
 
     def drift(name: str, documented: Any, live: Any) -> None:
-        pf.findings.append(_err("SKU_DRIFT", f"{size.name}: the documentation says {name}={documented}, this subscription "
-                                             f"reports {live}; azgpu trusts the live value", "", SOURCE_SKUS, "warning"))
+        pf.findings.append(Finding(code="SKU_DRIFT",
+                                   message=f"{size.name}: the documentation says {name}={documented}, this subscription "
+                                                f"reports {live}; azgpu trusts the live value", remedy="",
+                                   source=SOURCE_SKUS, severity="warning"))
 
     gens = caps.get("HyperVGenerations")
     if gens is not None:
@@ -155,15 +160,18 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
         if set(live) != set(size.generations):
             drift("HyperVGenerations", ",".join(size.generations), gens)
         if img.known and img.generations and not set(img.generations) & set(live):
-            pf.findings.append(_err("IMAGE_GENERATION", f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)}; "
-                                                        f"{size.name} boots {gens} here", "use a Generation 2 image", SOURCE_SKUS))
+            pf.findings.append(Finding(code="IMAGE_GENERATION",
+                                       message=f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)}; "
+                                                           f"{size.name} boots {gens} here",
+                                       remedy="use a Generation 2 image", source=SOURCE_SKUS))
     arch = caps.get("CpuArchitectureType")
     if arch is not None:
         if arch.lower() != size.arch.lower():
             drift("CpuArchitectureType", size.arch, arch)
         if img.known and img.architecture and img.architecture.lower() != arch.lower():
-            pf.findings.append(_err("IMAGE_ARCHITECTURE", f"image '{img.name}' is {img.architecture}; {size.name} is {arch} here",
-                                    f"use an {arch} image", SOURCE_SKUS))
+            pf.findings.append(Finding(code="IMAGE_ARCHITECTURE",
+                                       message=f"image '{img.name}' is {img.architecture}; {size.name} is {arch} here",
+                                       remedy=f"use an {arch} image", source=SOURCE_SKUS))
     rdma = _bool(caps.get("RdmaEnabled"))
     if rdma is not None and rdma != size.infiniband:
         drift("RdmaEnabled", size.infiniband, caps["RdmaEnabled"])
@@ -177,22 +185,26 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
     # A missing capability is never drift (the loop above skips it): GB300's SKU metadata has no GPUs entry
     # at all (R-agentbaker-gb300), which the profile records as sku_reports_gpus = false.
     if caps.get("MaxDataDiskCount") is not None and req.data_disks > int(caps["MaxDataDiskCount"]):
-        pf.findings.append(_err("DATA_DISKS_OVER_LIMIT", f"{size.name} takes {caps['MaxDataDiskCount']} data disks here, "
-                                                         f"{req.data_disks} requested",
-                                f"pass --data-disks {caps['MaxDataDiskCount']} or fewer", SOURCE_SKUS))
+        pf.findings.append(Finding(code="DATA_DISKS_OVER_LIMIT",
+                                   message=f"{size.name} takes {caps['MaxDataDiskCount']} data disks here, "
+                                                            f"{req.data_disks} requested",
+                                   remedy=f"pass --data-disks {caps['MaxDataDiskCount']} or fewer", source=SOURCE_SKUS))
     eph = _bool(caps.get("EphemeralOSDiskSupported"))
     if eph is not None and eph != bool(size.cap("ephemeral_os_disk")):
         drift("EphemeralOSDiskSupported", size.cap("ephemeral_os_disk"), caps["EphemeralOSDiskSupported"])
     if req.ephemeral_os_disk and eph is False:
-        pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED", f"{size.name} reports no ephemeral OS disk support here",
-                                "drop --ephemeral-os-disk", SOURCE_SKUS))
+        pf.findings.append(Finding(code="EPHEMERAL_OS_DISK_UNSUPPORTED",
+                                   message=f"{size.name} reports no ephemeral OS disk support here",
+                                   remedy="drop --ephemeral-os-disk", source=SOURCE_SKUS))
     _check_ephemeral_placement(pf, spec, caps, drift, eph)
     spot = _bool(caps.get("LowPriorityCapable"))
     if req.spot and spot is False:
-        pf.findings.append(_err("SPOT_NOT_CAPABLE", f"{size.name} is not spot-capable here", "drop --spot", SOURCE_SKUS))
+        pf.findings.append(Finding(code="SPOT_NOT_CAPABLE", message=f"{size.name} is not spot-capable here",
+                                   remedy="drop --spot", source=SOURCE_SKUS))
     if spec.security_type == "TrustedLaunch" and _bool(caps.get("TrustedLaunchDisabled")):
-        pf.findings.append(_err("TRUSTED_LAUNCH_UNSUPPORTED", f"{size.name} reports TrustedLaunchDisabled here",
-                                "use --security-type Standard", SOURCE_SKUS))
+        pf.findings.append(Finding(code="TRUSTED_LAUNCH_UNSUPPORTED",
+                                   message=f"{size.name} reports TrustedLaunchDisabled here",
+                                   remedy="use --security-type Standard", source=SOURCE_SKUS))
 
 
 def _check_ephemeral_placement(pf: Preflight, spec: Spec, caps: dict[str, str], drift, supported: bool | None) -> None:
@@ -210,10 +222,10 @@ def _check_ephemeral_placement(pf: Preflight, spec: Spec, caps: dict[str, str], 
     order = (documented,) if spec.profile.vertical_connect else EPHEMERAL_PLACEMENTS
     choice = next((p for p in order if p.lower() in offered), None)
     if choice is None:
-        pf.findings.append(_err("EPHEMERAL_OS_DISK_UNSUPPORTED",
-                                f"{spec.size.name} reports no ephemeral OS disk placement here "
-                                f"(SupportedEphemeralOSDiskPlacements: {live or 'none'})",
-                                "drop --ephemeral-os-disk", SOURCE_SKUS))
+        pf.findings.append(Finding(code="EPHEMERAL_OS_DISK_UNSUPPORTED",
+                                   message=f"{spec.size.name} reports no ephemeral OS disk placement here "
+                                   f"(SupportedEphemeralOSDiskPlacements: {live or 'none'})",
+                                   remedy="drop --ephemeral-os-disk", source=SOURCE_SKUS))
     elif choice != (spec.ephemeral_placement or documented):
         pf.overrides["ephemeral_placement"] = choice
 
@@ -228,18 +240,19 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
     subnet = next((s for s in (vnet.subnets or []) if (s.name or "").lower() == subnet_name.lower()), None) if vnet else None
     if subnet is None:
         known = ", ".join(s.name for s in (vnet.subnets or [])) if vnet else ""
-        pf.findings.append(_err("SUBNET_NOT_FOUND",
-                                f"{where} does not exist" + (f" (its subnets: {known})" if known else ""),
-                                "pass the ID of an existing subnet ('az network vnet subnet list -g RG --vnet-name "
-                                f"{vnet_name} --query [].id'), or drop --subnet-id to let azgpu create the network",
-                                SOURCE_NETWORK))
+        pf.findings.append(Finding(code="SUBNET_NOT_FOUND",
+                                   message=f"{where} does not exist" + (f" (its subnets: {known})" if known else ""),
+                                   remedy="pass the ID of an existing subnet ('az network vnet subnet list -g RG --vnet-name "
+                                   f"{vnet_name} --query [].id'), or drop --subnet-id to let azgpu create the network",
+                                   source=SOURCE_NETWORK))
         return
     location = (vnet.location or "").replace(" ", "").lower()
     if location != (req.location or "").lower():
-        pf.findings.append(_err("SUBNET_WRONG_LOCATION",
-                                f"{where} is in {location}, the cluster in {req.location}: a scale set's NICs must be "
-                                "in a virtual network of its own location",
-                                f"pass -l {location}, or a subnet of a virtual network in {req.location}", SOURCE_NETWORK))
+        pf.findings.append(Finding(code="SUBNET_WRONG_LOCATION",
+                                   message=f"{where} is in {location}, the cluster in {req.location}: a scale set's NICs must be "
+                                   "in a virtual network of its own location",
+                                   remedy=f"pass -l {location}, or a subnet of a virtual network in {req.location}",
+                                   source=SOURCE_NETWORK))
     prefixes = [subnet.address_prefix] if subnet.address_prefix else list(subnet.address_prefixes or [])
     networks = [n for n in (ipaddress.ip_network(p, strict=False) for p in prefixes) if n.version == 4]
     capacity = sum(max(0, n.num_addresses - RESERVED_PER_SUBNET) for n in networks)
@@ -249,12 +262,12 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
                             "address_prefixes": [str(n) for n in networks], "free_addresses": free,
                             "nodes_needed": nodes_needed}
     if nodes_needed > free:
-        pf.findings.append(_err("SUBNET_TOO_SMALL",
-                                f"{where} ({', '.join(map(str, networks)) or 'no IPv4 prefix'}) has {free} free addresses "
-                                f"({capacity} usable after the {RESERVED_PER_SUBNET} Azure reserves per subnet, {used} in "
-                                f"use); the cluster needs {nodes_needed} more",
-                                "use a larger subnet, fewer --nodes, or free addresses in it",
-                                f"{SOURCE_NETWORK}; {cite(('D-vnet-faq',))}"))
+        pf.findings.append(Finding(code="SUBNET_TOO_SMALL",
+                                   message=f"{where} ({', '.join(map(str, networks)) or 'no IPv4 prefix'}) has {free} free addresses "
+                                   f"({capacity} usable after the {RESERVED_PER_SUBNET} Azure reserves per subnet, {used} in "
+                                   f"use); the cluster needs {nodes_needed} more",
+                                   remedy="use a larger subnet, fewer --nodes, or free addresses in it",
+                                   source=f"{SOURCE_NETWORK}; {cite(('D-vnet-faq',))}"))
     nat = getattr(subnet.nat_gateway, "id", None)
     default_outbound = subnet.default_outbound_access
     route_table = getattr(subnet.route_table, "id", None)
@@ -263,11 +276,11 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
     if nat or req.public_ip:
         return
     if default_outbound is not False:  # unset (older API versions) or true: Azure's implicit default outbound IP
-        pf.findings.append(_err("SUBNET_DEFAULT_OUTBOUND",
-                                f"{where} has no NAT gateway: the nodes reach the internet through Azure's default "
-                                "outbound access, which Microsoft is retiring and does not recommend",
-                                "associate a NAT gateway with the subnet for a stable, explicit way out",
-                                cite(("D-default-outbound",)), "note"))
+        pf.findings.append(Finding(code="SUBNET_DEFAULT_OUTBOUND",
+                                   message=f"{where} has no NAT gateway: the nodes reach the internet through Azure's default "
+                                   "outbound access, which Microsoft is retiring and does not recommend",
+                                   remedy="associate a NAT gateway with the subnet for a stable, explicit way out",
+                                   source=cite(("D-default-outbound",)), severity="note"))
         return
     lost = []
     if spec.install_ofed:
@@ -276,12 +289,12 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
     lost += ["Run Command results, so node health checks cannot report", "package mirrors and container registries"]
     via = f" unless its route table {route_table.rsplit('/', 1)[-1]} sends internet traffic through a firewall" \
         if route_table else ""
-    pf.findings.append(_err("SUBNET_NO_OUTBOUND",
-                            f"{where} is private (defaultOutboundAccess false) and has no NAT gateway: the nodes have "
-                            f"no way to the internet{via}; this will not work: " + "; ".join(lost),
-                            "associate a NAT gateway with the subnet ('az network vnet subnet update --nat-gateway "
-                            "NAME'), or use a subnet that has one",
-                            cite(("D-default-outbound", "D-rc-linux")), "warning"))
+    pf.findings.append(Finding(code="SUBNET_NO_OUTBOUND",
+                               message=f"{where} is private (defaultOutboundAccess false) and has no NAT gateway: the nodes have "
+                               f"no way to the internet{via}; this will not work: " + "; ".join(lost),
+                               remedy="associate a NAT gateway with the subnet ('az network vnet subnet update --nat-gateway "
+                               "NAME'), or use a subnet that has one",
+                               source=cite(("D-default-outbound", "D-rc-linux")), severity="warning"))
 
 
 def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | None]:
@@ -297,10 +310,10 @@ def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | 
         if status == 404:  # a missing subscription, group or virtual network
             return None, None
         if status == 403:
-            return None, _err("SUBNET_NOT_ACCESSIBLE",
-                              f"this identity may not read virtual network '{vnet_name}' in subscription {subscription}",
-                              "ask for Network Contributor (or a role with Microsoft.Network/virtualNetworks/read and "
-                              "subnets/join/action) on it, or use another --subnet-id", SOURCE_NETWORK)
+            return None, Finding(code="SUBNET_NOT_ACCESSIBLE",
+                                 message=f"this identity may not read virtual network '{vnet_name}' in subscription {subscription}",
+                                 remedy="ask for Network Contributor (or a role with Microsoft.Network/virtualNetworks/read and "
+                                 "subnets/join/action) on it, or use another --subnet-id", source=SOURCE_NETWORK)
         raise
 
 
@@ -316,20 +329,22 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
     for key, label in wanted:
         usage = by_name.get(norm_family(key))
         if usage is None:
-            pf.findings.append(_err("QUOTA_UNKNOWN", f"no quota entry '{label}' in {spec.request.location}",
-                                    "check 'az vm list-usage -l " + str(spec.request.location) + "'", SOURCE_USAGE, "warning"))
+            pf.findings.append(Finding(code="QUOTA_UNKNOWN",
+                                       message=f"no quota entry '{label}' in {spec.request.location}",
+                                       remedy="check 'az vm list-usage -l " + str(spec.request.location) + "'",
+                                       source=SOURCE_USAGE, severity="warning"))
             continue
         line = QuotaLine(usage.name.localized_value or label, int(usage.current_value), int(usage.limit), vcpus_needed,
                          usage.name.value or key)
         pf.quota.append(line)
         if not line.ok:
-            pf.findings.append(_err(
-                "QUOTA_INSUFFICIENT",
-                f"{line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} exceeds the limit {line.limit}",
-                f"request an increase to {line.usage + line.needed} ('provision quota request' with the same options, or "
+            pf.findings.append(Finding(
+                code="QUOTA_INSUFFICIENT",
+                message=f"{line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} exceeds the limit {line.limit}",
+                remedy=f"request an increase to {line.usage + line.needed} ('provision quota request' with the same options, or "
                 "create --request-quota; portal: Usage + quotas), "
                 "or use fewer --nodes",
-                SOURCE_USAGE))
+                source=SOURCE_USAGE))
 
 
 def _prop(detail: Any, name: str) -> Any:
@@ -352,21 +367,25 @@ def _get(obj: Any, name: str, key: str) -> Any:
 def check_image(pf: Preflight, spec: Spec, versions: list[Any], image_detail: Any | None) -> None:
     img, size = spec.image, spec.size
     if not versions:
-        pf.findings.append(_err("IMAGE_NOT_FOUND", f"image {img.urn} does not exist in {spec.request.location}",
-                                f"pick an image from 'az vm image list -l {spec.request.location} --all' or --image "
-                                f"{spec.profile.default_image}", SOURCE_IMAGES))
+        pf.findings.append(Finding(code="IMAGE_NOT_FOUND",
+                                   message=f"image {img.urn} does not exist in {spec.request.location}",
+                                   remedy=f"pick an image from 'az vm image list -l {spec.request.location} --all' or --image "
+                                   f"{spec.profile.default_image}", source=SOURCE_IMAGES))
         return
     if image_detail is None:
         return
     gen = _text(_prop(image_detail, "hyper_v_generation"))
     bootable = pf.capabilities.get("HyperVGenerations", ",".join(size.generations))
     if gen and gen not in bootable:
-        pf.findings.append(_err("IMAGE_GENERATION", f"image {img.urn} is Hyper-V generation {gen}; {size.name} boots "
-                                                    f"{bootable}", "use a Generation 2 image", SOURCE_IMAGES))
+        pf.findings.append(Finding(code="IMAGE_GENERATION",
+                                   message=f"image {img.urn} is Hyper-V generation {gen}; {size.name} boots "
+                                                       f"{bootable}", remedy="use a Generation 2 image",
+                                   source=SOURCE_IMAGES))
     arch = _text(_prop(image_detail, "architecture"))
     if arch and arch.lower() != size.arch.lower():
-        pf.findings.append(_err("IMAGE_ARCHITECTURE", f"image {img.urn} is {arch}; {size.name} is {size.arch}",
-                                f"use an {size.arch} image", SOURCE_IMAGES))
+        pf.findings.append(Finding(code="IMAGE_ARCHITECTURE",
+                                   message=f"image {img.urn} is {arch}; {size.name} is {size.arch}",
+                                   remedy=f"use an {size.arch} image", source=SOURCE_IMAGES))
     _check_deprecation(pf, spec, image_detail)
     _check_security_type(pf, spec, image_detail)
     _check_plan(pf, spec, image_detail)
@@ -387,12 +406,15 @@ def _check_deprecation(pf: Preflight, spec: Spec, detail: Any) -> None:
     remedy = f"{alternative}pick a current image: 'provision images list --profile {spec.profile.id}'"
     version = _text(getattr(detail, "name", "")) or spec.image.version
     if state.lower() == "deprecated":
-        pf.findings.append(_err("IMAGE_DEPRECATED", f"image {spec.image.urn} (version {version}) is deprecated"
-                                                    + (f" since {when}" if when else ""), remedy, SOURCE_IMAGES))
+        pf.findings.append(Finding(code="IMAGE_DEPRECATED",
+                                   message=f"image {spec.image.urn} (version {version}) is deprecated"
+                                                       + (f" since {when}" if when else ""), remedy=remedy,
+                                   source=SOURCE_IMAGES))
     else:
-        pf.findings.append(_err("IMAGE_DEPRECATION_SCHEDULED", f"image {spec.image.urn} (version {version}) is scheduled "
-                                                               "for deprecation" + (f" on {when}" if when else ""),
-                                remedy, SOURCE_IMAGES, "warning"))
+        pf.findings.append(Finding(code="IMAGE_DEPRECATION_SCHEDULED",
+                                   message=f"image {spec.image.urn} (version {version}) is scheduled "
+                                                                  "for deprecation" + (f" on {when}" if when else ""),
+                                   remedy=remedy, source=SOURCE_IMAGES, severity="warning"))
 
 
 def _check_security_type(pf: Preflight, spec: Spec, detail: Any) -> None:
@@ -402,9 +424,11 @@ def _check_security_type(pf: Preflight, spec: Spec, detail: Any) -> None:
     for feature in _prop(detail, "features") or []:
         name, value = _text(_get(feature, "name", "name")), _text(_get(feature, "value", "value"))
         if name.lower() == "securitytype" and "trustedlaunch" not in value.lower():
-            pf.findings.append(_err("IMAGE_SECURITY_TYPE", f"image {spec.image.urn} supports security type {value}, not "
-                                                           "TrustedLaunch", "use --security-type Standard, or an image "
-                                    "whose SecurityType feature includes TrustedLaunch", SOURCE_IMAGES))
+            pf.findings.append(Finding(code="IMAGE_SECURITY_TYPE",
+                                       message=f"image {spec.image.urn} supports security type {value}, not "
+                                                              "TrustedLaunch",
+                                       remedy="use --security-type Standard, or an image "
+                                       "whose SecurityType feature includes TrustedLaunch", source=SOURCE_IMAGES))
 
 
 def _check_plan(pf: Preflight, spec: Spec, detail: Any) -> None:
@@ -415,15 +439,18 @@ def _check_plan(pf: Preflight, spec: Spec, detail: Any) -> None:
         return
     pf.overrides["plan"] = live
     if not spec.image.known:  # a URN azgpu's catalog does not hold: nothing to differ from
-        pf.findings.append(_err("IMAGE_PLAN", f"image {spec.image.urn} carries purchase plan {live.name} (product "
-                                              f"{live.product}, publisher {live.publisher}); azgpu deploys it",
-                                "", SOURCE_IMAGES, "note"))
+        pf.findings.append(Finding(code="IMAGE_PLAN",
+                                   message=f"image {spec.image.urn} carries purchase plan {live.name} (product "
+                                                 f"{live.product}, publisher {live.publisher}); azgpu deploys it",
+                                   remedy="", source=SOURCE_IMAGES, severity="note"))
         return
     said = (f"plan {spec.image.plan.name} (product {spec.image.plan.product}, publisher {spec.image.plan.publisher})"
             if spec.image.plan else "no purchase plan")
     found = f"plan {live.name} (product {live.product}, publisher {live.publisher})" if live else "no purchase plan"
-    pf.findings.append(_err("IMAGE_PLAN_DIFFERS", f"image {spec.image.urn}: azgpu's image catalog says {said}, Azure "
-                                                  f"reports {found}; azgpu deploys Azure's", "", SOURCE_IMAGES, "warning"))
+    pf.findings.append(Finding(code="IMAGE_PLAN_DIFFERS",
+                               message=f"image {spec.image.urn}: azgpu's image catalog says {said}, Azure "
+                                                     f"reports {found}; azgpu deploys Azure's", remedy="",
+                               source=SOURCE_IMAGES, severity="warning"))
 
 
 def check_terms(pf: Preflight, spec: Spec, terms: Any, *, accept_terms: bool = False) -> None:
@@ -441,16 +468,16 @@ def check_terms(pf: Preflight, spec: Spec, terms: Any, *, accept_terms: bool = F
         show = f"az vm image terms show --urn {spec.image.urn}"
     if accept_terms:
         pf.accept_terms = plan
-        pf.findings.append(_err("MARKETPLACE_TERMS_ACCEPTING", f"the marketplace terms of {what} (plan "
-                                                               f"{plan.name}) are accepted for this subscription before "
-                                                               "the deployment (--accept-terms)",
-                                f"read them first: {show}", SOURCE_TERMS, "note"))
+        pf.findings.append(Finding(code="MARKETPLACE_TERMS_ACCEPTING", message=f"the marketplace terms of {what} (plan "
+                                                                  f"{plan.name}) are accepted for this subscription before "
+                                                                  "the deployment (--accept-terms)",
+                                   remedy=f"read them first: {show}", source=SOURCE_TERMS, severity="note"))
         return
-    pf.findings.append(_err(
-        "MARKETPLACE_TERMS_NOT_ACCEPTED",
-        f"the marketplace terms of {what} (publisher {plan.publisher}, product {plan.product}, plan "
+    pf.findings.append(Finding(
+        code="MARKETPLACE_TERMS_NOT_ACCEPTED",
+        message=f"the marketplace terms of {what} (publisher {plan.publisher}, product {plan.product}, plan "
         f"{plan.name}) are not accepted for this subscription: Azure refuses the deployment",
-        f"{accept} (once per subscription), or add --accept-terms", SOURCE_TERMS))
+        remedy=f"{accept} (once per subscription), or add --accept-terms", source=SOURCE_TERMS))
 
 
 def latest_version(versions: list[Any]) -> str:
@@ -507,8 +534,10 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
     if versions:
         version = latest_version(versions) if img.version.lower() == "latest" else img.version
         if img.version.lower() != "latest" and version not in {v.name for v in versions}:
-            pf.findings.append(_err("IMAGE_NOT_FOUND", f"image version {img.urn} does not exist in {loc}",
-                                    "use version 'latest' or one 'az vm image list --all' shows", SOURCE_IMAGES))
+            pf.findings.append(Finding(code="IMAGE_NOT_FOUND",
+                                       message=f"image version {img.urn} does not exist in {loc}",
+                                       remedy="use version 'latest' or one 'az vm image list --all' shows",
+                                       source=SOURCE_IMAGES))
         else:
             detail = session.compute.virtual_machine_images.get(loc, img.publisher, img.offer, img.sku, version)
     check_image(pf, spec, versions, detail)

@@ -31,10 +31,6 @@ TRUSTED_LAUNCH_CAPABLE = {"trustedlaunchsupported", "trustedlaunch", "trustedlau
 ONLY_SECURE_VMS = {"trustedlaunch": "Trusted Launch", "confidentialvm": "Confidential"}
 
 
-def _err(code: str, message: str, remedy: str, source: str, severity: str = "error") -> Finding:
-    return Finding(code=code, message=message, remedy=remedy, source=source, severity=severity)
-
-
 def _rest(model: Any) -> dict:
     """The REST shape on every SDK generation (SDK floors)."""
     return rest_shape(model) if hasattr(model, "as_dict") else dict(model or {})
@@ -77,45 +73,49 @@ def check_definition(pf, spec: Spec, label: str, props: dict, source: str) -> No
     size = spec.size
     os_type = props.get("osType") or ""
     if os_type and os_type.lower() != "linux":
-        pf.findings.append(_err("WINDOWS_IMAGE_UNSUPPORTED", f"{label} is a {os_type} image, but azgpu creates Linux "
-                                                             "nodes only (SSH keys, linuxConfiguration)",
-                                f"use a Linux image, e.g. --image {spec.profile.default_image}", source))
+        pf.findings.append(Finding(code="WINDOWS_IMAGE_UNSUPPORTED",
+                                   message=f"{label} is a {os_type} image, but azgpu creates Linux "
+                                                                "nodes only (SSH keys, linuxConfiguration)",
+                                   remedy=f"use a Linux image, e.g. --image {spec.profile.default_image}", source=source))
     if (props.get("osState") or "").lower() == "specialized":
-        pf.findings.append(_err("IMAGE_SPECIALIZED",
-                                f"{label} is a specialized image: VMs created from it have no osProfile, so azgpu's "
-                                "admin user, SSH key and cloud-init cannot be applied",
-                                "capture a generalized image (waagent -deprovision+user, then a Generalized definition)",
-                                cite(("D-sig",))))
+        pf.findings.append(Finding(code="IMAGE_SPECIALIZED",
+                                   message=f"{label} is a specialized image: VMs created from it have no osProfile, so azgpu's "
+                                   "admin user, SSH key and cloud-init cannot be applied",
+                                   remedy="capture a generalized image (waagent -deprovision+user, then a Generalized definition)",
+                                   source=cite(("D-sig",))))
     # "Hyper-V generation ... Default is generation 1" (Learn: Store and share images).
     generation = props.get("hyperVGeneration") or "V1"
     bootable = pf.capabilities.get("HyperVGenerations", ",".join(size.generations))
     if generation not in {g.strip() for g in bootable.split(",")}:
-        pf.findings.append(_err("IMAGE_GENERATION",
-                                f"{label} is Hyper-V generation {generation[1:]}; {size.name} boots only {bootable} "
-                                "images (Azure fails with 'cannot boot Hypervisor Generation 1')",
-                                "publish the image to a Generation 2 (V2) image definition and pass that one", source))
+        pf.findings.append(Finding(code="IMAGE_GENERATION",
+                                   message=f"{label} is Hyper-V generation {generation[1:]}; {size.name} boots only {bootable} "
+                                   "images (Azure fails with 'cannot boot Hypervisor Generation 1')",
+                                   remedy="publish the image to a Generation 2 (V2) image definition and pass that one",
+                                   source=source))
     arch = props.get("architecture") or "x64"
     size_arch = pf.capabilities.get("CpuArchitectureType", size.arch)
     if arch.lower() != size_arch.lower():
-        pf.findings.append(_err("IMAGE_ARCHITECTURE", f"{label} is {arch}; {size.name} has {size_arch} CPUs",
-                                f"publish an {size_arch} image definition and pass it", source))
+        pf.findings.append(Finding(code="IMAGE_ARCHITECTURE",
+                                   message=f"{label} is {arch}; {size.name} has {size_arch} CPUs",
+                                   remedy=f"publish an {size_arch} image definition and pass it", source=source))
     security = (_feature(props, "SecurityType") or "").strip()
     wanted = spec.security_type
     if wanted == "TrustedLaunch" and security.lower() not in TRUSTED_LAUNCH_CAPABLE:
-        pf.findings.append(_err("IMAGE_SECURITY_TYPE",
-                                f"{label} has SecurityType {security or 'none'}: Trusted Launch VMs need an image definition "
-                                "with SecurityType TrustedLaunchSupported or TrustedLaunch",
-                                "use --security-type Standard, or publish the image to a TrustedLaunchSupported definition",
-                                cite(("D-tl-portal", "D-sig"))))
+        pf.findings.append(Finding(code="IMAGE_SECURITY_TYPE",
+                                   message=f"{label} has SecurityType {security or 'none'}: Trusted Launch VMs need an image definition "
+                                   "with SecurityType TrustedLaunchSupported or TrustedLaunch",
+                                   remedy="use --security-type Standard, or publish the image to a TrustedLaunchSupported definition",
+                                   source=cite(("D-tl-portal", "D-sig"))))
     elif wanted == "Standard" and security.lower() in ONLY_SECURE_VMS:
         kind = ONLY_SECURE_VMS[security.lower()]
         remedy = ("publish the image to a definition with SecurityType TrustedLaunchSupported (Gen 2 or Trusted Launch "
                   "VMs)")
         if kind == "Trusted Launch" and spec.size.cap("trusted_launch") is not False:
             remedy = "pass --security-type TrustedLaunch, or " + remedy
-        pf.findings.append(_err("IMAGE_SECURITY_TYPE",
-                                f"{label} has SecurityType {security}: only {kind} VMs can be created from it, and azgpu "
-                                f"creates {size.name} with security type Standard", remedy, cite(("D-sig",))))
+        pf.findings.append(Finding(code="IMAGE_SECURITY_TYPE",
+                                   message=f"{label} has SecurityType {security}: only {kind} VMs can be created from it, and azgpu "
+                                   f"creates {size.name} with security type Standard", remedy=remedy,
+                                   source=cite(("D-sig",))))
     _end_of_life(pf, label, props.get("endOfLifeDate"))
 
 
@@ -129,9 +129,10 @@ def check_purchase_plan(pf, spec: Spec, label: str, props: dict) -> None:
     pf.plan = plan
     if plan != spec.image.plan:
         pf.overrides["plan"] = plan
-    pf.findings.append(_err("IMAGE_PLAN", f"{label} carries purchase plan {plan.name} (product {plan.product}, "
-                                          f"publisher {plan.publisher}); azgpu deploys it with the plan", "",
-                            SOURCE_GALLERY, "note"))
+    pf.findings.append(Finding(code="IMAGE_PLAN",
+                               message=f"{label} carries purchase plan {plan.name} (product {plan.product}, "
+                                             f"publisher {plan.publisher}); azgpu deploys it with the plan", remedy="",
+                               source=SOURCE_GALLERY, severity="note"))
 
 
 def _end_of_life(pf, label: str, date: Any) -> None:
@@ -142,8 +143,9 @@ def _end_of_life(pf, label: str, date: Any) -> None:
         when = when.replace(tzinfo=timezone.utc)
     if when < datetime.now(timezone.utc):
         # "End-of-life dates are informational; users will still be able to create VMs" (D-sig).
-        pf.findings.append(_err("IMAGE_END_OF_LIFE", f"{label} reached its end-of-life date {when.date()}",
-                                "use a newer image version", cite(("D-sig",)), "warning"))
+        pf.findings.append(Finding(code="IMAGE_END_OF_LIFE",
+                                   message=f"{label} reached its end-of-life date {when.date()}",
+                                   remedy="use a newer image version", source=cite(("D-sig",)), severity="warning"))
 
 
 def _latest(versions: list[dict], location: str) -> dict | None:
@@ -169,34 +171,37 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
     name = version.get("name")
     if region_key(loc) not in targets:
         regions = ", ".join(t.get("name", "") for t in targets.values()) or "none"
-        pf.findings.append(_err(
-            "IMAGE_NOT_REPLICATED", f"{label} version {name} is not replicated to {loc} (its regions: {regions})",
-            f"add {loc} to the version's target regions ('az sig image-version update ... --add "
+        pf.findings.append(Finding(
+            code="IMAGE_NOT_REPLICATED",
+            message=f"{label} version {name} is not replicated to {loc} (its regions: {regions})",
+            remedy=f"add {loc} to the version's target regions ('az sig image-version update ... --add "
             f"publishingProfile.targetRegions name={loc}') and wait for replication, or deploy to one of its regions",
-            cite(("D-acg",))))
+            source=cite(("D-acg",))))
         return
     summary = (props.get("replicationStatus") or {}).get("summary") or []
     status = next((s for s in summary if region_key(s.get("region")) == region_key(loc)), None)
     if status is not None and (status.get("state") or "") != "Completed":
-        pf.findings.append(_err(
-            "IMAGE_REPLICATION_INCOMPLETE",
-            f"{label} version {name} is still {status.get('state')} to {loc} ({status.get('progress', '?')} %): VMs can "
+        pf.findings.append(Finding(
+            code="IMAGE_REPLICATION_INCOMPLETE",
+            message=f"{label} version {name} is still {status.get('state')} to {loc} ({status.get('progress', '?')} %): VMs can "
             "be deployed from it only once replication to the region is complete",
-            "wait, then re-run ('az sig image-version show ... --expand ReplicationStatus' shows the progress)",
-            cite(("D-acg",))))
+            remedy="wait, then re-run ('az sig image-version show ... --expand ReplicationStatus' shows the progress)",
+            source=cite(("D-acg",))))
     replicas = targets[region_key(loc)].get("regionalReplicaCount") or profile.get("replicaCount") or 1
     recommended = max(math.ceil(spec.nodes / VMS_PER_REPLICA), len(spec.scale_sets))
     if replicas < recommended:
-        pf.findings.append(_err(
-            "GALLERY_REPLICAS_LOW",
-            f"{label} version {name} has {replicas} replica(s) in {loc}; Azure recommends one per 50 VMs and one per scale set "
+        pf.findings.append(Finding(
+            code="GALLERY_REPLICAS_LOW",
+            message=f"{label} version {name} has {replicas} replica(s) in {loc}; Azure recommends one per 50 VMs and one per scale set "
             f"created at once, {recommended} for {spec.nodes} nodes in {len(spec.scale_sets)} scale set(s)",
-            f"raise the regional replica count to {recommended} ('az sig image-version update ... --target-regions "
-            f"{loc}={recommended}'), or expect slower or throttled provisioning", cite(("D-acg",)), "warning"))
+            remedy=f"raise the regional replica count to {recommended} ('az sig image-version update ... --target-regions "
+            f"{loc}={recommended}'), or expect slower or throttled provisioning", source=cite(("D-acg",)),
+            severity="warning"))
     if (profile.get("replicationMode") or "").lower() == "shallow":
-        pf.findings.append(_err("IMAGE_SHALLOW_REPLICATION",
-                                f"{label} version {name} uses shallow replication, which cannot deploy a large number of VMs",
-                                "publish the version with full replication for clusters", cite(("D-sig",)), "warning"))
+        pf.findings.append(Finding(code="IMAGE_SHALLOW_REPLICATION",
+                                   message=f"{label} version {name} uses shallow replication, which cannot deploy a large number of VMs",
+                                   remedy="publish the version with full replication for clusters",
+                                   source=cite(("D-sig",)), severity="warning"))
     _end_of_life(pf, label, profile.get("endOfLifeDate"))
 
 
@@ -205,9 +210,9 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
     label = f"gallery image {ref.gallery}/{ref.definition}"
     definition = _get(compute.gallery_images.get, ref.resource_group, ref.gallery, ref.definition, cls=_body)
     if definition is None:
-        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist ({ref.definition_id})",
-                                "check the ID ('az sig image-definition list -g RG -r GALLERY -o table') and that you can "
-                                "read it", SOURCE_GALLERY))
+        pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} does not exist ({ref.definition_id})",
+                                   remedy="check the ID ('az sig image-definition list -g RG -r GALLERY -o table') and that you can "
+                                   "read it", source=SOURCE_GALLERY))
         return
     check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
     check_purchase_plan(pf, spec, label, definition.get("properties") or {})
@@ -217,16 +222,17 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
             ref.resource_group, ref.gallery, ref.definition)]
         latest = _latest(versions, spec.request.location)
         if latest is None:
-            pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} has no version that 'latest' can use",
-                                    "publish a version, or pass one explicitly (.../versions/1.0.0)", SOURCE_GALLERY))
+            pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} has no version that 'latest' can use",
+                                       remedy="publish a version, or pass one explicitly (.../versions/1.0.0)",
+                                       source=SOURCE_GALLERY))
             return
         name = latest["name"]
     version = _get(compute.gallery_image_versions.get, ref.resource_group, ref.gallery, ref.definition, name,
                    expand="ReplicationStatus", cls=_body)
     if version is None:
-        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} has no version {name}",
-                                "pass an existing version ('az sig image-version list ... -o table') or the definition's "
-                                "ID for the latest", SOURCE_GALLERY))
+        pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} has no version {name}",
+                                   remedy="pass an existing version ('az sig image-version list ... -o table') or the definition's "
+                                   "ID for the latest", source=SOURCE_GALLERY))
         return
     check_replication(pf, spec, label, version)
 
@@ -241,8 +247,10 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
     label = f"{ref.label} {ref.gallery}/{ref.definition}"
     definition = _get(images.get, loc, ref.gallery, ref.definition, cls=_body)
     if definition is None:
-        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist or is not shared with this subscription",
-                                "check the ID ('az sig image-definition list-community' / 'list-shared')", SOURCE_GALLERY))
+        pf.findings.append(Finding(code="IMAGE_NOT_FOUND",
+                                   message=f"{label} does not exist or is not shared with this subscription",
+                                   remedy="check the ID ('az sig image-definition list-community' / 'list-shared')",
+                                   source=SOURCE_GALLERY))
         return
     check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
     check_purchase_plan(pf, spec, label, definition.get("properties") or {})
@@ -253,17 +261,18 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
         version = _get(versions.get, loc, ref.gallery, ref.definition, ref.version, cls=_body)
     if version is None:
         which = f"version {ref.version}" if ref.version else "no version"
-        pf.findings.append(_err("IMAGE_NOT_REPLICATED",
-                                f"{label}: {which} is available in {loc} (not published, or not replicated there)",
-                                "ask the gallery's owner to replicate it to this location, or deploy to a location it "
-                                "is replicated to", cite(("D-acg",))))
+        pf.findings.append(Finding(code="IMAGE_NOT_REPLICATED",
+                                   message=f"{label}: {which} is available in {loc} (not published, or not replicated there)",
+                                   remedy="ask the gallery's owner to replicate it to this location, or deploy to a location it "
+                                   "is replicated to", source=cite(("D-acg",))))
         return
     props = version.get("properties") or {}
     _end_of_life(pf, label, props.get("endOfLifeDate"))
     state = props.get("imageState")
     if state and state != "Active":
-        pf.findings.append(_err("IMAGE_VERSION_STATE", f"{label} version {version.get('name')} is {state}",
-                                "use an active version", SOURCE_GALLERY, "warning"))
+        pf.findings.append(Finding(code="IMAGE_VERSION_STATE",
+                                   message=f"{label} version {version.get('name')} is {state}",
+                                   remedy="use an active version", source=SOURCE_GALLERY, severity="warning"))
 
 
 def _managed(pf, session, spec: Spec, ref: ImageId) -> None:
@@ -271,15 +280,16 @@ def _managed(pf, session, spec: Spec, ref: ImageId) -> None:
     label = f"managed image {ref.definition}"
     image = _get(compute.images.get, ref.resource_group, ref.definition, cls=_body)
     if image is None:
-        pf.findings.append(_err("IMAGE_NOT_FOUND", f"{label} does not exist ({ref.text})",
-                                "check the ID ('az image list -o table')", SOURCE_IMAGES))
+        pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} does not exist ({ref.text})",
+                                   remedy="check the ID ('az image list -o table')", source=SOURCE_IMAGES))
         return
     loc = spec.request.location
     if region_key(image.get("location")) != region_key(loc):
-        pf.findings.append(_err("IMAGE_NOT_REPLICATED", f"{label} is in {image.get('location')}, not in {loc}: a managed "
-                                                        "image deploys only in its own region",
-                                "deploy to the image's region, or publish it to an Azure Compute Gallery replicated to "
-                                f"{loc}", cite(("D-managed-image",))))
+        pf.findings.append(Finding(code="IMAGE_NOT_REPLICATED",
+                                   message=f"{label} is in {image.get('location')}, not in {loc}: a managed "
+                                                           "image deploys only in its own region",
+                                   remedy="deploy to the image's region, or publish it to an Azure Compute Gallery replicated to "
+                                   f"{loc}", source=cite(("D-managed-image",))))
     props = image.get("properties") or {}
     os_disk = (props.get("storageProfile") or {}).get("osDisk") or {}
     check_definition(pf, spec, label, {"osType": os_disk.get("osType"), "osState": os_disk.get("osState"),
@@ -301,9 +311,9 @@ def check_identities(pf, session, spec: Spec) -> None:
     LinkedAuthorizationFailed after the network was created."""
     for rid in (spec.identity or {}).get("userAssignedIdentities") or {}:
         if _get(session.resources.resources.get_by_id, rid, api_version=MSI_API) is None:
-            pf.findings.append(_err("IDENTITY_NOT_FOUND", f"user-assigned identity {rid} does not exist",
-                                    "create it ('az identity create -g RG -n NAME') or fix the ID given to --identity",
-                                    SOURCE_MSI))
+            pf.findings.append(Finding(code="IDENTITY_NOT_FOUND", message=f"user-assigned identity {rid} does not exist",
+                                       remedy="create it ('az identity create -g RG -n NAME') or fix the ID given to --identity",
+                                       source=SOURCE_MSI))
             continue
         _check_assign(pf, session, rid)
 
@@ -325,19 +335,19 @@ def _check_assign(pf, session, rid: str) -> None:
 
     response = _send(session, "GET", f"{rid}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API_VERSION)
     if response.status_code != 200:
-        pf.findings.append(_err("IDENTITY_PERMISSIONS_UNKNOWN",
-                                f"could not read the caller's permissions on user-assigned identity {rid} (HTTP "
-                                f"{response.status_code}): assigning it may still fail at the scale set's PUT",
-                                "", SOURCE_PERMISSIONS, "warning"))
+        pf.findings.append(Finding(code="IDENTITY_PERMISSIONS_UNKNOWN",
+                                   message=f"could not read the caller's permissions on user-assigned identity {rid} (HTTP "
+                                   f"{response.status_code}): assigning it may still fail at the scale set's PUT",
+                                   remedy="", source=SOURCE_PERMISSIONS, severity="warning"))
         return
     permissions = [p for p in _json(response).get("value") or [] if isinstance(p, dict)]
     if not _allows(permissions, ASSIGN_ACTION):
-        pf.findings.append(_err(
-            "IDENTITY_NOT_ASSIGNABLE",
-            f"the caller may not assign user-assigned identity {rid} ({ASSIGN_ACTION} is not granted): Azure refuses "
+        pf.findings.append(Finding(
+            code="IDENTITY_NOT_ASSIGNABLE",
+            message=f"the caller may not assign user-assigned identity {rid} ({ASSIGN_ACTION} is not granted): Azure refuses "
             "the scale set with LinkedAuthorizationFailed",
-            f"grant the 'Managed Identity Operator' role on the identity ('az role assignment create --role \"Managed "
-            f"Identity Operator\" --assignee <caller> --scope {rid}'), or drop --identity", SOURCE_PERMISSIONS))
+            remedy=f"grant the 'Managed Identity Operator' role on the identity ('az role assignment create --role \"Managed "
+            f"Identity Operator\" --assignee <caller> --scope {rid}'), or drop --identity", source=SOURCE_PERMISSIONS))
 
 
 def check_ppg(pf, session, spec: Spec) -> None:
@@ -350,25 +360,29 @@ def check_ppg(pf, session, spec: Spec) -> None:
     ppg = _get(session.compute_for(parts["subscription"]).proximity_placement_groups.get,
                parts["resource_group"], parts["name"])
     if ppg is None:
-        pf.findings.append(_err("PPG_NOT_FOUND", f"proximity placement group {spec.ppg_id} does not exist",
-                                "pass an existing group's ID, or a name to have azgpu create one: --ppg NAME", SOURCE_PPG))
+        pf.findings.append(Finding(code="PPG_NOT_FOUND",
+                                   message=f"proximity placement group {spec.ppg_id} does not exist",
+                                   remedy="pass an existing group's ID, or a name to have azgpu create one: --ppg NAME",
+                                   source=SOURCE_PPG))
         return
     ppg = _rest(ppg)
     req = spec.request
     if region_key(ppg.get("location")) != region_key(req.location):
-        pf.findings.append(_err("PPG_WRONG_LOCATION", f"proximity placement group {parts['name']} is in "
-                                                      f"{ppg.get('location')}, the cluster in {req.location}",
-                                "use a group in the cluster's location, or --ppg NAME to create one", SOURCE_PPG))
+        pf.findings.append(Finding(code="PPG_WRONG_LOCATION",
+                                   message=f"proximity placement group {parts['name']} is in "
+                                                         f"{ppg.get('location')}, the cluster in {req.location}",
+                                   remedy="use a group in the cluster's location, or --ppg NAME to create one",
+                                   source=SOURCE_PPG))
     zones = [str(z) for z in ppg.get("zones") or []]
     if zones and req.zone not in zones:
-        pf.findings.append(_err("PPG_ZONE_MISMATCH",
-                                f"proximity placement group {parts['name']} is pinned to zone {', '.join(zones)}; the "
-                                f"cluster asks for {'zone ' + req.zone if req.zone else 'no zone'}",
-                                f"pass --zone {zones[0]}, or use another group", cite(("D-ppg",))))
+        pf.findings.append(Finding(code="PPG_ZONE_MISMATCH",
+                                   message=f"proximity placement group {parts['name']} is pinned to zone {', '.join(zones)}; the "
+                                   f"cluster asks for {'zone ' + req.zone if req.zone else 'no zone'}",
+                                   remedy=f"pass --zone {zones[0]}, or use another group", source=cite(("D-ppg",))))
     sizes = ((ppg.get("properties") or {}).get("intent") or {}).get("vmSizes") or []
     if sizes and spec.size.name.lower() not in (s.lower() for s in sizes):
-        pf.findings.append(_err("PPG_INTENT_SIZE",
-                                f"proximity placement group {parts['name']} was created with intent for {', '.join(sizes)}, "
-                                f"not {spec.size.name}: its datacenter may not have the size",
-                                f"add {spec.size.name} to the group's intent (with its VMs deallocated), or use another group",
-                                cite(("D-ppg",)), "warning"))
+        pf.findings.append(Finding(code="PPG_INTENT_SIZE",
+                                   message=f"proximity placement group {parts['name']} was created with intent for {', '.join(sizes)}, "
+                                   f"not {spec.size.name}: its datacenter may not have the size",
+                                   remedy=f"add {spec.size.name} to the group's intent (with its VMs deallocated), or use another group",
+                                   source=cite(("D-ppg",)), severity="warning"))

@@ -38,10 +38,6 @@ def _prop(obj: Any, name: str) -> Any:
     return value if value is not None else getattr(obj, name, None)
 
 
-def _err(code, message, remedy, source=SOURCE, severity="error") -> Finding:
-    return Finding(code=code, message=message, remedy=remedy, source=source, severity=severity)
-
-
 @dataclass
 class Held:
     """One reservation of a group, as its instance view reports it."""
@@ -92,52 +88,53 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int) -> None:
     ref = parse_group_id(group_id)
     size, loc, zone = spec.size.name, spec.request.location, spec.request.zone
     if (pf.capabilities.get("CapacityReservationSupported") or "").lower() == "false":
-        pf.findings.append(_err("CAPACITY_RESERVATION_UNSUPPORTED",
-                                f"{size} reports CapacityReservationSupported=False in {loc}: it cannot be reserved",
-                                "drop --capacity-reservation-group, or choose a size or location that supports it "
-                                f"('az vm list-skus -l {loc} --size {size}' capabilities)", SOURCE_SKUS))
+        pf.findings.append(Finding(code="CAPACITY_RESERVATION_UNSUPPORTED",
+                                   message=f"{size} reports CapacityReservationSupported=False in {loc}: it cannot be reserved",
+                                   remedy="drop --capacity-reservation-group, or choose a size or location that supports it "
+                                   f"('az vm list-skus -l {loc} --size {size}' capabilities)", source=SOURCE_SKUS))
     group, held = read_group(session, group_id)
     if group is None:
-        pf.findings.append(_err("CAPACITY_RESERVATION_GROUP_NOT_FOUND",
-                                f"capacity reservation group '{ref['name']}' (resource group {ref['rg']}) does not exist",
-                                "create it with 'provision reserve', or pass an existing group's ID"))
+        pf.findings.append(Finding(code="CAPACITY_RESERVATION_GROUP_NOT_FOUND",
+                                   message=f"capacity reservation group '{ref['name']}' (resource group {ref['rg']}) does not exist",
+                                   remedy="create it with 'provision reserve', or pass an existing group's ID",
+                                   source=SOURCE))
         return
     where = (group.location or "").replace(" ", "").lower()
     if where != (loc or "").lower():
-        pf.findings.append(_err("CAPACITY_RESERVATION_WRONG_LOCATION",
-                                f"capacity reservation group '{ref['name']}' is in {where}, the cluster in {loc}",
-                                f"pass -l {where}, or a group in {loc}"))
+        pf.findings.append(Finding(code="CAPACITY_RESERVATION_WRONG_LOCATION",
+                                   message=f"capacity reservation group '{ref['name']}' is in {where}, the cluster in {loc}",
+                                   remedy=f"pass -l {where}, or a group in {loc}", source=SOURCE))
         return
     mine = next((h for h in held if h.size.lower() == size.lower()), None)
     info = {"group": group_id, "size": size, "nodes_needed": nodes_needed,
             "reservations": [h.as_dict() for h in held]}
     pf.reservation = info
     if mine is None:
-        pf.findings.append(_err("CAPACITY_RESERVATION_NO_SIZE",
-                                f"capacity reservation group '{ref['name']}' holds no reservation for {size} "
-                                f"(it holds: {', '.join(h.size for h in held) or 'none'}): the nodes would deploy "
-                                "outside any reservation",
-                                f"add one: 'provision reserve -g {ref['rg']} --group {ref['name']} --size {size} "
-                                f"--count {nodes_needed} -l {loc}'"))
+        pf.findings.append(Finding(code="CAPACITY_RESERVATION_NO_SIZE",
+                                   message=f"capacity reservation group '{ref['name']}' holds no reservation for {size} "
+                                   f"(it holds: {', '.join(h.size for h in held) or 'none'}): the nodes would deploy "
+                                   "outside any reservation",
+                                   remedy=f"add one: 'provision reserve -g {ref['rg']} --group {ref['name']} --size {size} "
+                                   f"--count {nodes_needed} -l {loc}'", source=SOURCE))
         return
     if mine.zones and zone not in mine.zones:
-        pf.findings.append(_err("CAPACITY_RESERVATION_ZONE",
-                                f"reservation '{mine.name}' holds {size} in zone {', '.join(mine.zones)}; the cluster "
-                                f"asks for {'zone ' + zone if zone else 'no zone'}",
-                                f"pass --zone {mine.zones[0]}"))
+        pf.findings.append(Finding(code="CAPACITY_RESERVATION_ZONE",
+                                   message=f"reservation '{mine.name}' holds {size} in zone {', '.join(mine.zones)}; the cluster "
+                                   f"asks for {'zone ' + zone if zone else 'no zone'}",
+                                   remedy=f"pass --zone {mine.zones[0]}", source=SOURCE))
     elif not mine.zones and zone:
-        pf.findings.append(_err("CAPACITY_RESERVATION_ZONE",
-                                f"reservation '{mine.name}' is regional; the cluster asks for zone {zone}",
-                                "drop --zone"))
+        pf.findings.append(Finding(code="CAPACITY_RESERVATION_ZONE",
+                                   message=f"reservation '{mine.name}' is regional; the cluster asks for zone {zone}",
+                                   remedy="drop --zone", source=SOURCE))
     if nodes_needed > mine.free:
-        pf.findings.append(_err(
-            "CAPACITY_RESERVATION_FULL",
-            f"reservation '{mine.name}' holds {mine.reserved} {size}, {mine.used} in use, {mine.free} free; this run "
+        pf.findings.append(Finding(
+            code="CAPACITY_RESERVATION_FULL",
+            message=f"reservation '{mine.name}' holds {mine.reserved} {size}, {mine.used} in use, {mine.free} free; this run "
             f"adds {nodes_needed} node(s): {nodes_needed - mine.free} would deploy outside the reservation, "
             "without its capacity guarantee",
-            f"raise its capacity to {mine.used + nodes_needed} ('az capacity reservation update -g {ref['rg']} "
+            remedy=f"raise its capacity to {mine.used + nodes_needed} ('az capacity reservation update -g {ref['rg']} "
             f"-c {ref['name']} -n {mine.name} --capacity {mine.used + nodes_needed}'), or pass --nodes so that "
-            f"at most {mine.free} are added", f"{SOURCE}; {cite(('D-crg',))}"))
+            f"at most {mine.free} are added", source=f"{SOURCE}; {cite(('D-crg',))}"))
 
 
 # -- provision reserve -------------------------------------------------------------------------------
@@ -152,33 +149,38 @@ def reserve_preflight(session, *, location: str, size: str, count: int, zone: st
     skus = [s for s in compute.resource_skus.list(filter=f"location eq '{location}'")
             if (s.name or "").lower() == size.lower() and s.resource_type == "virtualMachines"]
     if not skus:
-        return [_err("SKU_NOT_OFFERED", f"{size} is not offered in {location}", "choose another -l/--location",
-                     SOURCE_SKUS)]
+        return [Finding(code="SKU_NOT_OFFERED", message=f"{size} is not offered in {location}",
+                        remedy="choose another -l/--location",
+                        source=SOURCE_SKUS)]
     sku = skus[0]
     caps = {c.name: c.value for c in sku.capabilities or []}
     out: list[Finding] = []
     if (caps.get("CapacityReservationSupported") or "").lower() != "true":
-        out.append(_err("CAPACITY_RESERVATION_UNSUPPORTED", f"{size} reports CapacityReservationSupported="
-                        f"{caps.get('CapacityReservationSupported', 'absent')} in {location}: it cannot be reserved",
-                        "choose a size or location whose Resource SKU capabilities allow it", SOURCE_SKUS))
+        out.append(Finding(code="CAPACITY_RESERVATION_UNSUPPORTED",
+                           message=f"{size} reports CapacityReservationSupported="
+                           f"{caps.get('CapacityReservationSupported', 'absent')} in {location}: it cannot be reserved",
+                           remedy="choose a size or location whose Resource SKU capabilities allow it",
+                           source=SOURCE_SKUS))
     types = [t.strip() for t in (caps.get("SupportedCapacityReservationTypes") or "").split(",") if t.strip()]
     if reservation_type == "Block" and "block" not in {t.lower() for t in types}:
-        out.append(_err("CAPACITY_RESERVATION_TYPE_UNSUPPORTED",
-                        f"{size} lists SupportedCapacityReservationTypes={','.join(types) or 'none'} in {location}: "
-                        "no Block reservations", "pass --type Targeted", SOURCE_SKUS))
+        out.append(Finding(code="CAPACITY_RESERVATION_TYPE_UNSUPPORTED",
+                           message=f"{size} lists SupportedCapacityReservationTypes={','.join(types) or 'none'} in {location}: "
+                           "no Block reservations", remedy="pass --type Targeted", source=SOURCE_SKUS))
     zones = sorted(z for info in sku.location_info or [] for z in (info.zones or []))
     if zone and zone not in zones:
-        out.append(_err("ZONE_NOT_OFFERED", f"{size} has no zone {zone} in {location} (zones: {', '.join(zones) or 'none'})",
-                        "pass another --zone, or none", SOURCE_SKUS))
+        out.append(Finding(code="ZONE_NOT_OFFERED",
+                           message=f"{size} has no zone {zone} in {location} (zones: {', '.join(zones) or 'none'})",
+                           remedy="pass another --zone, or none", source=SOURCE_SKUS))
     vcpus = int(caps.get("vCPUs") or 0) * count
     usages = {norm_family(u.name.value): u for u in compute.usage.list(location)}
     for key in (sku.family or "", "cores"):
         u = usages.get(norm_family(key))
         if u is not None and u.current_value + vcpus > u.limit:
-            out.append(_err("QUOTA_INSUFFICIENT", f"{u.name.localized_value} in {location}: usage {u.current_value} + "
-                            f"{vcpus} reserved exceeds the limit {u.limit}; a reservation needs quota like its VMs",
-                            f"request {u.current_value + vcpus} with 'provision quota request', or reserve fewer",
-                            "Azure usage API (az vm list-usage)"))
+            out.append(Finding(code="QUOTA_INSUFFICIENT",
+                               message=f"{u.name.localized_value} in {location}: usage {u.current_value} + "
+                               f"{vcpus} reserved exceeds the limit {u.limit}; a reservation needs quota like its VMs",
+                               remedy=f"request {u.current_value + vcpus} with 'provision quota request', or reserve fewer",
+                               source="Azure usage API (az vm list-usage)"))
     return out
 
 
