@@ -80,3 +80,22 @@ def test_the_validator_counts_the_resources_the_plan_creates(az, values):
     kinds = resource_kinds(existing_subnet=bool(spec.subnet_id), nat_gateway=spec.nat_gateway,
                            new_ppg=bool(spec.ppg_name), scale_sets=len(spec.scale_sets))
     assert len(kinds) == len(azgpu.build_plan(spec).resources)
+
+
+def test_a_finding_is_made_one_way_with_keywords():
+    from azgpu.errors import Finding
+
+    with pytest.raises(TypeError):
+        Finding("INVALID_NODES", "--nodes must be 1 or more")  # type: ignore[misc]
+    made = Finding(code="INVALID_NODES", message="--nodes must be 1 or more", field="nodes")
+    assert (made.remedy, made.source, made.severity, made.is_error) == ("", "", "error", True)
+
+
+def test_azgpu_validate_is_the_function_and_azgpu_spec_the_module():
+    import importlib
+    import types
+
+    assert isinstance(azgpu.validate, types.FunctionType) and azgpu.validate.__module__ == "azgpu.spec"
+    assert isinstance(importlib.import_module("azgpu.spec"), types.ModuleType)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("azgpu.validate")
