@@ -191,7 +191,7 @@ def register(cli: click.Group) -> None:
 
     def _group_fate(session, cluster) -> str:
         """What destroy does to the resource group, said before the question (as lifecycle.destroy decides)."""
-        from ..deploy.deployer import CREATED_TAG, is_ours, list_group
+        from ..deploy.arm import CREATED_TAG, is_ours, list_group
 
         group = cluster.resource_group
         tags = (cluster.group.tags or {}) if cluster.group is not None else {}

@@ -205,14 +205,15 @@ def register(cli: click.Group) -> None:
 
 def _instances(session, name: str, resource_group: str, wanted: tuple[str, ...]) -> set[str]:
     """Resource ids (lower case) of the nodes named by computer name, SCALESET/ID, instance id or id."""
-    from ..deploy.deployer import to_azure_error
+    from ..deploy.arm import to_azure_error
     from ..deploy.lifecycle import find_cluster, require
+    from ..resource_types import INSTANCES
 
     cluster = require(find_cluster(session, name, resource_group))
     known: list[tuple[str, str, str, str]] = []
     try:
         for vmss in cluster.scale_sets:
-            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name):
+            for vm in INSTANCES.list(session, resource_group, vmss.name):
                 computer = vm.os_profile.computer_name if vm.os_profile else vm.name
                 known.append((vm.id.lower(), vmss.name.lower(), str(vm.instance_id), (computer or "").lower()))
     except Exception as exc:

@@ -29,7 +29,7 @@ from ..health.ghr import (API_VERSION, INSIGHTS_API_VERSION, READ_ACTION, ROLE, 
                           insight_state, not_reportable, plan)
 from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
 from ..health.results import NodeResult
-from .deployer import to_azure_error
+from .arm import to_azure_error
 
 BASE = "https://management.azure.com"
 NAMESPACE = "Microsoft.Impact"

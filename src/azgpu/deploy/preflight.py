@@ -9,7 +9,8 @@ from typing import Any
 from ..errors import Finding
 from ..images import PurchasePlan
 from ..images import ofed_display
-from ..plan import NETWORK_API, documented_placement
+from ..plan import documented_placement
+from ..resource_types import NETWORK_API
 from ..sources import cite
 from ..validate import Spec
 from . import preflight_custom

@@ -16,7 +16,7 @@ from ..errors import Finding
 from ..images import ImageId, PurchasePlan
 from ..sources import cite
 from ..validate import Spec
-from .deployer import is_not_found, rest_shape
+from .arm import is_not_found, rest_shape
 
 SOURCE_GALLERY = "Azure Compute Gallery API (az sig image-definition show, az sig image-version show)"
 SOURCE_IMAGES = "Azure images API (az image show)"
