@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from .errors import Finding
+from .resource_types import CAPACITY_RESERVATION_GROUP
 from .sources import cite
 
 RESERVATION_TYPES = ("Targeted", "Block")
@@ -41,8 +42,8 @@ def group_option_findings(req, infiniband: bool) -> list[Finding]:
     if parse_group_id(text) is None:
         out.append(_err("INVALID_CAPACITY_RESERVATION_GROUP",
                         f"--capacity-reservation-group '{text}' is not a capacity reservation group resource ID",
-                        "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/"
-                        "capacityReservationGroups/NAME ('az capacity reservation group list --query [].id')",
+                        f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')} "
+                        "('az capacity reservation group list --query [].id')",
                         "capacity_reservation_group"))
     if req.spot:
         out.append(_err("CAPACITY_RESERVATION_SPOT", "spot VMs cannot use a capacity reservation",

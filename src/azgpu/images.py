@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .errors import InputError, ProfileError
+from .resource_types import GALLERY_IMAGE, MANAGED_IMAGE
 from .sources import known_source
 from .resources import data_dir, read_toml
 
@@ -26,9 +27,8 @@ IMAGE_ID_FORMS: dict[str, re.Pattern] = {
                          rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
 }
 IMAGE_ID_EXAMPLES = {
-    "gallery": "/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/galleries/GALLERY/images/DEFINITION"
-               "[/versions/1.0.0]",
-    "managed": "/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/images/NAME",
+    "gallery": GALLERY_IMAGE.example_id("GALLERY", "DEFINITION") + "[/versions/1.0.0]",
+    "managed": MANAGED_IMAGE.example_id("NAME"),
     "community": "/CommunityGalleries/PUBLIC_NAME/Images/DEFINITION[/Versions/1.0.0]",
     "shared": "/SharedGalleries/UNIQUE_NAME/Images/DEFINITION[/Versions/1.0.0]",
 }
@@ -145,8 +145,8 @@ class ImageId:
     def definition_id(self) -> str:
         """The image definition (or managed image) without a version."""
         if self.kind == "gallery":
-            return (f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/"
-                    f"Microsoft.Compute/galleries/{self.gallery}/images/{self.definition}")
+            return (f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
+                    f"{GALLERY_IMAGE.provider_path(self.gallery, self.definition)}")
         if self.kind == "managed":
             return self.text.rstrip("/")
         prefix = "CommunityGalleries" if self.kind == "community" else "SharedGalleries"

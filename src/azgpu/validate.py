@@ -15,6 +15,7 @@ from .images import Image, resolve
 from .profiles import Extension, Profile, Size, find_size, load_profile
 from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
+from .resource_types import PPG, SUBNET, USER_ASSIGNED_IDENTITY
 from .resources import data_dir, read_toml
 
 MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
@@ -149,7 +150,7 @@ def _check_subnet_id(subnet_id: str) -> list[Finding]:
         return []
     detail = f": {'; '.join(problems)}" if problems else ""
     return [_err("INVALID_SUBNET_ID", f"--subnet-id {subnet_id!r} is not a subnet resource ID{detail}",
-                 "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/SUBNET",
+                 f"pass {SUBNET.example_id('VNET', 'SUBNET')}",
                  "subnet_id", naming.NAMING_SOURCE)]
 
 
@@ -275,8 +276,8 @@ def _check_identities(req: Request) -> tuple[list[Finding], dict | None]:
     for rid in req.identities:
         if not IDENTITY_ID_RE.match(rid):
             out.append(_err("INVALID_IDENTITY", f"--identity '{rid}' is not a user-assigned identity resource ID",
-                            "pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.ManagedIdentity/"
-                            "userAssignedIdentities/NAME ('az identity show -g RG -n NAME --query id')", "identities",
+                            f"pass {USER_ASSIGNED_IDENTITY.example_id('NAME')} "
+                            "('az identity show -g RG -n NAME --query id')", "identities",
                             "S-compute-2026-04-01"))
     if out or not (req.assign_identity or req.identities):
         return out, None
@@ -296,8 +297,7 @@ def _check_ppg(req: Request) -> tuple[list[Finding], str | None, str | None]:
     if text.startswith("/"):
         if not PPG_ID_RE.match(text):
             return [_err("INVALID_PPG", f"--ppg '{text}' is not a proximity placement group resource ID",
-                         "pass a name to create one, or /subscriptions/SUB/resourceGroups/RG/providers/"
-                         "Microsoft.Compute/proximityPlacementGroups/NAME", "ppg", "D-ppg")], None, None
+                         f"pass a name to create one, or {PPG.example_id('NAME')}", "ppg", "D-ppg")], None, None
         return [], text, None
     if problem := naming.check("ppg", text):
         return [_err("INVALID_PPG", problem, "e.g. --ppg train01-ppg", "ppg", naming.NAMING_SOURCE)], None, None

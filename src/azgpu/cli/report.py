@@ -14,6 +14,7 @@ import click
 from . import options
 from ..errors import AzgpuError, Finding, InputError
 from ..health.limits import INSIGHT_TIMEOUT
+from ..resource_types import IMPACT
 from .health import node_logger
 from .options import azure_options, cluster_args, common, emit, log
 
@@ -183,7 +184,7 @@ def register(cli: click.Group) -> None:
 
     @simulate_group.command("ghr")
     @click.option("--provider-state", type=click.Choice(["Registered", "NotRegistered", "Registering", "Unregistered"]),
-                  default=None, help="The Microsoft.Impact resource provider's registration state.")
+                  default=None, help=f"The {IMPACT.namespace} resource provider's registration state.")
     @click.option("--reporter/--no-reporter", "reporter", default=None,
                   help="Whether the caller holds the Azure Impact Reporter role (--no-reporter: read-only).")
     @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
@@ -197,7 +198,7 @@ def register(cli: click.Group) -> None:
                              remedy="pass --provider-state STATE and/or --reporter/--no-reporter")
         azure = simulated_azure(simulate_state)
         if provider_state is not None:
-            azure.set_provider("Microsoft.Impact", provider_state)
+            azure.set_provider(IMPACT.namespace, provider_state)
         if reporter is not None:
             azure.set_permissions(None if reporter else ["*/read"])
         emit({"provider_state": provider_state, "reporter": reporter}, obj)

@@ -10,7 +10,7 @@ from ..errors import Finding
 from ..images import PurchasePlan
 from ..images import ofed_display
 from ..plan import documented_placement
-from ..resource_types import NETWORK_API
+from ..resource_types import NETWORK_API, VNET
 from ..sources import cite
 from ..validate import Spec
 from . import preflight_custom
@@ -300,7 +300,7 @@ def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | 
         if status == 403:
             return None, _err("SUBNET_NOT_ACCESSIBLE",
                               f"this identity may not read virtual network '{vnet_name}' in subscription {subscription}",
-                              "ask for Network Contributor (or a role with Microsoft.Network/virtualNetworks/read and "
+                              f"ask for Network Contributor (or a role with {VNET.action('read')} and "
                               "subnets/join/action) on it, or use another --subnet-id", SOURCE_NETWORK)
         raise
 

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..errors import AzureError, InputError
 from ..request import Request
+from ..resource_types import COMPUTE_LOCATION
 from ..sources import cite
 from ..validate import validate
 
@@ -73,7 +74,7 @@ class Filed:
 
 
 def scope(session, location: str) -> str:
-    return f"subscriptions/{session.subscription_id}/providers/Microsoft.Compute/locations/{location}"
+    return f"subscriptions/{session.subscription_id}{COMPUTE_LOCATION.provider_path(location)}"
 
 
 def shortfalls(session, request: Request, fallback_locations: list[str] = ()) -> list[Shortfall]:
