@@ -131,3 +131,16 @@ def test_a_plan_resource_carries_its_row_and_keeps_its_stage_label(az):
     assert [r.key for r in plan.scale_sets] == ["vmss000"]
     assert plan.resource("nsg").name == rt.NSG.name_in(plan.spec.names)
     assert plan.resource("vmss000").name == rt.VMSS.name_in(plan.spec.names, 0)
+
+
+@pytest.mark.parametrize("values", [dict(), dict(outbound=False), dict(ppg="p1", nodes=5),
+                                    dict(subnet_id="/subscriptions/s/resourceGroups/g" + rt.SUBNET.provider_path("vnet1", "s1"))],
+                         ids=["nat-gateway", "no-outbound", "new-ppg", "existing-subnet"])
+def test_the_plan_declares_what_planned_kinds_counts(az, values):
+    from azgpu.plan import planned_kinds
+
+    plan = az.plan(profile="nd-a100-v4", **values)
+    spec = plan.spec
+    kinds = planned_kinds(existing_subnet=bool(spec.subnet_id), nat_gateway=spec.nat_gateway,
+                          new_ppg=bool(spec.ppg_name), scale_sets=len(spec.scale_sets))
+    assert [r.kind for r in plan.resources] == kinds

@@ -374,27 +374,40 @@ def _ppg(spec: Spec, tags: dict) -> Resource:
     return Resource("ppg", PPG, spec.ppg_name, body)
 
 
+def planned_kinds(*, existing_subnet: bool, nat_gateway: bool, new_ppg: bool, scale_sets: int) -> list[ResourceType]:
+    """The type of each resource a plan declares, in its order: what build_plan builds, and what the
+    validator counts against ARM's resources per template before there is a plan."""
+    kinds = [NSG]
+    if new_ppg:
+        kinds.append(PPG)
+    if not existing_subnet:
+        kinds += [PUBLIC_IP, NAT_GATEWAY, VNET] if nat_gateway else [VNET]
+    return kinds + [VMSS] * scale_sets
+
+
 def build_plan(spec: Spec) -> Plan:
     tags = cluster_tags(spec)
     req = spec.request
+    kinds = planned_kinds(existing_subnet=bool(spec.subnet_id), nat_gateway=spec.nat_gateway,
+                          new_ppg=bool(spec.ppg_name), scale_sets=len(spec.scale_sets))
     nsg = _nsg(spec, tags)
     resources = [nsg]
     ppg: Any = spec.ppg_id
-    if spec.ppg_name:
+    if PPG in kinds:
         placement = _ppg(spec, tags)
         resources.append(placement)
         ppg = ResourceId(placement.key, placement.type, placement.name)
-    if spec.subnet_id:
-        subnet: Any = spec.subnet_id
-    else:
+    if VNET in kinds:
         nat = None
-        if spec.nat_gateway:
+        if NAT_GATEWAY in kinds:
             ip = _public_ip(spec, tags)
             nat = _nat_gateway(spec, tags, ip)
             resources += [ip, nat]
         vnet = _vnet(spec, tags, nat)
         resources.append(vnet)
-        subnet = SubnetId(vnet.key, vnet.name, spec.names.subnet)
+        subnet: Any = SubnetId(vnet.key, vnet.name, spec.names.subnet)
+    else:
+        subnet = spec.subnet_id
     for i, capacity in enumerate(spec.scale_sets):
         resources.append(_scale_set(spec, i, capacity, tags, nsg, subnet, ppg))
 
