@@ -19,8 +19,8 @@ RESERVATION_TYPES = ("Targeted", "Block")
 # A Block reservation's capacity is one of these, and its size and capacity cannot be updated later
 # (facts sheet 14.3, S-sdk-crg).
 BLOCK_CAPACITIES = (1, 2, 4, 8, 16, 32, 64)
-GROUP_ID = re.compile(r"/subscriptions/(?P<sub>[0-9a-fA-F-]{36})/resourceGroups/(?P<rg>[-\w._()]+)/providers/"
-                      r"Microsoft\.Compute/capacityReservationGroups/(?P<name>[-\w._]+)", re.IGNORECASE)
+GROUP_ID = re.compile(r"/subscriptions/(?P<sub>[0-9a-fA-F-]{36})/resourceGroups/(?P<rg>[-\w._()]+)"
+                      + CAPACITY_RESERVATION_GROUP.path_pattern(r"(?P<name>[-\w._]+)"), re.IGNORECASE)
 NAME = re.compile(r"[A-Za-z0-9][-\w.]{0,78}[\w]|[A-Za-z0-9]")
 
 

@@ -16,7 +16,8 @@ URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-
 # api 2026-04-01): `id` for a gallery image definition (latest version) or version and for a managed
 # image; `communityGalleryImageId` and `sharedGalleryImageId` for community and direct-shared galleries.
 _SEGMENT = r"[^/\s]+"
-_ARM = rf"^/subscriptions/(?P<subscription>{_SEGMENT})/resourceGroups/(?P<resource_group>{_SEGMENT})/providers/Microsoft\.Compute/"
+_ARM = (rf"^/subscriptions/(?P<subscription>{_SEGMENT})/resourceGroups/(?P<resource_group>{_SEGMENT})/providers/"
+        rf"{re.escape(GALLERY_IMAGE.namespace)}/")
 IMAGE_ID_FORMS: dict[str, re.Pattern] = {
     "gallery": re.compile(_ARM + rf"galleries/(?P<gallery>{_SEGMENT})/images/(?P<definition>{_SEGMENT})"
                           rf"(?:/versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),

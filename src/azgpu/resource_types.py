@@ -16,6 +16,7 @@ renderers read it, and a row's methods take the session that holds the clients.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,12 @@ class ArmType:
         _, *types = self.type.split("/")
         parts = [p for t, n in zip(types, [*names, *[None] * len(types)]) for p in (t, n) if p is not None]
         return "/".join(["/providers", self.namespace, *parts])
+
+    def path_pattern(self, *names: str) -> str:
+        """provider_path as a regular expression: the type's text escaped, `names` (patterns) where the names go."""
+        _, *types = self.type.split("/")
+        return "/".join(["/providers", re.escape(self.namespace),
+                         *[p for t, n in zip(types, names) for p in (re.escape(t), n)]])
 
     def example_id(self, *names: str) -> str:
         """A resource ID as a remedy shows it, with SUB and RG to fill in."""

@@ -28,14 +28,14 @@ RESERVED_USERNAMES = {
 }
 SSH_KEY_RE = re.compile(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|sk-ssh-ed25519@openssh\.com|"
                         r"sk-ecdsa-sha2-nistp256@openssh\.com) ([A-Za-z0-9+/]+={0,3})(?: [^\x00-\x1f\x7f]*)?$")
-SUBNET_ID_RE = re.compile(r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Network/"
-                          r"virtualNetworks/(?P<vnet>[^/]+)/subnets/(?P<subnet>[^/]+)", re.IGNORECASE)
+SUBNET_ID_RE = re.compile(r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)"
+                          + SUBNET.path_pattern(r"(?P<vnet>[^/]+)", r"(?P<subnet>[^/]+)"), re.IGNORECASE)
 SUBSCRIPTION_RE = re.compile(r"[0-9A-Za-z-]{1,64}")  # a GUID in Azure; its characters at least
 INTERNET = {"*", "internet", "any", "0.0.0.0/0"}
-IDENTITY_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.ManagedIdentity/"
-                            r"userAssignedIdentities/[^/\s]+$", re.IGNORECASE)
-PPG_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.Compute/"
-                       r"proximityPlacementGroups/[^/\s]+$", re.IGNORECASE)
+IDENTITY_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+"
+                            + USER_ASSIGNED_IDENTITY.path_pattern(r"[^/\s]+") + "$", re.IGNORECASE)
+PPG_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+" + PPG.path_pattern(r"[^/\s]+") + "$",
+                       re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ..health.ghr import (API_VERSION, INSIGHTS_API_VERSION, READ_ACTION, ROLE, 
                           insight_state, not_reportable, plan)
 from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
 from ..health.results import NodeResult
-from ..resource_types import IMPACT, PERMISSIONS
+from ..resource_types import IMPACT, PERMISSIONS, VMSS
 from .arm import to_azure_error
 
 BASE = "https://management.azure.com"
@@ -370,8 +370,8 @@ def _gpu_vendor(node: NodeResult) -> str | None:
 # ------------------------------------------------------------------------------ what was filed
 
 
-_VMSS_VM = re.compile(r"^/subscriptions/[^/]+/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Compute/"
-                      r"virtualMachineScaleSets/(?P<vmss>[^/]+)(?:/virtualMachines)?/(?P<instance>[^/]+)$", re.IGNORECASE)
+_VMSS_VM = re.compile(r"^/subscriptions/[^/]+/resourceGroups/(?P<rg>[^/]+)" + VMSS.path_pattern(r"(?P<vmss>[^/]+)")
+                      + r"(?:/virtualMachines)?/(?P<instance>[^/]+)$", re.IGNORECASE)
 
 
 def list_reports(session, resource_group: str, name: str | None = None) -> list[dict[str, Any]]:
