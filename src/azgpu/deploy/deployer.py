@@ -143,13 +143,13 @@ class Deployer:
     @property
     def kept_notices(self) -> list[str]:
         """What a re-run keeps that azgpu did not create, one line each."""
-        names = {r.key: r.name for r in self.plan.resources}
-        out = [f"virtual network '{names[key]}' keeps subnet(s) {', '.join(s['name'] for s in subnets)} that azgpu "
-               "did not create" for key, subnets in self.foreign_subnets.items() if subnets]
-        out += [f"virtual network '{names[key]}' keeps address prefix(es) {', '.join(prefixes)} that azgpu did not add"
+        names = {r.key: f"{r.kind.label} '{r.name}'" for r in self.plan.resources}
+        out = [f"{names[key]} keeps subnet(s) {', '.join(s['name'] for s in subnets)} that azgpu did not create"
+               for key, subnets in self.foreign_subnets.items() if subnets]
+        out += [f"{names[key]} keeps address prefix(es) {', '.join(prefixes)} that azgpu did not add"
                 for key, prefixes in self.foreign_prefixes.items() if prefixes]
-        out += [f"network security group '{names[key]}' keeps rule(s) {', '.join(x['name'] for x in rules)} that azgpu "
-                "did not create" for key, rules in self.foreign_rules.items() if rules]
+        out += [f"{names[key]} keeps rule(s) {', '.join(x['name'] for x in rules)} that azgpu did not create"
+                for key, rules in self.foreign_rules.items() if rules]
         return out
 
     def _emit(self, key: str, **changes) -> None:
