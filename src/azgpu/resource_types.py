@@ -2,8 +2,8 @@
 
 The first section holds the types a plan deploys. The plan builds its resources from these rows,
 the ARM and Bicep renderers print their type and api-version, and the deployer, what-if, `status`,
-`destroy` and the health gate ask a row how to create, read, delete or list a resource; nothing
-branches on a type string. A new resource type (public IP, placement group ...) is one row here, a
+`destroy` and the health gate ask a row how to create, read or delete a resource, what Azure keeps
+or refuses to change on it, and whether it has instances; nothing branches on a type string. A new resource type (public IP, placement group ...) is one row here, a
 route module in the fake, and its place in the plan. `teardown` orders deletion: a resource goes
 before the ones it references (scale sets hold the NICs that use the subnet and the NSG; a subnet
 holds its NAT gateway, which holds its public IP), so lower numbers are deleted first and equal
@@ -62,7 +62,7 @@ class ArmType:
         """'/providers/<namespace>/<type>/<name>/<child type>/<name>...' for the given names (fewer names
         than type segments leave the path ending in a type, as a collection)."""
         _, *types = self.type.split("/")
-        parts = [p for t, n in zip(types, [*names, *[None] * len(types)]) for p in (t, n) if p is not None]
+        parts = [part for i, t in enumerate(types) for part in (t, *names[i:i + 1])]
         return "/".join(["/providers", self.namespace, *parts])
 
     def path_pattern(self, *names: str) -> str:
@@ -87,7 +87,6 @@ class ResourceType(ArmType):
     teardown: int
     create_method: str = "begin_create_or_update"
     delete_method: str = "begin_delete"
-    list_method: str = "list"
     long_running: bool = True  # create and delete answer with a poller
     # Top-level body keys Azure fixes when it creates the resource and that azgpu may leave as they are:
     # an existing resource keeps its own value (a PUT that changes them is refused), and what-if shows none.
@@ -142,9 +141,6 @@ class ResourceType(ArmType):
         call = getattr(self._ops(session), self.update_method)
         return call(resource_group, name, {"sku": {"name": size, "capacity": capacity}})
 
-    def list(self, session, resource_group: str) -> list[Any]:
-        return list(getattr(self._ops(session), self.list_method)(resource_group))
-
 
 # ---------------------------------------------------------------------------------------- deployed by a plan
 
@@ -180,8 +176,7 @@ PUBLIC_IP = ResourceType(
 PPG = ResourceType(
     type="Microsoft.Compute/proximityPlacementGroups", api_version=COMPUTE_API, label="proximity placement group",
     stage="ppg", naming=None, client="compute", operations="proximity_placement_groups", teardown=1,
-    create_method="create_or_update", delete_method="delete", list_method="list_by_resource_group",
-    long_running=False)
+    create_method="create_or_update", delete_method="delete", long_running=False)
 
 TYPES: dict[str, ResourceType] = {t.type.lower(): t for t in (VMSS, NSG, VNET, NAT_GATEWAY, PUBLIC_IP, PPG)}
 
