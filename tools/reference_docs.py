@@ -28,6 +28,17 @@ EXIT = {"InputError": 2, "ProfileError": 2, "ValidationFailed": 2, "AzgpuError":
         "AzureError": 1}
 
 
+def _table_value(node: ast.AST) -> str:
+    """A placeholder that names only rows of azgpu.resource_types (an ARM type, an example resource ID)
+    is fixed text: written out as the user reads it. Anything else is filled in at run time: ‹…›."""
+    from azgpu import resource_types
+
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    if not names or not all(n.isupper() and hasattr(resource_types, n) for n in names):
+        return "‹…›"
+    return str(eval(compile(ast.Expression(node), "<table>", "eval"), {n: getattr(resource_types, n) for n in names}))
+
+
 def _text(node: ast.AST | None) -> str:
     """A message as the user reads it: literal text, with ‹…› where a value is filled in."""
     if node is None:
@@ -35,7 +46,7 @@ def _text(node: ast.AST | None) -> str:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "‹…›" for v in node.values)
+        return "".join(v.value if isinstance(v, ast.Constant) else _table_value(v.value) for v in node.values)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _text(node.left) + _text(node.right)
     return "‹…›"

@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 
 from .errors import Finding
+from .resource_types import CAPACITY_RESERVATION_GROUP
 from .sources import cite
 
 RESERVATION_TYPES = ("Targeted", "Block")
 # A Block reservation's capacity is one of these, and its size and capacity cannot be updated later
 # (facts sheet 14.3, S-sdk-crg).
 BLOCK_CAPACITIES = (1, 2, 4, 8, 16, 32, 64)
-GROUP_ID = re.compile(r"/subscriptions/(?P<sub>[0-9a-fA-F-]{36})/resourceGroups/(?P<rg>[-\w._()]+)/providers/"
-                      r"Microsoft\.Compute/capacityReservationGroups/(?P<name>[-\w._]+)", re.IGNORECASE)
+GROUP_ID = re.compile(r"/subscriptions/(?P<sub>[0-9a-fA-F-]{36})/resourceGroups/(?P<rg>[-\w._()]+)"
+                      + CAPACITY_RESERVATION_GROUP.path_pattern(r"(?P<name>[-\w._]+)"), re.IGNORECASE)
 NAME = re.compile(r"[A-Za-z0-9][-\w.]{0,78}[\w]|[A-Za-z0-9]")
 
 
@@ -37,8 +38,8 @@ def group_option_findings(req, infiniband: bool) -> list[Finding]:
     if parse_group_id(text) is None:
         out.append(Finding(code="INVALID_CAPACITY_RESERVATION_GROUP",
                            message=f"--capacity-reservation-group '{text}' is not a capacity reservation group resource ID",
-                           remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/"
-                           "capacityReservationGroups/NAME ('az capacity reservation group list --query [].id')",
+                           remedy=f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')} "
+                           "('az capacity reservation group list --query [].id')",
                            field="capacity_reservation_group", source=cite(("D-crg",))))
     if req.spot:
         out.append(Finding(code="CAPACITY_RESERVATION_SPOT", message="spot VMs cannot use a capacity reservation",

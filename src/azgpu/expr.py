@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .resource_types import SUBNET
+
 
 class Resolver(Protocol):
     """What the deployer knows at run time."""
@@ -60,13 +62,13 @@ class SubnetId:
     index: int = 0
 
     def arm(self) -> str:
-        return f"resourceId('Microsoft.Network/virtualNetworks/subnets', '{self.vnet}', '{self.subnet}')"
+        return f"resourceId('{SUBNET.type}', '{self.vnet}', '{self.subnet}')"
 
     def bicep(self) -> str:
         return f"{self.key}.properties.subnets[{self.index}].id"
 
     def resolve(self, r: Resolver) -> str:
-        return r.resource_id("Microsoft.Network/virtualNetworks/subnets", self.vnet, self.subnet)
+        return r.resource_id(SUBNET.type, self.vnet, self.subnet)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .errors import InputError, ProfileError
+from .resource_types import GALLERY_IMAGE, MANAGED_IMAGE
 from .sources import known_source
 from .shipped_data import data_dir, read_toml
 
@@ -15,7 +16,8 @@ URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-
 # api 2026-04-01): `id` for a gallery image definition (latest version) or version and for a managed
 # image; `communityGalleryImageId` and `sharedGalleryImageId` for community and direct-shared galleries.
 _SEGMENT = r"[^/\s]+"
-_ARM = rf"^/subscriptions/(?P<subscription>{_SEGMENT})/resourceGroups/(?P<resource_group>{_SEGMENT})/providers/Microsoft\.Compute/"
+_ARM = (rf"^/subscriptions/(?P<subscription>{_SEGMENT})/resourceGroups/(?P<resource_group>{_SEGMENT})/providers/"
+        rf"{re.escape(GALLERY_IMAGE.namespace)}/")
 IMAGE_ID_FORMS: dict[str, re.Pattern] = {
     "gallery": re.compile(_ARM + rf"galleries/(?P<gallery>{_SEGMENT})/images/(?P<definition>{_SEGMENT})"
                           rf"(?:/versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
@@ -26,9 +28,8 @@ IMAGE_ID_FORMS: dict[str, re.Pattern] = {
                          rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
 }
 IMAGE_ID_EXAMPLES = {
-    "gallery": "/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/galleries/GALLERY/images/DEFINITION"
-               "[/versions/1.0.0]",
-    "managed": "/subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/images/NAME",
+    "gallery": GALLERY_IMAGE.example_id("GALLERY", "DEFINITION") + "[/versions/1.0.0]",
+    "managed": MANAGED_IMAGE.example_id("NAME"),
     "community": "/CommunityGalleries/PUBLIC_NAME/Images/DEFINITION[/Versions/1.0.0]",
     "shared": "/SharedGalleries/UNIQUE_NAME/Images/DEFINITION[/Versions/1.0.0]",
 }
@@ -145,8 +146,8 @@ class ImageId:
     def definition_id(self) -> str:
         """The image definition (or managed image) without a version."""
         if self.kind == "gallery":
-            return (f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/"
-                    f"Microsoft.Compute/galleries/{self.gallery}/images/{self.definition}")
+            return (f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}"
+                    f"{GALLERY_IMAGE.provider_path(self.gallery, self.definition)}")
         if self.kind == "managed":
             return self.text.rstrip("/")
         prefix = "CommunityGalleries" if self.kind == "community" else "SharedGalleries"

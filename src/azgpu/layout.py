@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
+
 if TYPE_CHECKING:
     from .profiles import Profile, Size
     from .request import Request
@@ -69,14 +71,13 @@ def decide_layout(request: Request, profile: Profile, size: Size) -> Layout:
     return Layout(domain, scale_sets, requested, default, raised, source, rack, rack_cut)
 
 
-def resource_kinds(*, existing_subnet: bool, nat_gateway: bool, new_ppg: bool, scale_sets: int) -> tuple[str, ...]:
-    """The resources a plan creates, in its order: the validator counts them against ARM's limit
-    and plan.build_plan builds them, so the two cannot disagree."""
-    kinds = ["nsg"]
+def resource_kinds(*, existing_subnet: bool, nat_gateway: bool, new_ppg: bool,
+                   scale_sets: int) -> tuple[ResourceType, ...]:
+    """The type of each resource a plan creates, in its order: the validator counts them against ARM's
+    limit and plan.build_plan builds them, so the two cannot disagree."""
+    kinds = [NSG]
     if new_ppg:
-        kinds.append("ppg")
+        kinds.append(PPG)
     if not existing_subnet:
-        if nat_gateway:
-            kinds += ["public-ip", "nat-gateway"]
-        kinds.append("vnet")
-    return (*kinds, *("scale-set",) * scale_sets)
+        kinds += [PUBLIC_IP, NAT_GATEWAY, VNET] if nat_gateway else [VNET]
+    return (*kinds, *(VMSS,) * scale_sets)

@@ -14,14 +14,11 @@ from typing import Any
 from .drivers import cloud_init_ofed
 from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
 from .images import ofed_display
+from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 from .layout import resource_kinds
 from .spec import Spec
 
-NETWORK_API = "2026-03-01"  # azure-mgmt-network's default; the deployer sends the same version
-COMPUTE_API = "2026-04-01"  # azure-mgmt-compute's default for virtualMachineScaleSets
 MANAGED_BY = "azgpu"
-NAT_GATEWAY_TYPE = "Microsoft.Network/natGateways"
-PUBLIC_IP_TYPE = "Microsoft.Network/publicIPAddresses"
 # Azure's default TCP idle timeout for NAT gateway flows (4-120 minutes); raising it is "a last resort option"
 # (D-nat-resource): long transfers keep their flows busy, and idle ones should use TCP keepalives.
 NAT_IDLE_TIMEOUT_MINUTES = 4
@@ -42,11 +39,22 @@ class Parameter:
 @dataclass
 class Resource:
     key: str  # symbolic name (Bicep) and the plan's handle for references
-    type: str
-    api_version: str
+    kind: ResourceType  # its row: ARM type, api-version, label, how it is created, listed and deleted
     name: str
     body: dict[str, Any]  # location, tags, sku, zones, properties: exactly the REST PUT body
-    stage: str  # nsg | vnet | ppg | scale-set: the deployer's progress label
+
+    @property
+    def type(self) -> str:
+        return self.kind.type
+
+    @property
+    def api_version(self) -> str:
+        return self.kind.api_version
+
+    @property
+    def stage(self) -> str:
+        """The deployer's progress label: nsg | vnet | ppg | nat-gateway | public-ip | scale-set."""
+        return self.kind.stage
 
     @property
     def depends_on(self) -> list[str]:
@@ -74,7 +82,7 @@ class Plan:
 
     @property
     def scale_sets(self) -> list[Resource]:
-        return [r for r in self.resources if r.stage == "scale-set"]
+        return [r for r in self.resources if r.kind.has_instances]
 
     def waves(self) -> list[list[Resource]]:
         """Resources grouped so each wave depends only on earlier waves (deployed in parallel)."""
@@ -157,7 +165,7 @@ def _nsg(spec: Spec, tags: dict) -> Resource:
             },
         })
     body = {"location": Param("location"), "tags": tags, "properties": {"securityRules": rules}}
-    return Resource("nsg", "Microsoft.Network/networkSecurityGroups", NETWORK_API, spec.names.nsg, body, "nsg")
+    return Resource("nsg", NSG, NSG.name_in(spec.names), body)
 
 
 def _public_ip(spec: Spec, tags: dict) -> Resource:
@@ -166,7 +174,7 @@ def _public_ip(spec: Spec, tags: dict) -> Resource:
     if spec.request.zone:
         body["zones"] = [spec.request.zone]
     body["properties"] = {"publicIPAddressVersion": "IPv4", "publicIPAllocationMethod": "Static"}
-    return Resource("natPublicIp", PUBLIC_IP_TYPE, NETWORK_API, spec.names.nat_public_ip, body, "public-ip")
+    return Resource("natPublicIp", PUBLIC_IP, PUBLIC_IP.name_in(spec.names), body)
 
 
 def _nat_gateway(spec: Spec, tags: dict, ip: Resource) -> Resource:
@@ -178,7 +186,7 @@ def _nat_gateway(spec: Spec, tags: dict, ip: Resource) -> Resource:
         "idleTimeoutInMinutes": NAT_IDLE_TIMEOUT_MINUTES,
         "publicIpAddresses": [{"id": ResourceId(ip.key, ip.type, ip.name)}],
     }
-    return Resource("natGateway", NAT_GATEWAY_TYPE, NETWORK_API, spec.names.nat_gateway, body, "nat-gateway")
+    return Resource("natGateway", NAT_GATEWAY, NAT_GATEWAY.name_in(spec.names), body)
 
 
 def _vnet(spec: Spec, tags: dict, nat: Resource | None) -> Resource:
@@ -195,7 +203,7 @@ def _vnet(spec: Spec, tags: dict, nat: Resource | None) -> Resource:
             "subnets": [{"name": spec.names.subnet, "properties": subnet}],
         },
     }
-    return Resource("vnet", "Microsoft.Network/virtualNetworks", NETWORK_API, spec.names.vnet, body, "vnet")
+    return Resource("vnet", VNET, VNET.name_in(spec.names), body)
 
 
 def documented_placement(size, profile=None) -> str:
@@ -239,7 +247,7 @@ def _storage_profile(spec: Spec) -> dict:
 def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource, subnet: Any,
                ppg: Any = None) -> Resource:
     req = spec.request
-    name = spec.names.vmss(index)
+    name = VMSS.name_in(spec.names, index)
     os_profile: dict[str, Any] = {
         "computerNamePrefix": spec.names.computer_name_prefix(index),
         "adminUsername": Param("adminUsername"),
@@ -327,7 +335,7 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
         body["properties"]["platformFaultDomainCount"] = vertical["platform_fault_domain_count"]
     if ppg is not None:
         body["properties"]["proximityPlacementGroup"] = {"id": ppg}
-    return Resource(f"vmss{index:03d}", "Microsoft.Compute/virtualMachineScaleSets", COMPUTE_API, name, body, "scale-set")
+    return Resource(f"vmss{index:03d}", VMSS, name, body)
 
 
 def _ppg(spec: Spec, tags: dict) -> Resource:
@@ -339,7 +347,7 @@ def _ppg(spec: Spec, tags: dict) -> Resource:
         "tags": tags,
         "properties": {"proximityPlacementGroupType": "Standard", "intent": {"vmSizes": [spec.size.name]}},
     }
-    return Resource("ppg", "Microsoft.Compute/proximityPlacementGroups", COMPUTE_API, spec.ppg_name, body, "ppg")
+    return Resource("ppg", PPG, spec.ppg_name, body)
 
 
 def build_plan(spec: Spec) -> Plan:
@@ -350,21 +358,21 @@ def build_plan(spec: Spec) -> Plan:
     nsg = _nsg(spec, tags)
     resources = [nsg]
     ppg: Any = spec.ppg_id
-    if "ppg" in kinds:
+    if PPG in kinds:
         placement = _ppg(spec, tags)
         resources.append(placement)
         ppg = ResourceId(placement.key, placement.type, placement.name)
-    if "vnet" not in kinds:
-        subnet: Any = spec.subnet_id
-    else:
+    if VNET in kinds:
         nat = None
-        if "nat-gateway" in kinds:
+        if NAT_GATEWAY in kinds:
             ip = _public_ip(spec, tags)
             nat = _nat_gateway(spec, tags, ip)
             resources += [ip, nat]
         vnet = _vnet(spec, tags, nat)
         resources.append(vnet)
-        subnet = SubnetId(vnet.key, vnet.name, spec.names.subnet)
+        subnet: Any = SubnetId(vnet.key, vnet.name, spec.names.subnet)
+    else:
+        subnet = spec.subnet_id
     for i, capacity in enumerate(spec.scale_sets):
         resources.append(_scale_set(spec, i, capacity, tags, nsg, subnet, ppg))
 
@@ -382,7 +390,7 @@ def build_plan(spec: Spec) -> Plan:
             "customData", "string", f"cloud-init of every node: --custom-data{merged}; secure, it may hold secrets",
             value=spec.custom_data, secure=True))
     outputs = [
-        Output("scaleSets", "array", [r.name for r in resources if r.stage == "scale-set"]),
+        Output("scaleSets", "array", [r.name for r in resources if r.kind.has_instances]),
         Output("networkSecurityGroupId", "string", ResourceId(nsg.key, nsg.type, nsg.name)),
         Output("subnetId", "string", subnet),
     ]

@@ -15,6 +15,7 @@ from typing import Any
 from .bounded_read import read_bounded
 from .cloud_init import read_custom_data
 from .errors import Finding, InputError
+from .resource_types import USER_ASSIGNED_IDENTITY
 
 DEFAULT_VNET_PREFIX = "10.0.0.0/16"
 
@@ -250,8 +251,8 @@ def _identities(value: Any, findings: list[Finding]) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else None
     if items is None or not all(isinstance(i, str) for i in items):
         findings.append(Finding(code="INVALID_IDENTITY", message=f"--identity must be resource IDs, not {value!r}",
-                                remedy="pass --identity /subscriptions/SUB/resourceGroups/RG/providers/"
-                                "Microsoft.ManagedIdentity/userAssignedIdentities/NAME (repeatable)", field="identities"))
+                                remedy=f"pass --identity {USER_ASSIGNED_IDENTITY.example_id('NAME')} (repeatable)",
+                                field="identities"))
         return ()
     return tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
 

@@ -19,6 +19,7 @@ from .layout import decide_layout, resource_kinds
 from .profiles import Extension, Profile, Size, find_size, load_profile
 from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
+from .resource_types import PPG, SUBNET, USER_ASSIGNED_IDENTITY
 from .shipped_data import data_dir, read_toml
 
 MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
@@ -31,14 +32,14 @@ RESERVED_USERNAMES = {
 }
 SSH_KEY_RE = re.compile(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|sk-ssh-ed25519@openssh\.com|"
                         r"sk-ecdsa-sha2-nistp256@openssh\.com) ([A-Za-z0-9+/]+={0,3})(?: [^\x00-\x1f\x7f]*)?$")
-SUBNET_ID_RE = re.compile(r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Network/"
-                          r"virtualNetworks/(?P<vnet>[^/]+)/subnets/(?P<subnet>[^/]+)", re.IGNORECASE)
+SUBNET_ID_RE = re.compile(r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)"
+                          + SUBNET.path_pattern(r"(?P<vnet>[^/]+)", r"(?P<subnet>[^/]+)"), re.IGNORECASE)
 SUBSCRIPTION_RE = re.compile(r"[0-9A-Za-z-]{1,64}")  # a GUID in Azure; its characters at least
 INTERNET = {"*", "internet", "any", "0.0.0.0/0"}
-IDENTITY_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.ManagedIdentity/"
-                            r"userAssignedIdentities/[^/\s]+$", re.IGNORECASE)
-PPG_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+/providers/Microsoft\.Compute/"
-                       r"proximityPlacementGroups/[^/\s]+$", re.IGNORECASE)
+IDENTITY_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+"
+                            + USER_ASSIGNED_IDENTITY.path_pattern(r"[^/\s]+") + "$", re.IGNORECASE)
+PPG_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+" + PPG.path_pattern(r"[^/\s]+") + "$",
+                       re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def _check_subnet_id(subnet_id: str) -> list[Finding]:
         return []
     detail = f": {'; '.join(problems)}" if problems else ""
     return [Finding(code="INVALID_SUBNET_ID", message=f"--subnet-id {subnet_id!r} is not a subnet resource ID{detail}",
-                    remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Network/virtualNetworks/VNET/subnets/SUBNET",
+                    remedy=f"pass {SUBNET.example_id('VNET', 'SUBNET')}",
                     field="subnet_id", source=cite((naming.NAMING_SOURCE,)))]
 
 
@@ -305,8 +306,8 @@ def _check_identities(req: Request) -> tuple[list[Finding], dict | None]:
         if not IDENTITY_ID_RE.match(rid):
             out.append(Finding(code="INVALID_IDENTITY",
                                message=f"--identity '{rid}' is not a user-assigned identity resource ID",
-                               remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.ManagedIdentity/"
-                               "userAssignedIdentities/NAME ('az identity show -g RG -n NAME --query id')",
+                               remedy=f"pass {USER_ASSIGNED_IDENTITY.example_id('NAME')} "
+                               "('az identity show -g RG -n NAME --query id')",
                                field="identities",
                                source=cite(("S-compute-2026-04-01",))))
     if out or not (req.assign_identity or req.identities):
@@ -327,8 +328,8 @@ def _check_ppg(req: Request) -> tuple[list[Finding], str | None, str | None]:
     if text.startswith("/"):
         if not PPG_ID_RE.match(text):
             return [Finding(code="INVALID_PPG", message=f"--ppg '{text}' is not a proximity placement group resource ID",
-                            remedy="pass a name to create one, or /subscriptions/SUB/resourceGroups/RG/providers/"
-                            "Microsoft.Compute/proximityPlacementGroups/NAME", field="ppg", source=cite(("D-ppg",)))], None, None
+                            remedy=f"pass a name to create one, or {PPG.example_id('NAME')}", field="ppg",
+                            source=cite(("D-ppg",)))], None, None
         return [], text, None
     if problem := naming.check("ppg", text):
         return [Finding(code="INVALID_PPG", message=problem, remedy="e.g. --ppg train01-ppg", field="ppg",

@@ -19,7 +19,8 @@ import requests
 import responses
 from deploy_support import LOCATION, RG, request
 
-from azgpu.deploy import preflight, resource_types
+from azgpu import resource_types
+from azgpu.deploy import preflight
 from azgpu.deploy.deployer import Deployer
 from azgpu.deploy.marketplace import terms
 from azgpu.deploy.session import Session

@@ -8,7 +8,7 @@ import pytest
 from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, request
 
 from azgpu.deploy.create import create
-from azgpu.deploy.deployer import rest_shape
+from azgpu.deploy.arm import rest_shape
 from azgpu.deploy.lifecycle import destroy
 
 

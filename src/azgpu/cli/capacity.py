@@ -11,6 +11,7 @@ import sys
 import click
 
 from ..errors import InputError, ValidationFailed
+from ..resource_types import CAPACITY_RESERVATION_GROUP, QUOTA
 from . import options
 from .options import ListOption, azure_options, common, emit, log, make_request, request_options, validated_with
 
@@ -23,7 +24,7 @@ def _need_location(request) -> None:
 def _shortfall_text(short) -> str:
     lines = [f"  {s.location}: {s.label} ({s.quota}) usage {s.usage} + needed {s.needed} > limit {s.limit}: "
              f"request {s.new_limit}" for s in short]
-    return "Quota increase requests to file (Microsoft.Quota):\n" + "\n".join(lines)
+    return f"Quota increase requests to file ({QUOTA.namespace}):\n" + "\n".join(lines)
 
 
 def asker(yes: bool):
@@ -129,8 +130,7 @@ def register(cli: click.Group) -> None:
         if capacity_reservation_group and parse_group_id(capacity_reservation_group) is None:
             raise InputError(f"--capacity-reservation-group '{capacity_reservation_group}' is not a capacity "
                              "reservation group resource ID", code="INVALID_CAPACITY_RESERVATION_GROUP",
-                             remedy="pass /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.Compute/"
-                                    "capacityReservationGroups/NAME")
+                             remedy=f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')}")
         locations = list(dict.fromkeys(normalize_location(x) for x in [location, *fallback_locations]))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             result = report(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,

@@ -12,6 +12,7 @@ import click
 
 from ..errors import Finding, InputError
 from ..output import listing
+from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
 from .health import health_options, with_compact_health
 from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
@@ -37,7 +38,7 @@ def register(cli: click.Group) -> None:
                        "(as 'az deployment group what-if'); write nothing. -o json for automation.")
     @click.option("--no-arm-validate", is_flag=True,
                   help="Skip Azure's own template validation (and, with --what-if, Azure's what-if), for callers "
-                       "without Microsoft.Resources/deployments/validate/action.")
+                       f"without {DEPLOYMENT.action('validate/action')}.")
     @click.option("--allow-scale-in", is_flag=True,
                   help="Allow deleting instances (fewer --nodes, a scale set no longer planned); without it create "
                        "refuses, or asks at a terminal.")
@@ -55,7 +56,7 @@ def register(cli: click.Group) -> None:
                   help="Deploy the scale sets into this existing capacity reservation group (see 'provision "
                        "reserve'); the preflight checks it has room first.")
     @click.option("--request-quota", is_flag=True,
-                  help="File the quota increases the preflight finds short (Microsoft.Quota; asks first unless "
+                  help=f"File the quota increases the preflight finds short ({QUOTA.namespace}; asks first unless "
                        "--yes) and go on once they are approved; see 'provision quota request'.")
     @health_options
     @report_options
@@ -191,7 +192,7 @@ def register(cli: click.Group) -> None:
 
     def _group_fate(session, cluster) -> str:
         """What destroy does to the resource group, said before the question (as lifecycle.destroy decides)."""
-        from ..deploy.deployer import CREATED_TAG, is_ours, list_group
+        from ..deploy.arm import CREATED_TAG, is_ours, list_group
 
         group = cluster.resource_group
         tags = (cluster.group.tags or {}) if cluster.group is not None else {}

@@ -14,6 +14,7 @@ import click
 from . import options
 from ..errors import AzgpuError, Finding, InputError
 from ..health.limits import INSIGHT_TIMEOUT
+from ..resource_types import IMPACT
 from .health import node_logger
 from .options import azure_options, cluster_args, common, emit, log
 
@@ -184,7 +185,7 @@ def register(cli: click.Group) -> None:
 
     @simulate_group.command("ghr")
     @click.option("--provider-state", type=click.Choice(["Registered", "NotRegistered", "Registering", "Unregistered"]),
-                  default=None, help="The Microsoft.Impact resource provider's registration state.")
+                  default=None, help=f"The {IMPACT.namespace} resource provider's registration state.")
     @click.option("--reporter/--no-reporter", "reporter", default=None,
                   help="Whether the caller holds the Azure Impact Reporter role (--no-reporter: read-only).")
     @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
@@ -198,7 +199,7 @@ def register(cli: click.Group) -> None:
                              remedy="pass --provider-state STATE and/or --reporter/--no-reporter")
         azure = simulated_azure(simulate_state)
         if provider_state is not None:
-            azure.set_provider("Microsoft.Impact", provider_state)
+            azure.set_provider(IMPACT.namespace, provider_state)
         if reporter is not None:
             azure.set_permissions(None if reporter else ["*/read"])
         emit({"provider_state": provider_state, "reporter": reporter}, obj)
@@ -206,14 +207,15 @@ def register(cli: click.Group) -> None:
 
 def _instances(session, name: str, resource_group: str, wanted: tuple[str, ...]) -> set[str]:
     """Resource ids (lower case) of the nodes named by computer name, SCALESET/ID, instance id or id."""
-    from ..deploy.deployer import to_azure_error
+    from ..deploy.arm import to_azure_error
     from ..deploy.lifecycle import find_cluster, require
+    from ..resource_types import INSTANCES
 
     cluster = require(find_cluster(session, name, resource_group))
     known: list[tuple[str, str, str, str]] = []
     try:
         for vmss in cluster.scale_sets:
-            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name):
+            for vm in INSTANCES.list(session, resource_group, vmss.name):
                 computer = vm.os_profile.computer_name if vm.os_profile else vm.name
                 known.append((vm.id.lower(), vmss.name.lower(), str(vm.instance_id), (computer or "").lower()))
     except Exception as exc:

@@ -12,6 +12,7 @@ import sys
 import click
 
 from ..errors import InputError
+from ..resource_types import RESOURCE_GROUP
 from .options import common, confirm, emit
 
 STATE_OPTION = click.option("--simulate-state", "state", default=None,
@@ -145,10 +146,10 @@ def register(cli: click.Group) -> None:
         from ..deploy.simulate import SIMULATED_QUOTA, state_file
 
         azure = _azure(state)
-        groups = azure.resources(type="Microsoft.Resources/resourceGroups")
+        groups = azure.resources(type=RESOURCE_GROUP.type)
         emit({"state_file": str(state_file(state)),
               "resource_groups": sorted(g["name"] for g in groups),
-              "resources": len([r for r in azure.resources() if r["type"] != "Microsoft.Resources/resourceGroups"]),
+              "resources": len([r for r in azure.resources() if r["type"] != RESOURCE_GROUP.type]),
               "default_quota": SIMULATED_QUOTA,
               "sku_changes": azure.sku_overrides(),
               "capacity_limits": azure.capacity_limits()}, obj)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
+from ..resource_types import VMSS
 from .options import common, emit
 from .simulate import group
 
@@ -32,7 +33,7 @@ def _instance(fake, name: str | None, instance: str) -> str:
         if not name:
             raise InputError(f"--instance {instance} is an instance id: name the cluster with -n/--name",
                              code="MISSING_ARGUMENT", remedy="add -n NAME, or give SCALESET/ID or the computer name")
-        sets = sorted({r["name"] for r in fake.resources(type="Microsoft.Compute/virtualMachineScaleSets")
+        sets = sorted({r["name"] for r in fake.resources(type=VMSS.type)
                        if (r.get("tags") or {}).get("azgpu-cluster") == name})
         if len(sets) != 1:
             raise InputError(f"cluster '{name}' has {len(sets)} scale sets: which one holds instance {instance}?",

@@ -19,14 +19,14 @@ from typing import Any
 
 from ..errors import AzureError
 from ..render.arm import SCHEMA, arm_value
+from ..resource_types import DEPLOYMENT, RESOURCE_GROUP
 from .azure_errors import AuthError, translate
 
-API_VERSION = "2025-04-01"  # Microsoft.Resources deployments (validate, whatIf)
-GROUP_API = "2024-11-01"  # Microsoft.Resources resourceGroups in a subscription-scope template
+API_VERSION = DEPLOYMENT.api_version  # deployments (validate, whatIf)
 SUBSCRIPTION_SCHEMA = "https://schema.management.azure.com/schemas/2018-05-01/subscriptionDeploymentTemplate.json#"
-VALIDATE_ACTION = "Microsoft.Resources/deployments/validate/action"
-WHATIF_ACTION = "Microsoft.Resources/deployments/whatIf/action"
-SKIP_REMEDY = ("ask for a role that grants Microsoft.Resources/deployments/* on the resource group or subscription "
+VALIDATE_ACTION = DEPLOYMENT.action("validate/action")
+WHATIF_ACTION = DEPLOYMENT.action("whatIf/action")
+SKIP_REMEDY = (f"ask for a role that grants {DEPLOYMENT.action('*')} on the resource group or subscription "
                "(Contributor does), or pass --no-arm-validate to skip Azure's template validation and what-if")
 POLLS = 120  # at most this many status reads of one what-if (ARM answers within seconds to minutes)
 
@@ -54,16 +54,16 @@ def request(deployer, *, group_exists: bool, location: str) -> tuple[str, dict[s
     name = deployment_name(deployer.cluster)
     inner = _template(deployer)
     if group_exists:
-        return (f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Resources/deployments/{name}",
+        return (f"/subscriptions/{sub}/resourceGroups/{rg}{DEPLOYMENT.provider_path(name)}",
                 {"properties": {"template": inner, "parameters": {}, "mode": "Incremental"}})
     template = {"$schema": SUBSCRIPTION_SCHEMA, "contentVersion": "1.0.0.0", "resources": [
-        {"type": "Microsoft.Resources/resourceGroups", "apiVersion": GROUP_API, "name": rg, "location": location},
-        {"type": "Microsoft.Resources/deployments", "apiVersion": API_VERSION, "name": name, "resourceGroup": rg,
-         "dependsOn": [f"[resourceId('Microsoft.Resources/resourceGroups', '{rg}')]"],
+        {"type": RESOURCE_GROUP.type, "apiVersion": RESOURCE_GROUP.api_version, "name": rg, "location": location},
+        {"type": DEPLOYMENT.type, "apiVersion": DEPLOYMENT.api_version, "name": name, "resourceGroup": rg,
+         "dependsOn": [f"[resourceId('{RESOURCE_GROUP.type}', '{rg}')]"],
          # Inner scope: the nested template's own expressions (its dependsOn) resolve in the group, not here.
          "properties": {"mode": "Incremental", "expressionEvaluationOptions": {"scope": "inner"}, "template": inner}},
     ]}
-    return (f"/subscriptions/{sub}/providers/Microsoft.Resources/deployments/{name}",
+    return (f"/subscriptions/{sub}{DEPLOYMENT.provider_path(name)}",
             {"location": location, "properties": {"template": template, "parameters": {}, "mode": "Incremental"}})
 
 

@@ -13,9 +13,10 @@ from ..plan import Plan, build_plan
 from ..request import Request
 from ..spec import Spec, check_fallbacks, validate
 from .azure_errors import CapacityError
-from .deployer import Deployer, Event, is_ours, list_group, to_azure_error
+from .arm import is_ours, list_group, to_azure_error
+from .deployer import Deployer, Event
 from .lifecycle import destroy, find_cluster
-from .resource_types import VMSS
+from ..resource_types import VMSS
 from .preflight import Preflight, run_preflight
 from .whatif import analyse, cost_of, refusal, report_of
 

@@ -15,16 +15,17 @@ from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import resource_types
 from ..changes import PropertyChange, compare
 from ..errors import AzureError, InputError
 from ..expr import walk
 from ..plan import MANAGED_BY, Plan, Resource
-from . import resource_types
-from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError, translate
+from ..resource_types import VMSS
+from .arm import (CREATED_TAG, TERMINAL, is_not_found, is_ours, list_group, rest_shape, to_azure_error,
+                  until_settled, wait_first_polling)
+from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .session import Interrupted, result_of
 
-TERMINAL = {"succeeded", "failed", "canceled"}
-CREATED_TAG = "azgpu-created"
 # After Ctrl-C, how long the workers get to finish what they are doing (every wait of theirs ends at
 # once; a request in flight gets to complete, so a simulation's fake stays installed until it has).
 INTERRUPT_GRACE = 2.0
@@ -62,82 +63,14 @@ class Event:
 
     key: str
     name: str
-    stage: str
+    stage: str  # the resource type's progress label (its row's stage)
     state: str  # pending | exists | creating | succeeded | failed
     total: int = 0
     done: int = 0
     started: float = 0.0
     finished: float = 0.0
     error: str = ""
-
-
-def wait_first_polling(interval: float | None):
-    """ARM's poller, but its first status check waits for Retry-After like every later one.
-
-    azure-core checks an operation's status right after the PUT. That pays off for NSGs and VNets,
-    which often finish within the second, but a GPU scale set takes minutes, so for scale sets the
-    immediate check is always InProgress: one request per scale set for nothing.
-    """
-    from azure.mgmt.core.polling.arm_polling import ARMPolling
-
-    class WaitFirstPolling(ARMPolling):
-        _waited = False
-
-        def update_status(self) -> None:
-            if not self._waited:
-                self._waited = True
-                self._delay()
-            super().update_status()
-
-    return WaitFirstPolling(30 if interval is None else interval)
-
-
-# Without a $filter: a listing filtered by tag leaves out every resource's tags (Resources - List By
-# Resource Group, api 2024-11-01), and the tags are how azgpu tells its resources from others.
-EXPAND = "createdTime,changedTime,provisioningState"
-
-
-def list_group(session, resource_group: str) -> list[Any] | None:
-    """Every top-level resource of the group (with tags, sku, provisioning state and times), or None
-    when the group is missing: one request that finds a cluster, what exists and the quota it holds."""
-    try:
-        return list(session.resources.resources.list_by_resource_group(resource_group, expand=EXPAND))
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise to_azure_error(exc, f"resource group {resource_group}") from None
-
-
-def is_not_found(exc: Exception) -> bool:
-    return getattr(exc, "status_code", None) == 404
-
-
-def is_ours(tags: dict | None, cluster: str) -> bool:
-    tags = tags or {}
-    return tags.get("managed-by") == MANAGED_BY and tags.get("azgpu-cluster") == cluster
-
-
-def rest_shape(model: Any) -> dict[str, Any]:
-    """An SDK model as Azure's REST body (camelCase, `properties` nested), whatever the SDK's generation.
-
-    The msrest models (azure-mgmt-compute up to 37) give snake_case from as_dict() and the REST shape
-    from serialize(); the newer generated models (38 and later) have no serialize() and give the REST
-    shape from as_dict(). Flat attributes (model.provisioning_state) work on both.
-    """
-    serialize = getattr(model, "serialize", None)
-    return serialize(keep_readonly=True) if callable(serialize) else model.as_dict()
-
-
-# Properties Azure cannot change on an existing scale set; a different value is refused up front.
-# The paths are where each one sits in the REST body, for the what-if's '!' lines.
-IMMUTABLE_PATHS = {
-    "size": ("sku.name",),
-    "image": tuple(f"properties.virtualMachineProfile.storageProfile.imageReference.{k}"
-                   for k in ("publisher", "offer", "sku")),
-    "orchestrationMode": ("properties.orchestrationMode",),
-    "singlePlacementGroup": ("properties.singlePlacementGroup",),
-    "zones": ("zones",),
-}
+    has_instances: bool = False  # a scale set: done/total count its instances
 
 
 def _immutable(body: dict) -> dict[str, Any]:
@@ -182,8 +115,9 @@ class Deployer:
         self.cluster = self.plan.spec.names.cluster
         self._deadline = time.monotonic() + self.timeout if self.timeout else None
         for r in self.plan.resources:
-            total = r.body["sku"]["capacity"] if r.stage == "scale-set" else 1
-            self.events[r.key] = Event(r.key, r.name, r.stage, "pending", total=total)
+            total = r.body["sku"]["capacity"] if r.kind.has_instances else 1
+            self.events[r.key] = Event(r.key, r.name, r.kind.stage, "pending", total=total,
+                                       has_instances=r.kind.has_instances)
 
     # -- helpers
 
@@ -209,13 +143,13 @@ class Deployer:
     @property
     def kept_notices(self) -> list[str]:
         """What a re-run keeps that azgpu did not create, one line each."""
-        names = {r.key: r.name for r in self.plan.resources}
-        out = [f"virtual network '{names[key]}' keeps subnet(s) {', '.join(s['name'] for s in subnets)} that azgpu "
-               "did not create" for key, subnets in self.foreign_subnets.items() if subnets]
-        out += [f"virtual network '{names[key]}' keeps address prefix(es) {', '.join(prefixes)} that azgpu did not add"
+        names = {r.key: f"{r.kind.label} '{r.name}'" for r in self.plan.resources}
+        out = [f"{names[key]} keeps subnet(s) {', '.join(s['name'] for s in subnets)} that azgpu did not create"
+               for key, subnets in self.foreign_subnets.items() if subnets]
+        out += [f"{names[key]} keeps address prefix(es) {', '.join(prefixes)} that azgpu did not add"
                 for key, prefixes in self.foreign_prefixes.items() if prefixes]
-        out += [f"network security group '{names[key]}' keeps rule(s) {', '.join(x['name'] for x in rules)} that azgpu "
-                "did not create" for key, rules in self.foreign_rules.items() if rules]
+        out += [f"{names[key]} keeps rule(s) {', '.join(x['name'] for x in rules)} that azgpu did not create"
+                for key, rules in self.foreign_rules.items() if rules]
         return out
 
     def _emit(self, key: str, **changes) -> None:
@@ -275,34 +209,33 @@ class Deployer:
                 self.refused[r.key] = taken
                 continue
             try:
-                current = resource_types.of(r.type).get(self.session, self.resource_group, r.name,
-                                                        api_version=r.api_version)
+                current = r.kind.get(self.session, self.resource_group, r.name, api_version=r.api_version)
             except Exception as exc:
                 if is_not_found(exc):  # deleted since the listing
                     continue
                 raise to_azure_error(exc, r.name) from None
-            if r.stage == "scale-set":
+            if r.kind.immutable:
                 problem = self._immutable_problem(r, current)
                 if problem is not None:
                     if strict:
                         raise problem
                     self.refused[r.key] = problem
-            if kept := resource_types.of(r.type).kept:
+            if kept := r.kind.kept:
                 live = rest_shape(current)
                 self.kept[r.key] = {k: live.get(k) for k in kept}
-            if r.type.lower() == resource_types.VNET.type.lower():
+            if r.kind is resource_types.VNET:
                 live = rest_shape(current)
                 self.foreign_subnets[r.key] = foreign_subnets(r, live)
                 planned = ((r.body.get("properties") or {}).get("addressSpace") or {}).get("addressPrefixes") or []
                 have = ((live.get("properties") or {}).get("addressSpace") or {}).get("addressPrefixes") or []
                 self.foreign_prefixes[r.key] = [p for p in have if p not in planned]
-            if r.type.lower() == resource_types.NSG.type.lower():
+            if r.kind is resource_types.NSG:
                 self.foreign_rules[r.key] = foreign_children(r, rest_shape(current), "securityRules")
             found[r.key] = current
         return found
 
     def immutable_changes(self, r: Resource, current: Any) -> list[str]:
-        """The keys of IMMUTABLE_PATHS whose planned value differs from the live one."""
+        """The keys of the type's immutable paths whose planned value differs from the live one."""
         # SDK models serialize back to the REST shape, the same shape as the plan's bodies.
         want, have = _immutable(self.body(r)), _immutable(rest_shape(current))
         return [k for k in want if have[k] not in (None, "", []) and want[k] != have[k]]
@@ -321,8 +254,9 @@ class Deployer:
     def delta(self, r: Resource, current: Any) -> list[PropertyChange]:
         """What a PUT of the plan's body changes on the live resource (the what-if's property lines)."""
         out = compare(self.body(r), rest_shape(current))
-        if r.stage == "scale-set":
-            refused = {p for k in self.immutable_changes(r, current) for p in IMMUTABLE_PATHS[k]}
+        if r.kind.immutable:
+            paths = r.kind.immutable_paths
+            refused = {p for k in self.immutable_changes(r, current) for p in paths[k]}
             for change in out:
                 change.refused = change.path in refused
         return out
@@ -331,7 +265,7 @@ class Deployer:
         """Succeeded, and a PUT of the plan's body would change nothing (capacity, tags, rules ...)."""
         if current is None:
             return False
-        if not resource_types.of(r.type).long_running:
+        if not r.kind.long_running:
             # Created synchronously, so existing means done (a proximity placement group has no provisioningState);
             # PUTting it again would try to change its intent while VMs use it.
             return True
@@ -346,19 +280,18 @@ class Deployer:
         ids = self.removals.get(r.name)
         if not ids or current is None:
             return current
-        rt = resource_types.of(r.type)
         self._emit(r.key, state="scaling in", started=time.monotonic())
-        self._wait(rt.begin_delete_instances(self.session, self.resource_group, r.name, ids), r)
-        return rt.get(self.session, self.resource_group, r.name, api_version=r.api_version)
+        self._wait(r.kind.begin_delete_instances(self.session, self.resource_group, r.name, ids), r)
+        return r.kind.get(self.session, self.resource_group, r.name, api_version=r.api_version)
 
     def begin_put(self, r: Resource, *, wait: bool = True):
         # Without waiting, no poller thread is left polling behind the caller's back.
         kw: dict[str, Any] = {"api_version": r.api_version}
         if not wait:
             kw["polling"] = False
-        elif r.stage == "scale-set":
+        elif r.kind.has_instances:
             kw["polling"] = wait_first_polling(self.session.polling_interval)
-        return resource_types.of(r.type).begin_create(self.session, self.resource_group, r.name, self.body(r), **kw)
+        return r.kind.begin_create(self.session, self.resource_group, r.name, self.body(r), **kw)
 
     def _put(self, r: Resource, current: Any | None, wait: bool) -> None:
         try:
@@ -434,24 +367,17 @@ class Deployer:
     def _follow(self, r: Resource, interval: float = 5.0) -> Any | None:
         """Poll a resource another operation is working on until it reaches a terminal state; the
         resource as it then is, or None when that operation deleted it."""
-        while True:
-            try:
-                current = resource_types.of(r.type).get(self.session, self.resource_group, r.name,
-                                                        api_version=r.api_version)
-            except Exception as exc:  # noqa: BLE001
-                if is_not_found(exc):
-                    return None
-                raise
-            state = (current.provisioning_state or "").lower()
-            if state == "succeeded":
-                return current
-            if state in ("failed", "canceled"):
-                raise AzureError(f"{r.name} ended {current.provisioning_state}", code="PROVISIONING_FAILED",
-                                 remedy="run 'provision create' again to retry it")
+        def between() -> None:
             if self.stop.is_set():
                 raise Interrupted()
             self._remaining()
-            self.session.pause(interval)
+
+        current = until_settled(self.session, r.kind, self.resource_group, r.name, interval=interval,
+                                api_version=r.api_version, between=between)
+        if current is not None and (current.provisioning_state or "").lower() in ("failed", "canceled"):
+            raise AzureError(f"{r.name} ended {current.provisioning_state}", code="PROVISIONING_FAILED",
+                             remedy="run 'provision create' again to retry it")
+        return current
 
     def deploy(self, *, wait: bool = True, listed: list[Any] | None = None, fresh_group: bool = False,
                current: dict[str, Any] | None = None, doomed: list[str] = ()) -> dict[str, Event]:
@@ -503,9 +429,10 @@ class Deployer:
         return self.events
 
     def _delete_scale_sets(self, names: list[str]) -> None:
-        vmss = resource_types.VMSS
+        vmss = VMSS
         for name in names:
-            self.events[f"delete:{name}"] = Event(f"delete:{name}", name, "scale-set", "deleting", started=time.monotonic())
+            self.events[f"delete:{name}"] = Event(f"delete:{name}", name, vmss.stage, "deleting",
+                                                  started=time.monotonic(), has_instances=vmss.has_instances)
             self.on_event(self.events[f"delete:{name}"])
         try:
             pollers = [(name, vmss.begin_delete(self.session, self.resource_group, name)) for name in names]
@@ -536,16 +463,3 @@ def foreign_children(r: Resource, live: dict[str, Any], key: str) -> list[dict[s
 
 def foreign_subnets(r: Resource, live: dict[str, Any]) -> list[dict[str, Any]]:
     return foreign_children(r, live, "subnets")
-
-
-def to_azure_error(exc: Exception, what: str) -> AzureError:
-    if isinstance(exc, AzureError):
-        return exc
-    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
-
-    if isinstance(exc, HttpResponseError):
-        return translate(exc, what=what)
-    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
-        return AzureError(f"{what}: could not reach Azure: {exc}", code="NETWORK_ERROR",
-                          remedy="check the network and re-run; the command continues where it stopped")
-    raise exc

@@ -29,19 +29,17 @@ from ..health.ghr import (API_VERSION, INSIGHTS_API_VERSION, READ_ACTION, ROLE, 
                           insight_state, not_reportable, plan)
 from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
 from ..health.results import NodeResult
-from .deployer import to_azure_error
+from ..resource_types import IMPACT, PERMISSIONS, VMSS
+from .arm import to_azure_error
 
 BASE = "https://management.azure.com"
-NAMESPACE = "Microsoft.Impact"
-# Learn ("Use Resource Manager authentication API to access subscriptions") reads the caller's
-# permissions on a subscription at {subscription}/providers/Microsoft.Authorization/permissions; the
-# authorization spec's newest stable version of Permission (actions, notActions) is 2022-04-01.
-PERMISSIONS_API_VERSION = "2022-04-01"
+NAMESPACE = IMPACT.namespace
+PERMISSIONS_API_VERSION = PERMISSIONS.api_version  # the caller's permissions on a subscription (resource_types)
 ONBOARDING_REMEDY = ("onboard the subscription as Learn's 'What is Guest Health Reporting (preview)?' says: register "
-                     "the Microsoft.Impact resource provider ('az provider register --namespace Microsoft.Impact'), send "
-                     "the subscription ID and tenant ID to the Azure team member helping you onboard, and wait for their "
-                     "confirmation (until then, 'create --replace-unhealthy' without --report-to-azure replaces nodes "
-                     "without reporting them)")
+                     f"the {IMPACT.namespace} resource provider ('az provider register --namespace {IMPACT.namespace}'), "
+                     "send the subscription ID and tenant ID to the Azure team member helping you onboard, and wait for "
+                     "their confirmation (until then, 'create --replace-unhealthy' without --report-to-azure replaces "
+                     "nodes without reporting them)")
 ROLE_REMEDY = (f"assign the \"{ROLE}\" role on the subscription to the identity azgpu runs as (portal: Subscriptions > "
                "Access control (IAM) > Add role assignment), as Learn's Guest Health Reporting overview says (until "
                "then, 'create --replace-unhealthy' without --report-to-azure replaces nodes without reporting them)")
@@ -172,7 +170,7 @@ def preflight(session) -> dict[str, Any]:
                                 message=f"subscription {session.subscription_id} is not onboarded to Guest Health Reporting "
                                 f"(preview): the {NAMESPACE} resource provider is {state}", remedy=ONBOARDING_REMEDY,
                                 source="D-ghr-overview"))
-    path = f"/subscriptions/{session.subscription_id}/providers/Microsoft.Authorization/permissions"
+    path = f"/subscriptions/{session.subscription_id}{PERMISSIONS.provider_path()}"
     try:
         permissions = _pages(session, path, PERMISSIONS_API_VERSION, "reading the caller's permissions")
     except AzgpuError as exc:  # cannot tell: the PUT itself will say, before anything is deleted
@@ -372,8 +370,8 @@ def _gpu_vendor(node: NodeResult) -> str | None:
 # ------------------------------------------------------------------------------ what was filed
 
 
-_VMSS_VM = re.compile(r"^/subscriptions/[^/]+/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.Compute/"
-                      r"virtualMachineScaleSets/(?P<vmss>[^/]+)(?:/virtualMachines)?/(?P<instance>[^/]+)$", re.IGNORECASE)
+_VMSS_VM = re.compile(r"^/subscriptions/[^/]+/resourceGroups/(?P<rg>[^/]+)" + VMSS.path_pattern(r"(?P<vmss>[^/]+)")
+                      + r"(?:/virtualMachines)?/(?P<instance>[^/]+)$", re.IGNORECASE)
 
 
 def list_reports(session, resource_group: str, name: str | None = None) -> list[dict[str, Any]]:

@@ -36,9 +36,9 @@ from ..health.script import Expectations, aznhc_watchdog, run_command_body
 from ..health.outcome import UnhealthyNodes, unhealthy_error  # noqa: F401  (their home before)
 from ..health.trust import valid_nccl_pubkey
 from ..profiles import Size, find_size, load_profile
-from ..plan import NETWORK_API
-from . import resource_types
-from .deployer import to_azure_error
+from .. import resource_types
+from ..resource_types import INSTANCES, NETWORK_API
+from .arm import to_azure_error, wait_first_polling
 from .lifecycle import find_cluster, require
 from .session import completed
 
@@ -160,7 +160,7 @@ def _power_state(vm: Any) -> str:
 
 
 def _instances(session, resource_group: str, vmss: Any) -> list[Instance]:
-    vms = session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name, expand="instanceView")
+    vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=True)
     out = [Instance(vmss.name, vm.instance_id, vm.id, vm.os_profile.computer_name if vm.os_profile else vm.name,
                     vm.vm_id, _power_state(vm), vmss.sku.name) for vm in vms]
     return sorted(out, key=lambda i: int(i.instance_id) if i.instance_id.isdigit() else 0)
@@ -212,27 +212,13 @@ def _outbound(session, vmss: Any) -> dict[str, Any]:
 
 
 def _polling(session, deadline: float, stop: threading.Event):
-    from azure.mgmt.core.polling.arm_polling import ARMPolling
+    """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled), and
+    whose first status check waits for Retry-After like every later one."""
+    def give_up() -> None:
+        if stop.is_set() or session.clock() >= deadline:
+            raise _Deadline()
 
-    class RunCommandPolling(ARMPolling):
-        """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled), and
-        whose first status check waits for Retry-After like every later one: azure-core checks right
-        after the POST, which a command of 20 s at least never passes (as the deployer's scale sets)."""
-
-        _waited = False
-
-        def _delay(self) -> None:
-            if stop.is_set() or session.clock() >= deadline:
-                raise _Deadline()
-            super()._delay()
-
-        def update_status(self) -> None:
-            if not self._waited:
-                self._waited = True
-                self._delay()
-            super().update_status()
-
-    return RunCommandPolling(15 if session.polling_interval is None else session.polling_interval)
+    return wait_first_polling(session.polling_interval, default=15, before_delay=give_up)
 
 
 def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
@@ -240,11 +226,10 @@ def _run(session, resource_group: str, node: Instance, body: dict, timeout: floa
     from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
     deadline = session.clock() + timeout
-    ops = session.compute.virtual_machine_scale_set_vms
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
-            poller = ops.begin_run_command(resource_group, node.scale_set, node.instance_id, body,
-                                           polling=_polling(session, deadline, stop))
+            poller = INSTANCES.begin_run_command(session, resource_group, node.scale_set, node.instance_id, body,
+                                                 polling=_polling(session, deadline, stop))
             return poller.result()
         except _Deadline:
             raise _Unreachable("timeout", f"no result within {timeout:g} s; Run Command cannot be cancelled, so the "
@@ -564,21 +549,20 @@ def _replace(session, resource_group: str, bad: list[NodeResult], report: Health
     for node in bad:
         by_set.setdefault(node.scale_set, []).append(node.instance_id)
     sets = {s["name"]: s for s in report.scale_sets}
-    ops = session.compute.virtual_machine_scale_sets
     try:
         pollers = [resource_types.VMSS.begin_delete_instances(session, resource_group, name, ids)
                    for name, ids in by_set.items()]
         for poller in pollers:
             poller.result()
-        pollers = [ops.begin_update(resource_group, name, {"sku": {"name": sets[name]["size"],
-                                                                 "capacity": sets[name]["capacity"]}})
+        pollers = [resource_types.VMSS.begin_set_capacity(session, resource_group, name, sets[name]["size"],
+                                                          sets[name]["capacity"])
                    for name in by_set]
         for poller in pollers:
             poller.result()
         new: set[str] = set()
         for name in by_set:
             before = set(sets[name]["instances"])
-            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, name):
+            for vm in INSTANCES.list(session, resource_group, name):
                 if vm.instance_id not in before:
                     new.add(vm.id.lower())
     except Exception as exc:

@@ -17,8 +17,9 @@ from typing import Any
 
 from ..errors import NotFoundError
 from ..plan import MANAGED_BY
-from . import resource_types
-from .deployer import EXPAND, list_group, to_azure_error
+from .. import resource_types
+from ..resource_types import INSTANCES
+from .arm import EXPAND, list_group, to_azure_error
 from .lifecycle import _power_state
 
 MAX_PARALLEL = 16
@@ -45,7 +46,7 @@ def _listing(session, resource_group: str | None) -> list[Any]:
 
 
 def _running(session, resource_group: str, scale_set: str) -> int:
-    vms = session.compute.virtual_machine_scale_set_vms.list(resource_group, scale_set, expand="instanceView")
+    vms = INSTANCES.list(session, resource_group, scale_set, instance_view=True)
     return sum(1 for vm in vms if _power_state(vm) == "running")
 
 

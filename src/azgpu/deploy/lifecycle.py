@@ -14,12 +14,13 @@ from ..output import listing
 from ..plain import plain
 from ..profiles import find_size, load_profile
 from ..racks import group as group_racks
-from . import resource_types
+from .. import resource_types
+from ..resource_types import INSTANCES, is_type
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from ..naming import Names
 from ..plan import MANAGED_BY
-from .deployer import CREATED_TAG, IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE, TERMINAL, is_not_found, is_ours, list_group, \
-    to_azure_error
+from .arm import CREATED_TAG, TERMINAL, is_azgpu, is_not_found, is_ours, list_group, to_azure_error, until_settled
+from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
 from .session import result_of
 
 
@@ -35,7 +36,7 @@ class Cluster:
     group: Any = None
 
     def of(self, rt: resource_types.ResourceType) -> list[Any]:
-        return sorted((r for r in self.resources if (r.type or "").lower() == rt.type.lower()), key=lambda r: r.name)
+        return sorted((r for r in self.resources if is_type(r.type, rt)), key=lambda r: r.name)
 
     @property
     def scale_sets(self) -> list[Any]:
@@ -97,7 +98,7 @@ def status(session, name: str, resource_group: str) -> dict[str, Any]:
     cluster = require(find_cluster(session, name, resource_group))
     sets = []
     for vmss in cluster.scale_sets:
-        vms = list(session.compute.virtual_machine_scale_set_vms.list(resource_group, vmss.name, expand="instanceView"))
+        vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=True)
         instances = [{"instance_id": vm.instance_id, "name": vm.name, "provisioning_state": vm.provisioning_state,
                       "power_state": _power_state(vm)} for vm in vms]
         sets.append({
@@ -115,7 +116,7 @@ def status(session, name: str, resource_group: str) -> dict[str, Any]:
         "profile": (cluster.scale_sets[0].tags or {}).get("azgpu-profile") if cluster.scale_sets else None,
         "scale_sets": sets,
         "network": [{"type": r.type, "name": r.name, "provisioning_state": r.provisioning_state}
-                    for r in cluster.resources if r.type.lower() != resource_types.VMSS.type.lower()],
+                    for r in cluster.resources if not resource_types.of(r.type).has_instances],
         "outbound": _outbound(session, resource_group, cluster),
     }
 
@@ -170,8 +171,7 @@ def interconnect(vm: Any) -> dict[str, str | None]:
 def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> tuple[list[dict], dict]:
     """The scale set's nodes in instance order, and what Azure reports about their racks. The
     instance view (the rack's subgroup) is asked for only where there are racks to find."""
-    vms = list(session.compute.virtual_machine_scale_set_vms.list(
-        resource_group, vmss.name, **({"expand": "instanceView"} if racks else {})))
+    vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=racks)
     names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name) for vm in vms}
     signals = {names[vm.instance_id]: interconnect(vm) for vm in vms} if racks else {}
     nodes, has_public = [], False
@@ -262,7 +262,7 @@ def wait(session, name: str, resource_group: str, *, timeout: float | None = Non
             state = (v.provisioning_state or "").lower()
             if state not in TERMINAL:
                 # A GET per unfinished scale set, as a poller would do: lists may lag behind.
-                state = (session.compute.virtual_machine_scale_sets.get(resource_group, v.name).provisioning_state or "").lower()
+                state = (resource_types.VMSS.get(session, resource_group, v.name).provisioning_state or "").lower()
             states[v.name] = state
         if on_update:
             on_update(cluster)
@@ -299,9 +299,9 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     kept: list[dict[str, str]] = []
     held: set[str] = set()  # lower-cased names of resources a kept VNet still uses
     for wave in resource_types.teardown_waves(cluster.resources):
-        if any((r.type or "").lower() == resource_types.VNET.type.lower() for r in wave):
+        if any(is_type(r.type, resource_types.VNET) for r in wave):
             # The scale sets are gone: what a VNet still holds now is what someone else put there.
-            for vnet in [r for r in wave if (r.type or "").lower() == resource_types.VNET.type.lower()]:
+            for vnet in [r for r in wave if is_type(r.type, resource_types.VNET)]:
                 reason, uses = _foreign_in_vnet(session, resource_group, name, vnet.name, on_update)
                 if reason:
                     kept.append({"type": vnet.type, "name": vnet.name, "reason": reason})
@@ -364,10 +364,6 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     return out
 
 
-def is_azgpu(tags: dict | None) -> bool:
-    return (tags or {}).get("managed-by") == MANAGED_BY
-
-
 def _foreign_in_vnet(session, resource_group: str, cluster: str, vnet: str, on_update) -> tuple[str, set[str]]:
     """Why the cluster's VNet must stay (subnets, attached NICs or peerings azgpu did not create), and the
     names of azgpu's resources it still uses then; ('', set()) when it can go. azgpu's own subnet is
@@ -400,10 +396,10 @@ def _foreign_in_vnet(session, resource_group: str, cluster: str, vnet: str, on_u
             uses |= {_leaf(getattr(subnet.nat_gateway, "id", None)), _leaf(getattr(subnet.network_security_group, "id", None))}
             continue
         if on_update:
-            on_update(resource_types.VNET.type + "/subnets", subnet.name, "deleting")
+            on_update(resource_types.SUBNET.type, subnet.name, "deleting")
         session.network.subnets.begin_delete(resource_group, vnet, subnet.name).result()
         if on_update:
-            on_update(resource_types.VNET.type + "/subnets", subnet.name, "deleted")
+            on_update(resource_types.SUBNET.type, subnet.name, "deleted")
     return "it holds " + "; ".join(reasons) + ": azgpu leaves it", {u for u in uses if u}
 
 
@@ -413,7 +409,7 @@ def _leaf(resource_id: str | None) -> str:
 
 def _uses(session, resource_group: str, resource: Any) -> set[str]:
     """Names of what a kept NAT gateway uses (its public IPs), which must stay with it."""
-    if (resource.type or "").lower() != resource_types.NAT_GATEWAY.type.lower():
+    if not is_type(resource.type, resource_types.NAT_GATEWAY):
         return set()
     nat = resource_types.NAT_GATEWAY.get(session, resource_group, resource.name)
     return {_leaf(ip.id) for ip in (nat.public_ip_addresses or [])}
@@ -433,21 +429,6 @@ def _delete(session, resource_group: str, resource: Any) -> None:
             err = to_azure_error(exc, resource.name)
             if not isinstance(err, OperationInProgressError):
                 raise err from None
-        _until_settled(session, rt, resource_group, resource.name)
+        until_settled(session, rt, resource_group, resource.name)
     raise AzureError(f"{resource.name}: Azure kept refusing the delete while other operations were running on it",
                      code="OPERATION_IN_PROGRESS", remedy=IN_PROGRESS_REMEDY)
-
-
-def _until_settled(session, rt: resource_types.ResourceType, resource_group: str, name: str,
-                   interval: float = 5.0) -> None:
-    """Poll a resource until the operation running on it ends (or the resource is gone)."""
-    while True:
-        try:
-            state = (rt.get(session, resource_group, name).provisioning_state or "").lower()
-        except Exception as exc:  # noqa: BLE001
-            if is_not_found(exc):
-                return
-            raise to_azure_error(exc, name) from None
-        if state in TERMINAL:
-            return
-        session.pause(interval)

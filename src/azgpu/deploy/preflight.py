@@ -9,7 +9,8 @@ from typing import Any
 from ..errors import Finding
 from ..images import PurchasePlan
 from ..images import ofed_display
-from ..plan import NETWORK_API, documented_placement
+from ..plan import documented_placement
+from ..resource_types import NETWORK_API, VNET
 from ..sources import cite
 from ..spec import Spec
 from . import preflight_custom
@@ -312,7 +313,7 @@ def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | 
         if status == 403:
             return None, Finding(code="SUBNET_NOT_ACCESSIBLE",
                                  message=f"this identity may not read virtual network '{vnet_name}' in subscription {subscription}",
-                                 remedy="ask for Network Contributor (or a role with Microsoft.Network/virtualNetworks/read and "
+                                 remedy=f"ask for Network Contributor (or a role with {VNET.action('read')} and "
                                  "subnets/join/action) on it, or use another --subnet-id", source=SOURCE_NETWORK)
         raise
 

@@ -14,17 +14,19 @@ from typing import Any
 
 from ..errors import Finding
 from ..images import ImageId, PurchasePlan
+from ..resource_types import PERMISSIONS, USER_ASSIGNED_IDENTITY
 from ..sources import cite
 from ..spec import Spec
-from .deployer import is_not_found, rest_shape
+from .arm import is_not_found, rest_shape
 
 SOURCE_GALLERY = "Azure Compute Gallery API (az sig image-definition show, az sig image-version show)"
 SOURCE_IMAGES = "Azure images API (az image show)"
 SOURCE_MSI = "Managed identities API (az identity show)"
 SOURCE_PPG = "Proximity placement groups API (az ppg show)"
-SOURCE_PERMISSIONS = "Azure permissions API (Permissions - List For Resource, Microsoft.Authorization 2022-04-01)"
-ASSIGN_ACTION = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
-MSI_API = "2024-11-30"  # Microsoft.ManagedIdentity userAssignedIdentities GET (UserAssignedIdentities_Get)
+SOURCE_PERMISSIONS = (f"Azure permissions API (Permissions - List For Resource, {PERMISSIONS.namespace} "
+                      f"{PERMISSIONS.api_version})")
+ASSIGN_ACTION = USER_ASSIGNED_IDENTITY.action("assign/action")
+MSI_API = USER_ASSIGNED_IDENTITY.api_version
 VMS_PER_REPLICA = 50  # "For every 50 VMs that you create concurrently, we recommend that you keep one replica" (D-acg)
 # SecurityType values of a gallery image definition and the VMs each can create (Learn: Store and share images).
 TRUSTED_LAUNCH_CAPABLE = {"trustedlaunchsupported", "trustedlaunch", "trustedlaunchandconfidentialvmsupported"}
@@ -333,7 +335,7 @@ def _allows(permissions: list[dict], action: str) -> bool:
 def _check_assign(pf, session, rid: str) -> None:
     from .ghr import PERMISSIONS_API_VERSION, _json, _send
 
-    response = _send(session, "GET", f"{rid}/providers/Microsoft.Authorization/permissions", PERMISSIONS_API_VERSION)
+    response = _send(session, "GET", f"{rid}{PERMISSIONS.provider_path()}", PERMISSIONS_API_VERSION)
     if response.status_code != 200:
         pf.findings.append(Finding(code="IDENTITY_PERMISSIONS_UNKNOWN",
                                    message=f"could not read the caller's permissions on user-assigned identity {rid} (HTTP "

@@ -54,7 +54,7 @@ class LineProgress:
                 return
             self._last[event.key] = state
             line = f"[{time.monotonic() - self.started:4.0f} s] {event.name} ({event.stage}): {event.state}"
-            if event.stage == "scale-set":
+            if event.has_instances:
                 line += f", {event.done}/{event.total} VMs"
             if event.error:
                 line += f": {event.error}"
@@ -96,7 +96,7 @@ class LiveProgress:
         for e in events:
             end = e.finished or now
             elapsed = f"{end - e.started:.0f} s" if e.started else ""
-            instances = f"{e.done}/{e.total}" if e.stage == "scale-set" else ""
+            instances = f"{e.done}/{e.total}" if e.has_instances else ""
             state = f"[{colors.get(e.state, 'white')}]{e.state}[/]"
             table.add_row(e.name, e.stage, state, instances, elapsed)
         for n in self.notices[-3:]:

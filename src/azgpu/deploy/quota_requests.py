@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from ..errors import AzureError, InputError
 from ..request import Request
+from ..resource_types import COMPUTE_LOCATION
 from ..sources import cite
 from ..spec import validate
 
@@ -73,13 +74,13 @@ class Filed:
 
 
 def scope(session, location: str) -> str:
-    return f"subscriptions/{session.subscription_id}/providers/Microsoft.Compute/locations/{location}"
+    return f"subscriptions/{session.subscription_id}{COMPUTE_LOCATION.provider_path(location)}"
 
 
 def shortfalls(session, request: Request, fallback_locations: list[str] = ()) -> list[Shortfall]:
     """What the preflight finds short, in the request's location and then each fallback location."""
     from .create import prepare
-    from .deployer import list_group
+    from .arm import list_group
 
     out: list[Shortfall] = []
     # The cluster's scale sets already hold part of the quota: a re-run asks only for what it adds.
@@ -106,7 +107,7 @@ def file(session, short: Shortfall) -> Filed:
         session.quota.quota.begin_update(resource_name=short.quota, scope=scope(session, short.location),
                                          create_quota_request=body, polling=False, raw_response_hook=hook)
     except Exception as exc:
-        from .deployer import to_azure_error
+        from .arm import to_azure_error
 
         raise to_azure_error(exc, f"requesting {short.quota} = {short.new_limit} in {short.location}") from None
     match = _REQUEST_ID.search(seen.get("location", ""))
@@ -135,7 +136,7 @@ def read(session, location: str, request_id: str) -> Filed:
         if getattr(exc, "status_code", None) == 404:
             raise InputError(f"no quota request {request_id} in {location}", code="QUOTA_REQUEST_NOT_FOUND",
                              remedy="check the id and -l/--location: 'provision quota status -l LOCATION' lists them") from None
-        from .deployer import to_azure_error
+        from .arm import to_azure_error
 
         raise to_azure_error(exc, f"reading quota request {request_id}") from None
     return _filed(location, details)
@@ -156,7 +157,7 @@ def listed(session, location: str) -> list[Filed]:
     try:
         return [_filed(location, d) for d in session.quota.quota_request_status.list(scope=scope(session, location))]
     except Exception as exc:
-        from .deployer import to_azure_error
+        from .arm import to_azure_error
 
         raise to_azure_error(exc, f"listing the quota requests of {location}") from None
 

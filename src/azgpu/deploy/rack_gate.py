@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..racks import fabric_of, group
-from .deployer import to_azure_error
-from .resource_types import VMSS
+from ..resource_types import INSTANCES, VMSS
+from .arm import to_azure_error
 
 NOT_DELETED = "failed the health check; not deleted: Azure creates vertical-connect scale sets only in whole racks"
 
@@ -29,7 +29,7 @@ def _signals(session, resource_group: str, scale_sets: list[str]) -> dict[str, d
     found: dict[str, dict[str, str | None]] = {}
     try:
         for name in scale_sets:
-            for vm in session.compute.virtual_machine_scale_set_vms.list(resource_group, name, expand="instanceView"):
+            for vm in INSTANCES.list(session, resource_group, name, instance_view=True):
                 host = vm.os_profile.computer_name if vm.os_profile else vm.name
                 found[host] = interconnect(vm)
     except Exception as exc:

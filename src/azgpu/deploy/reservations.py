@@ -15,6 +15,7 @@ from typing import Any
 
 from ..capacity import parse_group_id
 from ..errors import AzureError, Finding, InputError
+from ..resource_types import CAPACITY_RESERVATION_GROUP
 from ..sources import cite
 from .preflight import SOURCE_SKUS, Preflight
 
@@ -25,10 +26,8 @@ MANAGED_TAGS = {"managed-by": "azgpu"}
 def _wire(body: dict) -> dict[str, Any]:
     """A PUT body sent as written, at azgpu's compute api-version: an older client's model would drop
     what it does not know (reservationType, without which a Block group is a Targeted one)."""
-    from ..plan import COMPUTE_API
-
     return {"parameters": io.BytesIO(json.dumps(body).encode()), "content_type": "application/json",
-            "api_version": COMPUTE_API}
+            "api_version": CAPACITY_RESERVATION_GROUP.api_version}
 
 
 def _prop(obj: Any, name: str) -> Any:
@@ -187,7 +186,7 @@ def reserve_preflight(session, *, location: str, size: str, count: int, zone: st
 def create_reservation(session, *, resource_group: str, group: str, name: str, location: str, size: str,
                        count: int, zone: str | None, reservation_type: str) -> dict[str, Any]:
     """The group (created or kept) and the reservation in it, tagged as azgpu's."""
-    from .deployer import to_azure_error
+    from .arm import to_azure_error
 
     zones = [zone] if zone else None
     try:
@@ -218,15 +217,15 @@ def create_reservation(session, *, resource_group: str, group: str, name: str, l
         raise
     except Exception as exc:
         raise to_azure_error(exc, f"reserving {count} {size} in {location}") from None
-    return {"group": f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}/providers/"
-                     f"Microsoft.Compute/capacityReservationGroups/{group}",
+    return {"group": f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}"
+                     f"{CAPACITY_RESERVATION_GROUP.provider_path(group)}",
             "reservation": reservation.name, "size": size, "count": count, "zones": zones or [],
             "type": reservation_type, "provisioning_state": str(_prop(reservation, "provisioning_state") or "")}
 
 
 def delete_reservations(session, resource_group: str, group: str, *, confirm) -> dict[str, Any]:
     """Delete a group azgpu created and its reservations, after confirm(names) says yes; never one it did not."""
-    from .deployer import to_azure_error
+    from .arm import to_azure_error
 
     try:
         found = session.compute.capacity_reservation_groups.get(resource_group, group)

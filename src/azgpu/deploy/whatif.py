@@ -18,8 +18,9 @@ from typing import Any
 from ..changes import InstanceChange, ResourceChange, WhatIf
 from ..errors import InputError
 from ..request import Request
-from . import resource_types
-from .deployer import Deployer, is_ours, list_group, to_azure_error
+from ..resource_types import INSTANCES, managed, of
+from .arm import is_ours, list_group, to_azure_error
+from .deployer import Deployer
 
 NAMES_IN_MESSAGE = 20
 
@@ -67,7 +68,7 @@ def _instance(vm: Any) -> InstanceChange:
 
 def _vms(session, resource_group: str, name: str) -> list[Any]:
     try:
-        return list(session.compute.virtual_machine_scale_set_vms.list(resource_group, name))
+        return INSTANCES.list(session, resource_group, name)
     except Exception as exc:
         raise to_azure_error(exc, f"instances of {name}") from None
 
@@ -85,7 +86,7 @@ def analyse(session, deployer: Deployer, listed: list[Any] | None, *, strict: bo
         rid = deployer.resolver.resource_id(r.type, r.name)
         live = current.get(r.key)
         change = ResourceChange("Create", r.type, r.name, rid, r.api_version)
-        planned = r.body["sku"]["capacity"] if r.stage == "scale-set" else None
+        planned = r.body["sku"]["capacity"] if r.kind.has_instances else None
         if live is not None:
             change.delta = deployer.delta(r, live)
             change.change = "Modify" if change.delta else "NoChange"
@@ -106,12 +107,12 @@ def analyse(session, deployer: Deployer, listed: list[Any] | None, *, strict: bo
     wanted = {(r.type.lower(), r.name.lower()) for r in plan.resources}
     for item in listed or []:
         kind = (item.type or "").lower()
-        if (kind, (item.name or "").lower()) in wanted or not resource_types.managed(item.type) \
+        if (kind, (item.name or "").lower()) in wanted or not managed(item.type) \
                 or not is_ours(item.tags, deployer.cluster):
             continue
         change = ResourceChange("Ignore", item.type, item.name, item.id or "",
                                 reason="no longer in the plan; left as it is ('provision destroy' removes it)")
-        if kind == resource_types.VMSS.type.lower():
+        if of(item.type).has_instances:
             had = int(getattr(getattr(item, "sku", None), "capacity", 0) or 0)
             out.nodes_before += had
             change.change, change.reason = "Delete", "a scale set of this cluster that the plan no longer has"

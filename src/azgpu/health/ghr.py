@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..resource_types import WORKLOAD_IMPACT
 from .impact import LEARN_CATEGORIES, PREFIX, impact_category
 from .results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, NodeResult
 
@@ -31,8 +32,8 @@ from .results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, NodeResult
 # preview from 2022-11-01 to 2026-01-01: azgpu follows the reporting page, where GHR is specified.
 API_VERSION = "2023-02-01-preview"  # workloadImpacts (PUT, GET, list) and impactCategories
 INSIGHTS_API_VERSION = "2025-01-01-preview"  # workloadImpacts/{name}/insights
-WRITE_ACTION = "Microsoft.Impact/workloadImpacts/write"
-READ_ACTION = "Microsoft.Impact/workloadImpacts/read"
+WRITE_ACTION = WORKLOAD_IMPACT.action("write")
+READ_ACTION = WORKLOAD_IMPACT.action("read")
 ROLE = "Azure Impact Reporter"  # Learn: guest-health-overview.md, "Access management and role assignment"
 
 # The spec's name pattern (WorkloadImpact.name, every api-version): it must end in 3+ alphanumerics.

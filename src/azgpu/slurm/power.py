@@ -128,8 +128,8 @@ def _forget_gone(data: dict[str, Any], inventory: dict[str, dict[str, Any]]) -> 
 
 
 def _delete(session, ctx: Context, scale_set: str, ids: list[str], inventory) -> None:
-    from ..deploy import resource_types
-    from ..deploy.deployer import to_azure_error
+    from .. import resource_types
+    from ..deploy.arm import to_azure_error
 
     if scale_set not in inventory:  # not tagged as this cluster's: never touched
         raise InputError(f"scale set '{scale_set}' is not one of cluster '{ctx.cluster}'", code="NOT_OURS",
@@ -168,7 +168,7 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
                 done, left = _resume_domain(session, ctx, index, names, hostlist)
             except Exception as exc:  # any failure ends on the resume-fail path, with its code and remedy
                 if not isinstance(exc, AzgpuError):
-                    from ..deploy.deployer import to_azure_error
+                    from ..deploy.arm import to_azure_error
 
                     exc = to_azure_error(exc, f"resuming {compress(names)}")
                 ctx.log("resume", hostlist, f"ERROR [{exc.code}] {exc.message}"

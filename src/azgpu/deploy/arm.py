@@ -1,0 +1,118 @@
+"""What every command that talks to Azure Resource Manager shares: one listing of a resource group,
+azgpu's ownership tags, not-found detection, an SDK model in its REST shape, Azure's errors in
+azgpu's terms, and the two ways azgpu waits on ARM (a poller whose first check waits, and a loop
+that reads a resource until the operation on it ends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import AzureError
+from ..plan import MANAGED_BY
+from ..resource_types import ResourceType
+from .azure_errors import translate
+
+TERMINAL = {"succeeded", "failed", "canceled"}
+CREATED_TAG = "azgpu-created"
+# Without a $filter: a listing filtered by tag leaves out every resource's tags (Resources - List By
+# Resource Group, api 2024-11-01), and the tags are how azgpu tells its resources from others.
+EXPAND = "createdTime,changedTime,provisioningState"
+
+
+def list_group(session, resource_group: str) -> list[Any] | None:
+    """Every top-level resource of the group (with tags, sku, provisioning state and times), or None
+    when the group is missing: one request that finds a cluster, what exists and the quota it holds."""
+    try:
+        return list(session.resources.resources.list_by_resource_group(resource_group, expand=EXPAND))
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise to_azure_error(exc, f"resource group {resource_group}") from None
+
+
+def is_not_found(exc: Exception) -> bool:
+    return getattr(exc, "status_code", None) == 404
+
+
+def is_ours(tags: dict | None, cluster: str) -> bool:
+    tags = tags or {}
+    return tags.get("managed-by") == MANAGED_BY and tags.get("azgpu-cluster") == cluster
+
+
+def is_azgpu(tags: dict | None) -> bool:
+    return (tags or {}).get("managed-by") == MANAGED_BY
+
+
+def rest_shape(model: Any) -> dict[str, Any]:
+    """An SDK model as Azure's REST body (camelCase, `properties` nested), whatever the SDK's generation.
+
+    The msrest models (azure-mgmt-compute up to 37) give snake_case from as_dict() and the REST shape
+    from serialize(); the newer generated models (38 and later) have no serialize() and give the REST
+    shape from as_dict(). Flat attributes (model.provisioning_state) work on both.
+    """
+    serialize = getattr(model, "serialize", None)
+    return serialize(keep_readonly=True) if callable(serialize) else model.as_dict()
+
+
+def to_azure_error(exc: Exception, what: str) -> AzureError:
+    if isinstance(exc, AzureError):
+        return exc
+    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+
+    if isinstance(exc, HttpResponseError):
+        return translate(exc, what=what)
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return AzureError(f"{what}: could not reach Azure: {exc}", code="NETWORK_ERROR",
+                          remedy="check the network and re-run; the command continues where it stopped")
+    raise exc
+
+
+def wait_first_polling(interval: float | None, *, default: float = 30,
+                       before_delay: Callable[[], None] | None = None):
+    """ARM's poller, but its first status check waits for Retry-After like every later one.
+
+    azure-core checks an operation's status right after the PUT (or POST). That pays off for NSGs and
+    VNets, which often finish within the second, but a GPU scale set takes minutes and a Run Command at
+    least 20 s, so the immediate check is always InProgress: one request for nothing.
+    before_delay runs before every wait and may raise to give up (Run Command cannot be cancelled,
+    so the health gate stops following it at its deadline).
+    """
+    from azure.mgmt.core.polling.arm_polling import ARMPolling
+
+    class WaitFirstPolling(ARMPolling):
+        _waited = False
+
+        def _delay(self) -> None:
+            if before_delay is not None:
+                before_delay()
+            super()._delay()
+
+        def update_status(self) -> None:
+            if not self._waited:
+                self._waited = True
+                self._delay()
+            super().update_status()
+
+    return WaitFirstPolling(default if interval is None else interval)
+
+
+def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, interval: float = 5.0,
+                  api_version: str | None = None, between: Callable[[], None] | None = None) -> Any | None:
+    """Read a resource another operation is working on until its provisioning state is terminal; the
+    resource as it then is, or None when it is gone (that operation deleted it). Errors come back in
+    azgpu's terms; between() runs before each pause and may raise to stop (Ctrl-C, a deadline)."""
+    kwargs = {"api_version": api_version} if api_version else {}
+    while True:
+        try:
+            current = rt.get(session, resource_group, name, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+            if is_not_found(exc):
+                return None
+            raise to_azure_error(exc, name) from None
+        if (getattr(current, "provisioning_state", "") or "").lower() in TERMINAL:
+            return current
+        if between is not None:
+            between()
+        session.pause(interval)
