@@ -118,8 +118,8 @@ def test_stop_waits_for_the_requests_in_flight():
     try:
         sender = threading.Thread(target=lambda: order.append(client.resource_groups.check_existence(RG) and "x" or "answered"))
         sender.start()
-        with azure._flights:
-            assert azure._flights.wait_for(lambda: azure._in_flight == 1, timeout=5)
+        with azure._transport._flights:
+            assert azure._transport._flights.wait_for(lambda: azure._transport._in_flight == 1, timeout=5)
         stopper = threading.Thread(target=lambda: (azure.stop(), order.append("stopped")))
         stopper.start()
     finally:
