@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import requests
 
-from . import images, impact_reporting, marketplace, node_faults, persistence, quota, quota_requests, seeding
+from . import images, node_faults, persistence, seeding
+from .models import completion, impact_reporting, marketplace, quota, quota_requests
 from .backend import Backend
 from .faults import Fault, Faults
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
@@ -56,7 +57,8 @@ class FakeAzure:
         self._skus = SkuCatalog(self._store, tuple(dict.fromkeys([*DEFAULT_LOCATIONS, *extra])), seed_skus)
         self._faults = Faults()
         self._backend = Backend(subscription_id, self._store, self._skus, self._faults,
-                                lro_polls=lro_polls, lro_seconds=lro_seconds, now=self.now)
+                                lro_polls=lro_polls, lro_seconds=lro_seconds, now=self.now,
+                                on_finish=completion.finish)
         self._state = persistence.StateFile(self.state_file) if self.state_file else None
         with self._transaction():
             pass

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import hardware, vertical_connect
+from . import hardware
+from .models import vertical_connect
 from .backend import Backend
 from .store import parse_id
-from .vm_actions import node_of
+from .models.vm_actions import node_of
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 VM_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from . import galleries, instances
+from .models import galleries, instances
 from .backend import Backend
 from .lro import iso
 from .skus import normalize_location

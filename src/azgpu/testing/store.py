@@ -104,9 +104,9 @@ class Store:
         self.pending_faults: list[dict] = []
         self.fabric: dict[str, float] = {}
         self.instance_ids: dict[str, int] = {}
-        # Rack faults of vertical-connect sizes waiting for the next rack (testing/vertical_connect.py).
+        # Rack faults of vertical-connect sizes waiting for the next rack (testing/models/vertical_connect.py).
         self.racks: dict[str, int] = {}
-        # Azure Impact Reporting (testing/impact_reporting.py): workload impacts by lower-cased name
+        # Azure Impact Reporting (testing/models/impact_reporting.py): workload impacts by lower-cased name
         # ({"resource", "reported", "insights"}), resource providers' registration states by lower-cased
         # namespace (unlisted: Registered), the caller's permissions (None: Owner-like), categories a
         # test added to the listing, and the insight stages of new reports (None: the data file's).
@@ -115,12 +115,12 @@ class Store:
         self.permissions: list[dict] | None = None
         self.impact_categories: list[str] = []
         self.impact_insights: list[dict] | None = None
-        # ARM's own preflight (testing/deployments.py): Azure Policy assignments that deny sizes
+        # ARM's own preflight (testing/models/deployments.py): Azure Policy assignments that deny sizes
         # ({"name", "display_name", "denied_sizes", "scope"}) and properties Azure rejects
         # ({"type", "path", "code", "message"}).
         self.policies: list[dict] = []
         self.rejections: list[dict] = []
-        # Microsoft.Quota (testing/quota_requests.py): requests by upper-case id, and what the fake does
+        # Microsoft.Quota (testing/models/quota_requests.py): requests by upper-case id, and what the fake does
         # with new requests by location and normalised quota name ("approve" unless set).
         self.quota_requests: dict[str, dict] = {}
         self.quota_outcomes: dict[str, dict[str, str]] = {}

@@ -9,7 +9,7 @@ has the same permissions at every scope.
 
 from __future__ import annotations
 
-from .. import impact_reporting as ir
+from ..models import impact_reporting as ir
 from . import RG, SUB, page, route
 
 PERMISSIONS = r"/providers/Microsoft\.Authorization/permissions"

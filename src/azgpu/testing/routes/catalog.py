@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import re
 
-from .. import images, quota
+from .. import images
+from ..models import quota
 from ..errors import ArmError, NotImplementedInFake
 from ..skus import normalize_location
 from . import SUB, Response, page, route

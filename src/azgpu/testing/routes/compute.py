@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 
-from .. import deployments, galleries, images, instances, marketplace, quota, references, vertical_connect
+from ..models import deployments, galleries, instances, marketplace, quota, references, vertical_connect
+from .. import images
 from ..errors import ArmError, child_not_found, invalid_reference, required_location
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
@@ -215,7 +216,7 @@ def _check_identity_assign(backend, vmss: dict) -> None:
     identities = list(((vmss.get("identity") or {}).get("userAssignedIdentities") or {}))
     if not identities:
         return
-    from .. import impact_reporting as ir
+    from ..models import impact_reporting as ir
 
     granted = [{"actions": [x for a in p.get("actions") or [] for x in (a, a.replace("/*/", "/"))],
                 "notActions": [x for n in p.get("notActions") or [] for x in (n, n.replace("/*/", "/"))]}

@@ -8,7 +8,7 @@ the permission requirements of a deployment); without the action, ARM answers 40
 
 from __future__ import annotations
 
-from .. import deployments, impact_reporting as ir
+from ..models import deployments, impact_reporting as ir
 from . import RG, SUB, Response, route
 
 DEPLOYMENT = r"/providers/Microsoft\.Resources/deployments/(?P<name>[^/]+)"

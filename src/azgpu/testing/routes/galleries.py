@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import galleries
+from ..models import galleries
 from ..errors import ArmError
 from ..skus import normalize_location
 from . import COMPUTE, SUB, Response, page, route

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import galleries
+from ..models import galleries
 from . import RG, Response, route
 
 IDENTITY = RG + r"/providers/Microsoft\.ManagedIdentity/userAssignedIdentities/(?P<name>[^/]+)"

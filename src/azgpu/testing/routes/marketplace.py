@@ -7,7 +7,8 @@ sign and cancel are the older accept and revoke calls of the same API (2021-01-0
 
 from __future__ import annotations
 
-from .. import images, marketplace
+from .. import images
+from ..models import marketplace
 from ..errors import NotImplementedInFake
 from . import SUB, Response, route
 

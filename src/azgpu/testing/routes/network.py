@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 
-from .. import instances
+from ..models import instances
 from ..errors import ArmError, child_not_found, invalid_reference, required_location
 from ..store import same_id, stable_uuid
 from . import NETWORK, VMSS, Response, page, route

@@ -6,7 +6,7 @@ Reporting's onboarding); any other namespace fails loudly rather than inventing 
 
 from __future__ import annotations
 
-from .. import impact_reporting as ir
+from ..models import impact_reporting as ir
 from ..errors import NotImplementedInFake
 from . import SUB, Response, route
 

@@ -3,7 +3,7 @@ Quota_Update, QuotaRequestStatus_Get and _List, in the shapes of the REST specif
 
 from __future__ import annotations
 
-from .. import quota_requests
+from ..models import quota_requests
 from ..errors import ArmError
 from ..skus import normalize_location
 from . import SUB, Response, page, route

@@ -1,8 +1,8 @@
-"""Microsoft.Compute scale-set VM actions: Run Command (testing/vm_actions.py), and deleting one VM."""
+"""Microsoft.Compute scale-set VM actions: Run Command (testing/models/vm_actions.py), and deleting one VM."""
 
 from __future__ import annotations
 
-from .. import vm_actions
+from ..models import vm_actions
 from ..errors import ArmError
 from . import VMSS, route
 from .compute import _vmss_id, begin_delete_instances

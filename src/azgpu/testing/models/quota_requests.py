@@ -11,9 +11,9 @@ says a GPU family needs a support request (Learn, "Increase VM-family vCPU quota
 from __future__ import annotations
 
 from . import quota
-from .lro import iso
-from .skus import SkuCatalog, normalize_location
-from .store import Store, stable_uuid
+from ..lro import iso
+from ..skus import SkuCatalog, normalize_location
+from ..store import Store, stable_uuid
 
 APPROVE, ESCALATE = "approve", "escalate"
 OUTCOMES = (APPROVE, ESCALATE)

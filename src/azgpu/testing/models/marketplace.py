@@ -8,8 +8,8 @@ specification/marketplaceordering/.../stable/2021-01-01/Agreements.json).
 
 from __future__ import annotations
 
-from .lro import iso
-from .store import Store
+from ..lro import iso
+from ..store import Store
 
 
 def key(publisher: str, offer: str, plan: str) -> str:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArmError, resource_not_found
-from .skus import check_bootable, normalize_location
-from .store import parse_id
+from ..errors import ArmError, resource_not_found
+from ..skus import check_bootable, normalize_location
+from ..store import parse_id
 
 if TYPE_CHECKING:
-    from .backend import Backend
+    from ..backend import Backend
 
 GALLERY_TYPE = "Microsoft.Compute/galleries"
 IMAGE_TYPE = "Microsoft.Compute/galleries/images"
