@@ -7,6 +7,9 @@ from ..errors import required_location
 from ..models import capacity_reservations as crg
 from . import COMPUTE, Response, page, route
 
+# The REST api-version whose shapes these routes answer in (Compute).
+API_VERSION = "2026-04-01"
+
 GROUP = COMPUTE + r"/capacityReservationGroups/(?P<group>[^/]+)"
 RESERVATION = GROUP + r"/capacityReservations/(?P<name>[^/]+)"
 

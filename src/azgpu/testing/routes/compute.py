@@ -17,6 +17,9 @@ from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
 from . import COMPUTE, SUB, VMSS, Response, page, route
 
+# The REST api-version whose shapes these routes answer in (Compute).
+API_VERSION = "2026-04-01"
+
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 EXTENSION_TYPE = "Microsoft.Compute/virtualMachineScaleSets/extensions"
 

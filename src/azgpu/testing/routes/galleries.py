@@ -7,6 +7,9 @@ from ..errors import ArmError
 from ..skus import normalize_location
 from . import COMPUTE, SUB, Response, page, route
 
+# The REST api-version whose shapes these routes answer in (Compute galleries (ComputeGallery spec); managed images follow Compute).
+API_VERSION = "2026-03-03"
+
 GALLERY_IMAGE = COMPUTE + r"/galleries/(?P<gallery>[^/]+)/images/(?P<image>[^/]+)"
 LOCATION = SUB + r"/providers/Microsoft\.Compute/locations/(?P<location>[^/]+)"
 COMMUNITY = LOCATION + r"/communityGalleries/(?P<name>[^/]+)/images/(?P<image>[^/]+)"
@@ -84,6 +87,6 @@ _register(COMMUNITY, True)
 _register(SHARED, False)
 
 
-@route("GET", COMPUTE + r"/images/(?P<name>[^/]+)")
+@route("GET", COMPUTE + r"/images/(?P<name>[^/]+)", api_version="2026-04-01")
 def get_managed_image(backend, req, sub, rg, name):
     return Response(200, backend.require(f"{backend.rg_id(rg)}/providers/{galleries.MANAGED_IMAGE_TYPE}/{name}"))

@@ -12,6 +12,9 @@ from ..models import marketplace
 from ..errors import NotImplementedInFake
 from . import SUB, Response, route
 
+# The REST api-version whose shapes these routes answer in (Microsoft.MarketplaceOrdering Agreements).
+API_VERSION = "2021-01-01"
+
 PROVIDER = SUB + r"/providers/Microsoft\.MarketplaceOrdering"
 PLAN_PATH = r"/publishers/(?P<publisher>[^/]+)/offers/(?P<offer>[^/]+)/plans/(?P<plan>[^/]+)"
 CURRENT = PROVIDER + r"/offerTypes/(?P<offer_type>[^/]+)" + PLAN_PATH + r"/agreements/current"

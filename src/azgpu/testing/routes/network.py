@@ -11,6 +11,11 @@ from ..errors import ArmError, child_not_found, invalid_reference, required_loca
 from ..store import same_id, stable_uuid
 from . import NETWORK, VMSS, Response, page, route
 
+# The REST api-version whose shapes these routes answer in (Network; scale-set NIC and public IP listings are Compute's older network views).
+API_VERSION = "2026-03-01"
+# Network's views of a Uniform scale set's NICs and public IPs exist at this version only.
+VMSS_NETWORK_API = "2018-10-01"
+
 NSG_TYPE = "Microsoft.Network/networkSecurityGroups"
 VNET_TYPE = "Microsoft.Network/virtualNetworks"
 SUBNET_TYPE = "Microsoft.Network/virtualNetworks/subnets"
@@ -418,17 +423,18 @@ def _vmss(backend, rg: str, vmss: str) -> dict:
     return backend.require(_ids(backend, rg, "Microsoft.Compute/virtualMachineScaleSets", vmss))
 
 
-@route("GET", VMSS + r"/networkInterfaces")
+@route("GET", VMSS + r"/networkInterfaces", api_version=VMSS_NETWORK_API)
 def list_vmss_nics(backend, req, sub, rg, vmss):
     return page(instances.nics(backend, _vmss(backend, rg, vmss)["id"]))
 
 
-@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces")
+@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces", api_version=VMSS_NETWORK_API)
 def list_vm_nics(backend, req, sub, rg, vmss, instance):
     return page(instances.nics(backend, f"{_vmss(backend, rg, vmss)['id']}/virtualMachines/{instance}"))
 
 
-@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces/(?P<nic>[^/]+)")
+@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces/(?P<nic>[^/]+)",
+       api_version=VMSS_NETWORK_API)
 def get_vm_nic(backend, req, sub, rg, vmss, instance, nic):
     nic_id = f"{_vmss(backend, rg, vmss)['id']}/virtualMachines/{instance}/networkInterfaces/{nic}"
     found = backend.find(nic_id)
@@ -437,7 +443,7 @@ def get_vm_nic(backend, req, sub, rg, vmss, instance, nic):
     return Response(200, found)
 
 
-@route("GET", VMSS + r"/publicIPAddresses")
+@route("GET", VMSS + r"/publicIPAddresses", api_version=VMSS_NETWORK_API)
 def list_vmss_public_ips(backend, req, sub, rg, vmss):
     scale_set = _vmss(backend, rg, vmss)
     return page([r for r in backend.store.under(scale_set["id"]) if r["type"] == instances.PIP_TYPE])

@@ -8,6 +8,9 @@ import copy
 from ..errors import required_location
 from . import COMPUTE, Response, page, route
 
+# The REST api-version whose shapes these routes answer in (Compute).
+API_VERSION = "2026-04-01"
+
 PPG_TYPE = "Microsoft.Compute/proximityPlacementGroups"
 PPG = COMPUTE + r"/proximityPlacementGroups/(?P<name>[^/]+)"
 

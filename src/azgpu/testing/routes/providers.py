@@ -10,6 +10,9 @@ from ..models import impact_reporting as ir
 from ..errors import NotImplementedInFake
 from . import SUB, Response, route
 
+# The REST api-version whose shapes these routes answer in (resources spec, Providers - Get).
+API_VERSION = "2024-11-01"
+
 
 @route("GET", SUB + r"/providers/(?P<namespace>[A-Za-z0-9.]+)")
 def get_provider(backend, req, sub, namespace):

@@ -8,6 +8,9 @@ from ..errors import ArmError
 from ..skus import normalize_location
 from . import SUB, Response, page, route
 
+# The REST api-version whose shapes these routes answer in (Microsoft.Quota).
+API_VERSION = "2025-09-01"
+
 SCOPE = SUB + r"/providers/Microsoft\.Compute/locations/(?P<location>[^/]+)/providers/Microsoft\.Quota"
 QUOTA = SCOPE + r"/quotas/(?P<name>[^/]+)"
 

@@ -9,6 +9,9 @@ from ..lro import iso
 from ..skus import normalize_location
 from . import RG, SUB, Response, page, route
 
+# The REST api-version whose shapes these routes answer in (resources spec: resource groups and resource listings).
+API_VERSION = "2025-04-01"
+
 RG_TYPE = "Microsoft.Resources/resourceGroups"
 
 

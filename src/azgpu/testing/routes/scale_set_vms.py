@@ -5,6 +5,9 @@ from __future__ import annotations
 from ..models import vm_actions
 from ..errors import ArmError
 from . import VMSS, route
+
+# The REST api-version whose shapes these routes answer in (Compute).
+API_VERSION = "2026-04-01"
 from .compute import _vmss_id, begin_delete_instances
 
 
