@@ -113,7 +113,8 @@ def put_reservation(backend: Backend, req: Request, group_id: str, name: str) ->
                        f"{', '.join(map(str, BLOCK_CAPACITIES))} VMs, not {capacity}.")
     for other in reservations(backend.store, group_id):
         if other["name"].lower() != name.lower() and (other.get("sku") or {}).get("name", "").lower() == size.lower():
-            raise ArmError(409, "OperationNotAllowed", f"Capacity reservation group '{group_id.rsplit('/', 1)[-1]}' already holds a "
+            group = group_id.rsplit("/", 1)[-1]
+            raise ArmError(409, "OperationNotAllowed", f"Capacity reservation group '{group}' already holds a "
                            f"reservation for VM size '{size}'; a group holds one reservation per size.")
     resource_id = f"{group_id}/capacityReservations/{name}"
     existing = backend.find(resource_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..models import impact_reporting as ir
 from . import RG, SUB, page, route
 
-# The REST api-version whose shapes these routes answer in (Microsoft.Authorization permissions (authorization spec)).
+# The REST api-version whose shapes these routes answer in (the authorization spec).
 API_VERSION = "2022-04-01"
 
 PERMISSIONS = r"/providers/Microsoft\.Authorization/permissions"

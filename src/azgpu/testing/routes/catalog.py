@@ -11,7 +11,7 @@ from ..errors import ArmError, NotImplementedInFake
 from ..skus import normalize_location
 from . import SUB, Response, page, route
 
-# The REST api-version whose shapes these routes answer in (Compute (usages, marketplace images); resource SKUs have their own).
+# The REST api-version whose shapes these routes answer in (Compute); resource SKUs have their own.
 API_VERSION = "2026-04-01"
 
 LOCATION = SUB + r"/providers/Microsoft\.Compute/locations/(?P<location>[^/]+)"

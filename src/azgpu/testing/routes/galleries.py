@@ -7,7 +7,8 @@ from ..errors import ArmError
 from ..skus import normalize_location
 from . import COMPUTE, SUB, Response, page, route
 
-# The REST api-version whose shapes these routes answer in (Compute galleries (ComputeGallery spec); managed images follow Compute).
+# The REST api-version whose shapes these routes answer in (Compute galleries, the ComputeGallery spec);
+# managed images follow Compute's own.
 API_VERSION = "2026-03-03"
 
 GALLERY_IMAGE = COMPUTE + r"/galleries/(?P<gallery>[^/]+)/images/(?P<image>[^/]+)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..models import galleries
 from . import RG, Response, route
 
-# The REST api-version whose shapes these routes answer in (Microsoft.ManagedIdentity (UserAssignedIdentities_Get)).
+# The REST api-version whose shapes these routes answer in (Microsoft.ManagedIdentity).
 API_VERSION = "2024-11-30"
 
 IDENTITY = RG + r"/providers/Microsoft\.ManagedIdentity/userAssignedIdentities/(?P<name>[^/]+)"

@@ -11,7 +11,8 @@ from ..models import impact_reporting as ir
 from ..errors import ArmError
 from . import SUB, Response, page, route
 
-# The REST api-version whose shapes these routes answer in (Microsoft.Impact: every version of the spec (the PUT's status differs by version)).
+# The REST api-versions whose shapes these routes answer in: every version of Microsoft.Impact's spec
+# (the PUT's status differs by version).
 API_VERSION = tuple(ir.API_VERSIONS)
 
 PROVIDER = SUB + r"/providers/Microsoft\.Impact"

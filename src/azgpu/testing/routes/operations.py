@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import ArmError
 from . import AS_STARTED, SUB, Response, route
 
-# The REST api-version whose shapes these routes answer in (a status URL carries the api-version of the request that started its operation).
+# A status URL carries the api-version of the request that started its operation.
 API_VERSION = AS_STARTED
 
 PROVIDER_LOCATION = SUB + r"/providers/(?P<provider>[^/]+)/locations/(?P<location>[^/]+)"
