@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--no-reuse", action="store_true", help="run the node script for every node (as before)")
     args = parser.parse_args()
     if args.no_reuse:
-        from azgpu.testing import vm_actions
+        from azgpu.testing.models import vm_actions
 
         vm_actions.REUSE_RUNS = False
 

@@ -16,7 +16,7 @@ import hostlist as oracle
 import pytest
 
 from azgpu.hostlist import compress
-from azgpu.testing.instances import base36
+from azgpu.testing.models.instances import base36
 
 
 def azure_names(instances, prefix: str = "c1-000-") -> list[str]:

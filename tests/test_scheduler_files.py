@@ -18,7 +18,7 @@ from azgpu import racks
 from azgpu.errors import InputError
 from azgpu.scheduler_files import (mpich_machinefile, openmpi_hostfile, render_files, separator, slurm_files,
                                    slurm_stream)
-from azgpu.testing.instances import base36
+from azgpu.testing.models.instances import base36
 
 
 def cluster(sizes=(2,), *, gpus=8, vendor="nvidia", infiniband=True, public=False, rack=None,

@@ -165,17 +165,20 @@ def _readable(pattern: str) -> str:
     return path.replace("\\.", ".").replace("\\", "").rstrip("$").lstrip("^")
 
 
-def fake_coverage() -> list[tuple[str, str, str, str]]:
-    """(provider module, method, path, what the handler does) for every route the fake answers."""
+def fake_coverage() -> list[tuple[str, str, str, str, str]]:
+    """(provider module, method, path, api-versions, what the handler does) for every route the fake
+    answers, as the routes registered themselves (azgpu.testing.routes.ROUTES)."""
     from azgpu.testing import retail_prices
     from azgpu.testing.routes import ROUTES
 
     rows = []
-    for method, pattern, handler in ROUTES:
+    for entry in ROUTES:
+        handler = entry.handler
         doc = (handler.__doc__ or "").strip().split("\n")[0] or handler.__name__.strip("_").replace("_", " ")
-        rows.append((handler.__module__.rsplit(".", 1)[-1], method, _readable(pattern.pattern), doc))
+        rows.append((handler.__module__.rsplit(".", 1)[-1], entry.method, _readable(entry.pattern.pattern),
+                     ", ".join(entry.api_versions), doc))
     rows.append(("retail_prices", "GET", f"https://{retail_prices.HOST}{retail_prices.PATH}",
-                 "the Azure Retail Prices API, from a recording"))
+                 retail_prices.API_VERSION, "the Azure Retail Prices API, from a recording"))
     return rows
 
 
@@ -186,13 +189,16 @@ def fake_coverage_page() -> str:
            "table (`python tools/reference_docs.py`), as moto publishes its coverage. Anything else answers",
            "`NotImplementedInFake`, loudly, and never reaches the network. Paths are under",
            "`https://management.azure.com` unless they name a host.", "",
+           "The api-version column is the REST API version whose shapes the fake answers in, as each route",
+           "registers it (`API_VERSION` in its module under `src/azgpu/testing/routes/`). The fake answers",
+           "whatever api-version a client sends; where an answer differs by version, the route says so.", "",
            f"{len(rows)} operations.", ""]
     by_module: dict[str, list] = defaultdict(list)
-    for module, method, path, doc in rows:
-        by_module[module].append((method, path, doc))
+    for module, method, path, versions, doc in rows:
+        by_module[module].append((method, path, versions, doc))
     for module in sorted(by_module):
-        out += [f"## {module}", "", "| method | path | notes |", "|---|---|---|"]
-        out += [f"| {m} | `{_cell(p)}` | {_cell(d)} |" for m, p, d in by_module[module]]
+        out += [f"## {module}", "", "| method | path | api-version | notes |", "|---|---|---|---|"]
+        out += [f"| {m} | `{_cell(p)}` | {_cell(v)} | {_cell(d)} |" for m, p, v, d in by_module[module]]
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 

@@ -12,7 +12,7 @@ from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, requ
 from azgpu import find_size
 from azgpu.deploy import health
 from azgpu.deploy.create import create
-from azgpu.testing import vm_actions
+from azgpu.testing.models import vm_actions
 
 @pytest.fixture
 def sixteen(azure, session):

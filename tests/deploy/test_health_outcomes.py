@@ -16,7 +16,8 @@ from deploy_support import NAME, RG, calls, request
 from azgpu.deploy import ghr, health
 from azgpu.deploy.create import create
 from azgpu.health.outcome import UnhealthyNodes
-from azgpu.testing import hardware, vm_actions
+from azgpu.testing import hardware
+from azgpu.testing.models import vm_actions
 
 WATCHDOG = 'Script timed out while executing "check_ib_bw_gdr 380".'
 NHCNA = "-e check_cpu_stream: Failed to run because stream executable was not built. FaultCode: NHCNA"

@@ -11,7 +11,7 @@ import pytest
 from deploy_support import LOCATION, SSH_KEY, VMSS, assert_cli_error, cluster_args, create_args
 from filelock import FileLock
 
-from azgpu.testing import FakeAzure, fake as fake_module
+from azgpu.testing import FakeAzure, persistence
 
 CLI = "import sys; from azgpu.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -46,7 +46,7 @@ def test_state_path_that_is_a_directory_exits_2(run, tmp_path):
 
 
 def test_state_file_locked_too_long_by_another_process_fails_clearly(sim, state_file, monkeypatch):
-    monkeypatch.setattr(fake_module, "LOCK_TIMEOUT", 0)  # fail at once instead of waiting
+    monkeypatch.setattr(persistence, "LOCK_TIMEOUT", 0)  # fail at once instead of waiting
     with FileLock(f"{state_file}.lock"):
         rc, out, err = sim("status", *cluster_args())
     assert_cli_error(rc, err, 1, "SIMULATE_STATE_BUSY", f"{state_file}.lock")

@@ -51,7 +51,7 @@ def test_a_category_not_on_learns_list_is_never_put_in_a_body():
 
 
 def test_the_fakes_list_of_hpc_categories_is_learns_too():
-    from azgpu.testing.impact_reporting import data
+    from azgpu.testing.models.impact_reporting import data
 
     assert set(data()["hpc_categories"]) == set(LEARN_CATEGORIES)
 

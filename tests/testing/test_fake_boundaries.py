@@ -118,8 +118,8 @@ def test_stop_waits_for_the_requests_in_flight():
     try:
         sender = threading.Thread(target=lambda: order.append(client.resource_groups.check_existence(RG) and "x" or "answered"))
         sender.start()
-        with azure._flights:
-            assert azure._flights.wait_for(lambda: azure._in_flight == 1, timeout=5)
+        with azure._transport._flights:
+            assert azure._transport._flights.wait_for(lambda: azure._transport._in_flight == 1, timeout=5)
         stopper = threading.Thread(target=lambda: (azure.stop(), order.append("stopped")))
         stopper.start()
     finally:
@@ -127,3 +127,38 @@ def test_stop_waits_for_the_requests_in_flight():
     sender.join(5)
     stopper.join(5)
     assert order == ["answered", "stopped"]  # the fake answered it before it was uninstalled
+
+
+# What the fake may take from azgpu itself: the exception bases its errors derive from (so the CLI
+# reports a bad state file like any input error), the price cache it keeps the fake's prices out of,
+# and the node script it runs on simulated hardware. Never resource types, api-versions or profiles:
+# the fake is a second opinion on what Azure answers, not a copy of azgpu's.
+ALLOWED_PRODUCT_IMPORTS = {"azgpu.errors", "azgpu.pricing", "azgpu.health.script"}
+
+
+def _imports(path, package: str) -> set[str]:
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found |= {module} if node.module else {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_the_fake_takes_no_constants_from_azgpu():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "src" / "azgpu" / "testing"
+    taken = {}
+    for path in root.rglob("*.py"):
+        package = ".".join(["azgpu", *path.relative_to(root.parent).parent.parts])
+        for module in _imports(path, package):
+            if module.startswith("azgpu.") and not module.startswith("azgpu.testing"):
+                taken.setdefault(module, []).append(path.name)
+    assert set(taken) <= ALLOWED_PRODUCT_IMPORTS, taken

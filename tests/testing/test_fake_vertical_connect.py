@@ -12,7 +12,7 @@ from azure.core.exceptions import HttpResponseError
 from azure.mgmt.compute import models as compute_models
 from fake_azure_support import RG, vmss_body
 
-from azgpu.testing import vertical_connect
+from azgpu.testing.models import vertical_connect
 
 GB300 = "Standard_ND128isr_GB300_v6"
 GB_IMAGE = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404-gb", "version": "latest"}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
-from . import instances
 from .errors import operation_in_progress, resource_group_not_found, resource_not_found
 from .faults import Faults
 from .lro import Operations, iso
@@ -17,7 +16,6 @@ from .messages import Request, Response
 from .skus import SkuCatalog, normalize_location
 from .store import Store, key, parse_id
 
-VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 INLINE_CHILDREN = {
     ("microsoft.network/virtualnetworks", "subnets"): ("properties", "subnets"),
     ("microsoft.compute/virtualmachinescalesets", "extensions"):
@@ -27,12 +25,16 @@ INLINE_CHILDREN = {
 
 class Backend:
     def __init__(self, subscription_id: str, store: Store, skus: SkuCatalog, faults: Faults, *,
-                 lro_polls: int, lro_seconds: float | None, now: Callable[[], float]):
+                 lro_polls: int, lro_seconds: float | None, now: Callable[[], float],
+                 on_finish: Callable[["Backend", dict], None]):
+        """on_finish: what a finished operation does to its resource. The models pass it in, so this
+        module, which they all build on, imports none of them."""
         self.subscription_id = subscription_id
         self.store = store
         self.skus = skus
         self.faults = faults
         self.now = now
+        self._on_finish = on_finish
         self.ops = Operations(store, polls=lro_polls, seconds=lro_seconds, now=now, finish=self.finish)
         self.dirty = False  # set by anything that changes the store, so only changes are saved
         self.run_command_futures: dict = {}  # operation id -> a node script running beside the fake
@@ -177,30 +179,6 @@ class Backend:
         return Response(202, None, self.ops.headers(op))
 
     def finish(self, op: dict) -> None:
-        """Apply a finished operation: the resource succeeds, fails, or goes away."""
+        """Apply a finished operation to its resource (the models' completion hook: models/completion.py)."""
         self.dirty = True
-        if op.get("on_finish"):  # actions: Run Command, instance deletion (testing/vm_actions.py)
-            from . import vm_actions
-
-            vm_actions.finish(self, op)
-            return
-        if op["kind"] == "whatIf":  # writes nothing: its result is already on the operation
-            return
-        target = self.find(op["target"])
-        if target is None:
-            return
-        if op["kind"] == "delete" and op["status"] == "Succeeded":
-            self.remove(op["target"])
-            return
-        if op["kind"] == "deleteInstances":
-            if op["status"] == "Succeeded":
-                instances.delete_instances(self, target, op.get("instances", []))
-            else:
-                for vm in instances.vms(self, target):
-                    if vm["instanceId"] in op.get("instances", []):
-                        vm["properties"]["provisioningState"] = "Succeeded"
-            return
-        target.setdefault("properties", {})["provisioningState"] = op["status"]
-        if op["status"] == "Succeeded" and target.get("type", "").lower() == VMSS_TYPE.lower():
-            instances.reconcile(self, target)
-
+        self._on_finish(self, op)

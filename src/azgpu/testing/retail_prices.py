@@ -22,6 +22,8 @@ from .messages import Response
 
 HOST = "prices.azure.com"
 PATH = "/api/retail/prices"
+# The version whose shape the answer follows (case-sensitive filters); older ones are answered alike.
+API_VERSION = "2023-01-01-preview"
 PAGE_SIZE = 1000
 
 # armRegionName -> the API's display location (the `location` field).

@@ -1,21 +1,15 @@
 """The fake's state: ARM resources keyed by id, pending operations, and what tests changed.
 
-Everything here is plain JSON so a --simulate run can carry it from one CLI process to the next.
+Everything here is plain JSON so a --simulate run can carry it from one CLI process to the next
+(persistence.py writes and reads the file).
 Seeded catalogs (SKUs, images, default quota) are not stored: they are rebuilt from the fake's
 own data files in each process, and only the changes a test or user made are kept.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
-
-from .errors import StateFileError
 
 STATE_VERSION = 1
 _UUID_NAMESPACE = uuid.UUID("6f1d1a52-7c47-4f3e-9a43-6e7a5a1e0c11")
@@ -110,9 +104,9 @@ class Store:
         self.pending_faults: list[dict] = []
         self.fabric: dict[str, float] = {}
         self.instance_ids: dict[str, int] = {}
-        # Rack faults of vertical-connect sizes waiting for the next rack (testing/vertical_connect.py).
+        # Rack faults of vertical-connect sizes waiting for the next rack (testing/models/vertical_connect.py).
         self.racks: dict[str, int] = {}
-        # Azure Impact Reporting (testing/impact_reporting.py): workload impacts by lower-cased name
+        # Azure Impact Reporting (testing/models/impact_reporting.py): workload impacts by lower-cased name
         # ({"resource", "reported", "insights"}), resource providers' registration states by lower-cased
         # namespace (unlisted: Registered), the caller's permissions (None: Owner-like), categories a
         # test added to the listing, and the insight stages of new reports (None: the data file's).
@@ -121,12 +115,12 @@ class Store:
         self.permissions: list[dict] | None = None
         self.impact_categories: list[str] = []
         self.impact_insights: list[dict] | None = None
-        # ARM's own preflight (testing/deployments.py): Azure Policy assignments that deny sizes
+        # ARM's own preflight (testing/models/deployments.py): Azure Policy assignments that deny sizes
         # ({"name", "display_name", "denied_sizes", "scope"}) and properties Azure rejects
         # ({"type", "path", "code", "message"}).
         self.policies: list[dict] = []
         self.rejections: list[dict] = []
-        # Microsoft.Quota (testing/quota_requests.py): requests by upper-case id, and what the fake does
+        # Microsoft.Quota (testing/models/quota_requests.py): requests by upper-case id, and what the fake does
         # with new requests by location and normalised quota name ("approve" unless set).
         self.quota_requests: dict[str, dict] = {}
         self.quota_outcomes: dict[str, dict[str, str]] = {}
@@ -218,43 +212,6 @@ class Store:
         self.rejections = data.get("rejections", [])
         self.quota_requests = data.get("quota_requests", {})
         self.quota_outcomes = data.get("quota_outcomes", {})
-
-    def save(self, path: str | os.PathLike) -> None:
-        # Write then rename, so a CLI process reading the file never sees half of it; a failed write
-        # leaves the previous state in place and no temporary file behind.
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(self.to_json(), fh, indent=1, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-
-    def load(self, path: str | os.PathLike) -> None:
-        """Load a saved state; StateFileError naming the file and the problem when it cannot be used."""
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        except IsADirectoryError:
-            raise StateFileError(path, "is a directory", "pass the path of a file: --simulate-state DIR/simulate.json") from None
-        except OSError as exc:
-            raise StateFileError(path, f"cannot be read: {exc.strerror}") from None
-        if not raw.strip():
-            raise StateFileError(path, "is empty (a write was cut short?)")
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise StateFileError(path, f"is not JSON ({exc.__class__.__name__}: {str(exc)[:80]})") from None
-        try:
-            self.load_json(data)
-        except ValueError as exc:
-            raise StateFileError(path, str(exc)) from None
 
 
 def shape_problem(data) -> str | None:

@@ -1,12 +1,19 @@
-"""ARM REST routes: each provider module registers (method, path pattern, handler) on ROUTES.
+"""ARM REST routes: each provider module registers (method, path pattern, handler, api-version) on ROUTES.
 
-Patterns are matched case-insensitively against the whole path, as ARM matches them; the named
-groups keep the caller's spelling, which becomes the stored resource's name.
+A route turns a URL and a body into a call into a model (testing/models/), nothing more. Patterns
+are matched case-insensitively against the whole path, as ARM matches them; the named groups keep
+the caller's spelling, which becomes the stored resource's name.
+
+Every route names the REST api-version whose shapes it answers in: the module's API_VERSION, or its
+own api_version= where one operation of the provider follows another version. The fake answers
+whatever api-version a client sends; the registered one is what docs/fake-coverage.md publishes
+(tools/reference_docs.py reads ROUTES), so a route cannot be added without saying it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Callable
 
 from ..messages import Response, page  # noqa: F401 - page is re-exported for the route modules
@@ -19,23 +26,41 @@ VMSS = COMPUTE + r"/virtualMachineScaleSets/(?P<vmss>[^/]+)"
 
 
 Handler = Callable[..., Response]
-ROUTES: list[tuple[str, re.Pattern, Handler]] = []
+# What an operation's status URL answers at: the api-version of the request that started it.
+AS_STARTED = "as the operation started"
+_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
 
 
-def route(method: str, pattern: str) -> Callable[[Handler], Handler]:
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: re.Pattern
+    handler: Handler
+    api_versions: tuple[str, ...]  # the REST api-versions whose shapes the handler answers in
+
+
+ROUTES: list[Route] = []
+
+
+def route(method: str, pattern: str, *, api_version: str | tuple[str, ...] | None = None) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
-        ROUTES.append((method.upper(), re.compile(pattern, re.IGNORECASE), handler))
+        declared = api_version if api_version is not None else handler.__globals__.get("API_VERSION")
+        versions = (declared,) if isinstance(declared, str) else tuple(declared or ())
+        if not versions or not all(v == AS_STARTED or _API_VERSION.fullmatch(v) for v in versions):
+            raise TypeError(f"route {method} {pattern} ({handler.__module__}.{handler.__name__}) names no REST "
+                            f"api-version: set API_VERSION in its module or pass api_version=, got {declared!r}")
+        ROUTES.append(Route(method.upper(), re.compile(pattern, re.IGNORECASE), handler, versions))
         return handler
 
     return register
 
 
 def find(method: str, path: str) -> tuple[Handler, dict] | None:
-    for m, pattern, handler in ROUTES:
-        if m == method.upper():
-            match = pattern.fullmatch(path)
+    for entry in ROUTES:
+        if entry.method == method.upper():
+            match = entry.pattern.fullmatch(path)
             if match:
-                return handler, match.groupdict()
+                return entry.handler, match.groupdict()
     return None
 
 

@@ -9,8 +9,11 @@ has the same permissions at every scope.
 
 from __future__ import annotations
 
-from .. import impact_reporting as ir
+from ..models import impact_reporting as ir
 from . import RG, SUB, page, route
+
+# The REST api-version whose shapes these routes answer in (the authorization spec).
+API_VERSION = "2022-04-01"
 
 PERMISSIONS = r"/providers/Microsoft\.Authorization/permissions"
 

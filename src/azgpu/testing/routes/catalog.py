@@ -5,10 +5,14 @@ from __future__ import annotations
 import copy
 import re
 
-from .. import images, quota
+from .. import images
+from ..models import quota
 from ..errors import ArmError, NotImplementedInFake
 from ..skus import normalize_location
 from . import SUB, Response, page, route
+
+# The REST api-version whose shapes these routes answer in (Compute); resource SKUs have their own.
+API_VERSION = "2026-04-01"
 
 LOCATION = SUB + r"/providers/Microsoft\.Compute/locations/(?P<location>[^/]+)"
 IMAGE_SKU = (LOCATION + r"/publishers/(?P<publisher>[^/]+)/artifacttypes/vmimage/offers/(?P<offer>[^/]+)"
@@ -16,7 +20,7 @@ IMAGE_SKU = (LOCATION + r"/publishers/(?P<publisher>[^/]+)/artifacttypes/vmimage
 _LOCATION_FILTER = re.compile(r"location\s+eq\s+'([^']*)'", re.IGNORECASE)
 
 
-@route("GET", SUB + r"/providers/Microsoft\.Compute/skus")
+@route("GET", SUB + r"/providers/Microsoft\.Compute/skus", api_version="2021-07-01")
 def list_skus(backend, req, sub):
     text = (req.query.get("$filter") or "").strip()
     if not text:

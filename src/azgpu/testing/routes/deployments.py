@@ -8,8 +8,11 @@ the permission requirements of a deployment); without the action, ARM answers 40
 
 from __future__ import annotations
 
-from .. import deployments, impact_reporting as ir
+from ..models import deployments, impact_reporting as ir
 from . import RG, SUB, Response, route
+
+# The REST api-version whose shapes these routes answer in (resources deployments spec).
+API_VERSION = "2025-04-01"
 
 DEPLOYMENT = r"/providers/Microsoft\.Resources/deployments/(?P<name>[^/]+)"
 

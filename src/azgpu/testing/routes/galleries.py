@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from .. import galleries
+from ..models import galleries
 from ..errors import ArmError
 from ..skus import normalize_location
 from . import COMPUTE, SUB, Response, page, route
+
+# The REST api-version whose shapes these routes answer in (Compute galleries, the ComputeGallery spec);
+# managed images follow Compute's own.
+API_VERSION = "2026-03-03"
 
 GALLERY_IMAGE = COMPUTE + r"/galleries/(?P<gallery>[^/]+)/images/(?P<image>[^/]+)"
 LOCATION = SUB + r"/providers/Microsoft\.Compute/locations/(?P<location>[^/]+)"
@@ -42,36 +46,21 @@ def get_gallery_image_version(backend, req, sub, rg, gallery, image, version):
     return Response(200, match if "replicationstatus" in expand else galleries.without_replication(match))
 
 
-def _shared_image(backend, name: str, image: str, *, community: bool) -> tuple[dict, str]:
-    gallery = galleries.shared_gallery(backend, name, community=community)
-    found = backend.find(f"{gallery['id']}/images/{image}") if gallery else None
-    prefix = "CommunityGalleries" if community else "SharedGalleries"
-    if found is None:
-        raise ArmError(404, "ResourceNotFound", f"The {prefix[:-9].lower()} gallery image '{name}/{image}' was not found.")
-    return found, f"/{prefix}/{name}/Images/{image}"
-
-
-def _shared_versions(backend, location: str, name: str, image: str, *, community: bool) -> tuple[list[dict], str]:
-    found, unique = _shared_image(backend, name, image, community=community)
-    # Location-scoped: only versions replicated to the location are listed there.
-    return [v for v in galleries.versions_of(backend, found["id"]) if galleries.in_location(v, location)], unique
-
-
 def _register(pattern: str, community: bool) -> None:
     @route("GET", pattern)
     def get_image(backend, req, sub, location, name, image):
-        found, unique = _shared_image(backend, name, image, community=community)
+        found, unique = galleries.shared_image(backend, name, image, community=community)
         return Response(200, galleries.shared_image_view(found, normalize_location(location), unique, community=community))
 
     @route("GET", pattern + r"/versions")
     def list_versions(backend, req, sub, location, name, image):
-        found, unique = _shared_versions(backend, location, name, image, community=community)
+        found, unique = galleries.shared_versions(backend, location, name, image, community=community)
         loc = normalize_location(location)
         return page([galleries.shared_version_view(v, loc, f"{unique}/Versions/{v['name']}") for v in found])
 
     @route("GET", pattern + r"/versions/(?P<version>[^/]+)")
     def get_version(backend, req, sub, location, name, image, version):
-        found, unique = _shared_versions(backend, location, name, image, community=community)
+        found, unique = galleries.shared_versions(backend, location, name, image, community=community)
         match = next((v for v in found if v["name"] == version), None)
         if match is None:
             raise ArmError(404, "ResourceNotFound", f"The gallery image version '{unique}/Versions/{version}' was not "
@@ -84,6 +73,6 @@ _register(COMMUNITY, True)
 _register(SHARED, False)
 
 
-@route("GET", COMPUTE + r"/images/(?P<name>[^/]+)")
+@route("GET", COMPUTE + r"/images/(?P<name>[^/]+)", api_version="2026-04-01")
 def get_managed_image(backend, req, sub, rg, name):
     return Response(200, backend.require(f"{backend.rg_id(rg)}/providers/{galleries.MANAGED_IMAGE_TYPE}/{name}"))

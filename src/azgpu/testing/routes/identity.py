@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from .. import galleries
+from ..models import galleries
 from . import RG, Response, route
+
+# The REST api-version whose shapes these routes answer in (Microsoft.ManagedIdentity).
+API_VERSION = "2024-11-30"
 
 IDENTITY = RG + r"/providers/Microsoft\.ManagedIdentity/userAssignedIdentities/(?P<name>[^/]+)"
 

@@ -2,14 +2,18 @@
 
 Subscription-level resources (no resource group): PUT/GET/list of
 /subscriptions/{sub}/providers/Microsoft.Impact/workloadImpacts[/{name}], GET of .../{name}/insights,
-GET of .../impactCategories. The behaviour is in azgpu/testing/impact_reporting.py.
+GET of .../impactCategories. The behaviour is in azgpu/testing/models/impact_reporting.py.
 """
 
 from __future__ import annotations
 
-from .. import impact_reporting as ir
+from ..models import impact_reporting as ir
 from ..errors import ArmError
 from . import SUB, Response, page, route
+
+# The REST api-versions whose shapes these routes answer in: every version of Microsoft.Impact's spec
+# (the PUT's status differs by version).
+API_VERSION = tuple(ir.API_VERSIONS)
 
 PROVIDER = SUB + r"/providers/Microsoft\.Impact"
 IMPACT = PROVIDER + r"/workloadImpacts/(?P<name>[^/]+)"

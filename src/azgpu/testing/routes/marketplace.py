@@ -7,25 +7,17 @@ sign and cancel are the older accept and revoke calls of the same API (2021-01-0
 
 from __future__ import annotations
 
-from .. import images, marketplace
+from ..models import marketplace
 from ..errors import NotImplementedInFake
 from . import SUB, Response, route
+
+# The REST api-version whose shapes these routes answer in (Microsoft.MarketplaceOrdering Agreements).
+API_VERSION = "2021-01-01"
 
 PROVIDER = SUB + r"/providers/Microsoft\.MarketplaceOrdering"
 PLAN_PATH = r"/publishers/(?P<publisher>[^/]+)/offers/(?P<offer>[^/]+)/plans/(?P<plan>[^/]+)"
 CURRENT = PROVIDER + r"/offerTypes/(?P<offer_type>[^/]+)" + PLAN_PATH + r"/agreements/current"
 AGREEMENT = PROVIDER + r"/agreements/(?P<publisher>[^/]+)/offers/(?P<offer>[^/]+)/plans/(?P<plan>[^/]+)"
-
-
-def _require_plan(backend, req, publisher: str, offer: str, plan: str) -> None:
-    """Terms exist for the purchase plans of the fake's images; for anything else the fake knows no
-    answer Azure would give, so it fails loudly instead of inventing one."""
-    want = (publisher.lower(), offer.lower(), plan.lower())
-    for image in (*images.seed_images(), *backend.store.images):
-        p = images.plan_of(image)
-        if p and (p["publisher"].lower(), p["product"].lower(), p["name"].lower()) == want:
-            return
-    raise NotImplementedInFake(req.method, req.path, "no marketplace image of the fake has this purchase plan")
 
 
 def _check_offer_type(req, offer_type: str) -> None:
@@ -36,14 +28,14 @@ def _check_offer_type(req, offer_type: str) -> None:
 @route("GET", CURRENT)
 def get_terms(backend, req, sub, offer_type, publisher, offer, plan):
     _check_offer_type(req, offer_type)
-    _require_plan(backend, req, publisher, offer, plan)
+    marketplace.require_plan(backend.store, req, publisher, offer, plan)
     return Response(200, marketplace.terms(backend.store, sub, publisher, offer, plan))
 
 
 @route("PUT", CURRENT)
 def put_terms(backend, req, sub, offer_type, publisher, offer, plan):
     _check_offer_type(req, offer_type)
-    _require_plan(backend, req, publisher, offer, plan)
+    marketplace.require_plan(backend.store, req, publisher, offer, plan)
     accepted = bool(((req.body or {}).get("properties") or {}).get("accepted"))
     marketplace.set_accepted(backend.store, publisher, offer, plan, accepted, backend.now())
     backend.dirty = True
@@ -52,12 +44,12 @@ def put_terms(backend, req, sub, offer_type, publisher, offer, plan):
 
 @route("GET", AGREEMENT)
 def get_agreement(backend, req, sub, publisher, offer, plan):
-    _require_plan(backend, req, publisher, offer, plan)
+    marketplace.require_plan(backend.store, req, publisher, offer, plan)
     return Response(200, marketplace.terms(backend.store, sub, publisher, offer, plan, current=False))
 
 
 def _sign_or_cancel(backend, req, sub, publisher, offer, plan, value: bool) -> Response:
-    _require_plan(backend, req, publisher, offer, plan)
+    marketplace.require_plan(backend.store, req, publisher, offer, plan)
     marketplace.set_accepted(backend.store, publisher, offer, plan, value, backend.now())
     backend.dirty = True
     return Response(200, marketplace.terms(backend.store, sub, publisher, offer, plan, current=False))

@@ -1,156 +1,46 @@
 """Microsoft.Network: NSGs, virtual networks with their subnets, NAT gateways, public IPs, and scale-set
-NICs/public IPs."""
+NICs/public IPs (URL and body to models/network.py, which holds ARM's checks)."""
 
 from __future__ import annotations
 
-import copy
-import ipaddress
-
-from .. import instances
-from ..errors import ArmError, child_not_found, invalid_reference, required_location
-from ..store import same_id, stable_uuid
+from ..errors import child_not_found
+from ..models import instances, network
+from ..models.network import NAT_TYPE, NSG_TYPE, PIP_TYPE, VNET_TYPE, shown
 from . import NETWORK, VMSS, Response, page, route
 
-NSG_TYPE = "Microsoft.Network/networkSecurityGroups"
-VNET_TYPE = "Microsoft.Network/virtualNetworks"
-SUBNET_TYPE = "Microsoft.Network/virtualNetworks/subnets"
-NAT_TYPE = "Microsoft.Network/natGateways"
-PIP_TYPE = instances.PIP_TYPE
-VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
+# The REST api-version whose shapes these routes answer in (Network).
+API_VERSION = "2026-03-01"
+# Network's views of a Uniform scale set's NICs and public IPs exist at this version only.
+VMSS_NETWORK_API = "2018-10-01"
 NSG = NETWORK + r"/networkSecurityGroups/(?P<name>[^/]+)"
 VNET = NETWORK + r"/virtualNetworks/(?P<vnet>[^/]+)"
 NAT = NETWORK + r"/natGateways/(?P<name>[^/]+)"
 PIP = NETWORK + r"/publicIPAddresses/(?P<name>[^/]+)"
-# Subnets of VNets created at this api-version or later are private unless the body says otherwise: Azure
-# sets defaultOutboundAccess to false (Learn, "Default outbound access in Azure", private subnets by default).
-PRIVATE_SUBNETS_FROM = "2025-07-01"
 
 
 def _ids(backend, rg: str, *types_and_names: str) -> str:
     return backend.rg_id(rg) + "/providers/" + "/".join(types_and_names)
 
 
-def _location(backend, req) -> str:
-    return required_location(req.body)
-
-
-def _users(backend, match) -> list[str]:
-    """Ids of the scale sets, NICs and subnets whose references satisfy match(reference_id)."""
-    users = []
-    for vmss in backend.store.of_type(VMSS_TYPE):
-        for config in instances.nic_configs(vmss):
-            nsg = (config.get("properties", {}).get("networkSecurityGroup") or {}).get("id")
-            if match(nsg) or any(match(instances.subnet_ref(ipc)) for ipc in instances.ip_configs(config)):
-                users.append(vmss["id"])
-    for nic in backend.store.of_type(instances.NIC_TYPE):
-        for ipc in nic["properties"]["ipConfigurations"]:
-            if match(instances.subnet_ref(ipc)) or match((nic["properties"].get("networkSecurityGroup") or {}).get("id")):
-                users.append(ipc["id"])
-    for vnet in backend.store.of_type(VNET_TYPE):
-        for subnet in vnet["properties"].get("subnets") or []:
-            if match((subnet.get("properties", {}).get("networkSecurityGroup") or {}).get("id")):
-                users.append(subnet["id"])
-    return list(dict.fromkeys(users))
-
-
-def _subnet_in_use(backend, subnet: dict) -> None:
-    users = _users(backend, lambda ref: same_id(ref, subnet["id"]))
-    if users:
-        raise ArmError(400, "InUseSubnetCannotBeDeleted",
-                       f"Subnet {subnet['name']} is in use by {', '.join(users)} and cannot be deleted. In order to "
-                       "delete the subnet, delete all the resources within the subnet. See aka.ms/deletesubnet.")
-
-
-def _subnets(backend) -> list[dict]:
-    return [subnet for vnet in backend.store.of_type(VNET_TYPE) for subnet in vnet["properties"].get("subnets") or []]
-
-
-def _ref(value) -> str | None:
-    return (value or {}).get("id") if isinstance(value, dict) else None
-
-
-def _subnets_on_nat(backend, nat_id: str) -> list[str]:
-    return [s["id"] for s in _subnets(backend) if same_id(_ref(s.get("properties", {}).get("natGateway")), nat_id)]
-
-
-def _nats_holding(backend, ip_id: str, but: str | None = None) -> list[str]:
-    return [nat["id"] for nat in backend.store.of_type(NAT_TYPE) if not same_id(nat["id"], but)
-            and any(same_id(_ref(ip), ip_id) for ip in nat["properties"].get("publicIpAddresses") or [])]
-
-
-def _shown_subnet(backend, subnet: dict) -> dict:
-    """A subnet as ARM answers it: with the read-only ipConfigurations of the NICs placed in it."""
-    props = subnet.setdefault("properties", {})
-    used = [{"id": ipc["id"]} for nic in backend.store.of_type(instances.NIC_TYPE)
-            for ipc in nic["properties"]["ipConfigurations"] if same_id(instances.subnet_ref(ipc), subnet["id"])]
-    known = {(ref.get("id") or "").lower() for ref in props.get("ipConfigurations") or []}
-    merged = list(props.get("ipConfigurations") or []) + [u for u in used if u["id"].lower() not in known]
-    if merged:
-        props["ipConfigurations"] = merged
-    return subnet
-
-
-def shown(backend, resource: dict) -> dict:
-    """A copy of a network resource with the read-only back-references ARM computes: a VNet's subnets list
-    their NICs' ip configurations, a NAT gateway its subnets (REST examples VirtualNetworks_Get and
-    NatGateways_CreateOrUpdate, api 2026-03-01), a public IP the NAT gateway holding it (its natGateway
-    property in the same API)."""
-    out = copy.deepcopy(resource)
-    kind = out.get("type", "").lower()
-    if kind == VNET_TYPE.lower():
-        for subnet in out["properties"].get("subnets") or []:
-            _shown_subnet(backend, subnet)
-    elif kind == SUBNET_TYPE.lower():
-        _shown_subnet(backend, out)
-    elif kind == NAT_TYPE.lower():
-        subnets = _subnets_on_nat(backend, out["id"])
-        if subnets:
-            out["properties"]["subnets"] = [{"id": s} for s in subnets]
-    elif kind == PIP_TYPE.lower():
-        nats = _nats_holding(backend, out["id"])
-        if nats:
-            out["properties"]["natGateway"] = {"id": nats[0]}
-    return out
-
-
-def _show(backend, response: Response) -> Response:
-    if isinstance(response.body, dict) and response.body.get("id"):
-        response.body = shown(backend, response.body)
-    return response
-
-
 # -- network security groups ---------------------------------------------------------------------
 @route("PUT", NSG)
 def put_nsg(backend, req, sub, rg, name):
     backend.require_rg(rg)
-    resource_id = _ids(backend, rg, "Microsoft.Network/networkSecurityGroups", name)
-    location = _location(backend, req)
-    existed = backend.find(resource_id) is not None
-    nsg = backend.new_resource(resource_id, req.body, location=location)
-    nsg["properties"]["resourceGuid"] = stable_uuid(resource_id)
-    for rule in nsg["properties"].setdefault("securityRules", []):
-        rule["id"] = f"{resource_id}/securityRules/{rule['name']}"
-        rule.setdefault("properties", {})["provisioningState"] = "Succeeded"
-    return backend.accepted_put(req, nsg, existed, nsg["location"], state="Updating")
+    return network.put_nsg(backend, req, _ids(backend, rg, NSG_TYPE, name))
 
 
 @route("GET", NSG)
 def get_nsg(backend, req, sub, rg, name):
-    return Response(200, backend.get_for_read(_ids(backend, rg, "Microsoft.Network/networkSecurityGroups", name)))
+    return Response(200, backend.get_for_read(_ids(backend, rg, NSG_TYPE, name)))
 
 
 @route("DELETE", NSG)
 def delete_nsg(backend, req, sub, rg, name):
     backend.require_rg(rg)
-    nsg = backend.find(_ids(backend, rg, "Microsoft.Network/networkSecurityGroups", name))
+    nsg = backend.find(_ids(backend, rg, NSG_TYPE, name))
     if nsg is None:
         return Response(204)
-    users = _users(backend, lambda ref: same_id(ref, nsg["id"]))
-    if users:
-        raise ArmError(400, "InUseNetworkSecurityGroupCannotBeDeleted",
-                       f"Network security group {nsg['id']} cannot be deleted because it is in use by the following "
-                       f"resources: {', '.join(users)}. In order to delete the Network security group, remove the "
-                       "association with the resource(s).")
+    network.check_nsg_unused(backend, nsg)
     return backend.accepted_delete(req, nsg, nsg["location"])
 
 
@@ -161,68 +51,25 @@ def list_nsgs(backend, req, sub, rg):
 
 
 # -- virtual networks and subnets ----------------------------------------------------------------
-def _check_subnet(backend, vnet: dict, subnet: dict) -> None:
-    nsg = (subnet["properties"].get("networkSecurityGroup") or {}).get("id")
-    if nsg and backend.find(nsg) is None:
-        raise invalid_reference(nsg, subnet["id"])
-    nat_id = _ref(subnet["properties"].get("natGateway"))
-    if nat_id:
-        nat = backend.find(nat_id)
-        if nat is None or nat.get("location") != vnet.get("location"):
-            raise invalid_reference(nat_id, subnet["id"])
-    prefix = subnet["properties"].get("addressPrefix") or (subnet["properties"].get("addressPrefixes") or [None])[0]
-    if prefix is None:
-        raise ArmError(400, "InvalidRequestFormat", f"Subnet {subnet['name']} has no addressPrefix.")
-    spaces = [ipaddress.ip_network(p, strict=False) for p in vnet["properties"].get("addressSpace", {}).get("addressPrefixes", [])]
-    network = ipaddress.ip_network(prefix, strict=False)
-    if not any(network.version == s.version and network.subnet_of(s) for s in spaces):
-        raise ArmError(400, "NetcfgSubnetRangeOutsideVnet",
-                       f"Subnet '{subnet['name']}' is not valid because its IP address range is outside the IP address "
-                       f"range of virtual network '{vnet['name']}'.")
-
-
-def _subnet(vnet_id: str, body: dict, name: str | None = None) -> dict:
-    subnet = {k: v for k, v in (body or {}).items() if k not in ("id", "type")}
-    subnet["name"] = name or subnet.get("name")
-    subnet["id"] = f"{vnet_id}/subnets/{subnet['name']}"
-    subnet["type"] = "Microsoft.Network/virtualNetworks/subnets"
-    subnet.setdefault("properties", {})["provisioningState"] = "Succeeded"
-    return subnet
-
-
 @route("PUT", VNET)
 def put_vnet(backend, req, sub, rg, vnet):
     backend.require_rg(rg)
-    resource_id = _ids(backend, rg, "Microsoft.Network/virtualNetworks", vnet)
-    location = _location(backend, req)
-    old = backend.find(resource_id)
-    resource = backend.new_resource(resource_id, req.body, location=location)
-    resource["properties"]["resourceGuid"] = stable_uuid(resource_id)
-    resource["properties"]["subnets"] = [_subnet(resource_id, s) for s in resource["properties"].get("subnets") or []]
-    for subnet in resource["properties"]["subnets"]:
-        _check_subnet(backend, resource, subnet)
-        if old is None and req.api_version >= PRIVATE_SUBNETS_FROM:
-            subnet["properties"].setdefault("defaultOutboundAccess", False)
-    kept = {s["name"].lower() for s in resource["properties"]["subnets"]}
-    for subnet in (old or {}).get("properties", {}).get("subnets") or []:
-        if subnet["name"].lower() not in kept:  # a PUT without a subnet deletes it
-            _subnet_in_use(backend, subnet)
-    return _show(backend, backend.accepted_put(req, resource, old is not None, resource["location"], state="Updating"))
+    return network.put_vnet(backend, req, _ids(backend, rg, VNET_TYPE, vnet))
 
 
 @route("GET", VNET)
 def get_vnet(backend, req, sub, rg, vnet):
-    return Response(200, shown(backend, backend.get_for_read(_ids(backend, rg, "Microsoft.Network/virtualNetworks", vnet))))
+    return Response(200, shown(backend, backend.get_for_read(_ids(backend, rg, VNET_TYPE, vnet))))
 
 
 @route("DELETE", VNET)
 def delete_vnet(backend, req, sub, rg, vnet):
     backend.require_rg(rg)
-    resource = backend.find(_ids(backend, rg, "Microsoft.Network/virtualNetworks", vnet))
+    resource = backend.find(_ids(backend, rg, VNET_TYPE, vnet))
     if resource is None:
         return Response(204)
     for subnet in resource["properties"].get("subnets") or []:
-        _subnet_in_use(backend, subnet)
+        network.subnet_in_use(backend, subnet)
     return backend.accepted_delete(req, resource, resource["location"])
 
 
@@ -234,16 +81,12 @@ def list_vnets(backend, req, sub, rg):
 
 @route("PUT", VNET + r"/subnets/(?P<name>[^/]+)")
 def put_subnet(backend, req, sub, rg, vnet, name):
-    parent = backend.require(_ids(backend, rg, "Microsoft.Network/virtualNetworks", vnet))
-    subnet = _subnet(parent["id"], req.body, name)
-    _check_subnet(backend, parent, subnet)
-    existed = backend.find(subnet["id"]) is not None
-    return _show(backend, backend.accepted_put(req, subnet, existed, parent["location"], state="Updating"))
+    return network.put_subnet(backend, req, backend.require(_ids(backend, rg, VNET_TYPE, vnet)), name)
 
 
 @route("GET", VNET + r"/subnets/(?P<name>[^/]+)")
 def get_subnet(backend, req, sub, rg, vnet, name):
-    parent = backend.require(_ids(backend, rg, "Microsoft.Network/virtualNetworks", vnet))
+    parent = backend.require(_ids(backend, rg, VNET_TYPE, vnet))
     subnet_id = f"{parent['id']}/subnets/{name}"
     backend.ops.touch(subnet_id)
     subnet = backend.find(subnet_id)
@@ -254,55 +97,25 @@ def get_subnet(backend, req, sub, rg, vnet, name):
 
 @route("DELETE", VNET + r"/subnets/(?P<name>[^/]+)")
 def delete_subnet(backend, req, sub, rg, vnet, name):
-    parent = backend.require(_ids(backend, rg, "Microsoft.Network/virtualNetworks", vnet))
+    parent = backend.require(_ids(backend, rg, VNET_TYPE, vnet))
     subnet = backend.find(f"{parent['id']}/subnets/{name}")
     if subnet is None:
         return Response(204)
-    _subnet_in_use(backend, subnet)
+    network.subnet_in_use(backend, subnet)
     return backend.accepted_delete(req, subnet, parent["location"])
 
 
 @route("GET", VNET + r"/subnets")
 def list_subnets(backend, req, sub, rg, vnet):
-    parent = backend.require(_ids(backend, rg, "Microsoft.Network/virtualNetworks", vnet))
+    parent = backend.require(_ids(backend, rg, VNET_TYPE, vnet))
     return page([shown(backend, s) for s in parent["properties"].get("subnets") or []])
 
 
 # -- public IP addresses -----------------------------------------------------------------------------
-def _sku_name(resource: dict, default: str) -> str:
-    return (resource.get("sku") or {}).get("name") or default
-
-
 @route("PUT", PIP)
 def put_public_ip(backend, req, sub, rg, name):
     backend.require_rg(rg)
-    resource_id = _ids(backend, rg, PIP_TYPE, name)
-    location = _location(backend, req)
-    old = backend.find(resource_id)
-    ip = backend.new_resource(resource_id, req.body, location=location)
-    # Without a sku the REST example of defaults answers Basic (PublicIpAddressCreateDefaults, api 2026-03-01),
-    # and Basic public IPs were retired on September 30, 2025: Azure now refuses to create them, as observed
-    # since ("Cannot create more than 0 IPv4 Basic SKU public IP addresses ...").
-    sku = ip.setdefault("sku", {"name": "Basic"})
-    if sku.get("name", "Basic").lower() == "basic" and (old is None or _sku_name(old, "Basic").lower() != "basic"):
-        raise ArmError(400, "IPv4BasicSkuPublicIpCountLimitReached",
-                       "Cannot create more than 0 IPv4 Basic SKU public IP addresses for this subscription in this region.")
-    if sku["name"].lower() != "basic":
-        sku.setdefault("tier", "Regional")
-    props = ip["properties"]
-    method = props.setdefault("publicIPAllocationMethod", "Dynamic" if sku["name"].lower() == "basic" else "Static")
-    if sku["name"].lower() != "basic" and method.lower() != "static":
-        raise ArmError(400, "StandardSkuPublicIPAddressesMustBeStatic",
-                       f"Standard sku publicIp {name} must have AllocationMethod set to Static.")
-    props.setdefault("publicIPAddressVersion", "IPv4")
-    props.setdefault("idleTimeoutInMinutes", 4)
-    for read_only in ("ipConfiguration", "natGateway", "resourceGuid", "provisioningState"):
-        props.pop(read_only, None)
-    props["resourceGuid"] = stable_uuid(resource_id)
-    if method.lower() == "static":  # a static address is allocated with the resource and kept across updates
-        kept = (old or {}).get("properties", {}).get("ipAddress")
-        props["ipAddress"] = kept or instances._public_ip(backend.store.next_number())
-    return _show(backend, backend.accepted_put(req, ip, old is not None, ip["location"], state="Updating"))
+    return network.put_public_ip(backend, req, _ids(backend, rg, PIP_TYPE, name), name)
 
 
 @route("GET", PIP)
@@ -316,13 +129,7 @@ def delete_public_ip(backend, req, sub, rg, name):
     ip = backend.find(_ids(backend, rg, PIP_TYPE, name))
     if ip is None:
         return Response(204)
-    holders = _nats_holding(backend, ip["id"])
-    if holders:
-        # As Azure answers it (hashicorp/terraform-provider-azurerm#6052, a public IP on a NAT gateway).
-        raise ArmError(400, "PublicIPAddressCannotBeDeleted",
-                       f"Public IP address {ip['id']} can not be deleted since it is still allocated to resource "
-                       f"{holders[0]}. In order to delete the public IP, disassociate/detach the Public IP address from "
-                       "the resource.  To learn how to do this, see aka.ms/deletepublicip.")
+    network.check_public_ip_unheld(backend, ip)
     return backend.accepted_delete(req, ip, ip["location"])
 
 
@@ -333,57 +140,10 @@ def list_public_ips(backend, req, sub, rg):
 
 
 # -- NAT gateways ------------------------------------------------------------------------------------
-def _zones(resource: dict) -> set[str]:
-    return {str(z) for z in resource.get("zones") or []}
-
-
-def _check_nat_ip(nat: dict, ip: dict) -> None:
-    """The rules Learn documents for a NAT gateway's public IPs (troubleshoot-nat, nat-availability-zones).
-    Learn names no error code for them, so the codes below are this fake's own."""
-    nat_sku, ip_sku = _sku_name(nat, "Standard").lower(), _sku_name(ip, "Basic").lower()
-    if ip_sku == "basic" or (nat_sku == "standardv2") != (ip_sku == "standardv2"):
-        raise ArmError(400, "NatGatewayPublicIpSkuNotSupported",
-                       f"Public IP address {ip['id']} has SKU {_sku_name(ip, 'Basic')}; NAT gateway {nat['id']} of SKU "
-                       f"{_sku_name(nat, 'Standard')} takes only {'StandardV2' if nat_sku == 'standardv2' else 'Standard'} "
-                       "SKU public IP addresses.")
-    nat_zones, ip_zones = _zones(nat), _zones(ip)
-    # A zonal Standard NAT gateway takes public IPs of its own zone or zone-redundant ones, never no-zone ones
-    # or another zone's; a no-zone NAT gateway takes any.
-    if nat_zones and not (ip_zones == nat_zones or len(ip_zones) > 1 and nat_zones <= ip_zones):
-        raise ArmError(400, "NatGatewayPublicIpZoneMismatch",
-                       f"NAT gateway {nat['id']} is in zone {', '.join(sorted(nat_zones))} but public IP address "
-                       f"{ip['id']} is {'in zone ' + ', '.join(sorted(ip_zones)) if ip_zones else 'not zonal'}; a zonal "
-                       "NAT gateway needs public IP addresses of its zone or zone-redundant ones.")
-
-
 @route("PUT", NAT)
 def put_nat_gateway(backend, req, sub, rg, name):
     backend.require_rg(rg)
-    resource_id = _ids(backend, rg, NAT_TYPE, name)
-    location = _location(backend, req)
-    old = backend.find(resource_id)
-    nat = backend.new_resource(resource_id, req.body, location=location)
-    nat.setdefault("sku", {"name": "Standard"})
-    props = nat["properties"]
-    props.setdefault("idleTimeoutInMinutes", 4)
-    for read_only in ("subnets", "resourceGuid", "provisioningState"):
-        props.pop(read_only, None)
-    if old is not None and _zones(old) != _zones(nat):
-        raise ArmError(400, "NatGatewayZonesCannotBeChanged",  # this fake's own code; Learn: zones can't be changed
-                       f"The zones of NAT gateway {resource_id} cannot be changed after it is created.")
-    for ref in props.get("publicIpAddresses") or []:
-        ip = backend.find(_ref(ref))
-        if ip is None or ip.get("location") != nat["location"]:
-            raise invalid_reference(_ref(ref), resource_id)
-        _check_nat_ip(nat, ip)
-        others = _nats_holding(backend, ip["id"], but=resource_id)
-        if others:
-            # As Azure answers it (gardener/gardener-extension-provider-azure#757).
-            raise ArmError(400, "PublicIPAddressInUse",
-                           f"Resource {resource_id} is referencing public IP address {ip['id']} that is already "
-                           f"allocated to resource {others[0]}.")
-    props["resourceGuid"] = stable_uuid(resource_id)
-    return _show(backend, backend.accepted_put(req, nat, old is not None, nat["location"], state="Updating"))
+    return network.put_nat_gateway(backend, req, _ids(backend, rg, NAT_TYPE, name))
 
 
 @route("GET", NAT)
@@ -397,13 +157,7 @@ def delete_nat_gateway(backend, req, sub, rg, name):
     nat = backend.find(_ids(backend, rg, NAT_TYPE, name))
     if nat is None:
         return Response(204)
-    subnets = _subnets_on_nat(backend, nat["id"])
-    if subnets:
-        # As Azure answers it (Azure-Samples/Copilot-Studio-with-Azure-AI-Search#62, 2025-05); Learn: "NAT gateway
-        # must be detached from all subnets within a virtual network before the resource can be removed".
-        raise ArmError(400, "CannotDeleteNatGatewayAssociatedToSubnet",
-                       f"NAT Gateway {nat['id']} is still configured on {len(subnets)} subnets. Remove NAT Gateway "
-                       "from all referenced subnets and then delete NAT Gateway.")
+    network.check_nat_detached(backend, nat)
     return backend.accepted_delete(req, nat, nat["location"])
 
 
@@ -415,20 +169,21 @@ def list_nat_gateways(backend, req, sub, rg):
 
 # -- scale-set NICs and public IPs (Microsoft.Network operations on Microsoft.Compute paths) --------
 def _vmss(backend, rg: str, vmss: str) -> dict:
-    return backend.require(_ids(backend, rg, "Microsoft.Compute/virtualMachineScaleSets", vmss))
+    return backend.require(_ids(backend, rg, network.VMSS_TYPE, vmss))
 
 
-@route("GET", VMSS + r"/networkInterfaces")
+@route("GET", VMSS + r"/networkInterfaces", api_version=VMSS_NETWORK_API)
 def list_vmss_nics(backend, req, sub, rg, vmss):
     return page(instances.nics(backend, _vmss(backend, rg, vmss)["id"]))
 
 
-@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces")
+@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces", api_version=VMSS_NETWORK_API)
 def list_vm_nics(backend, req, sub, rg, vmss, instance):
     return page(instances.nics(backend, f"{_vmss(backend, rg, vmss)['id']}/virtualMachines/{instance}"))
 
 
-@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces/(?P<nic>[^/]+)")
+@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/networkInterfaces/(?P<nic>[^/]+)",
+       api_version=VMSS_NETWORK_API)
 def get_vm_nic(backend, req, sub, rg, vmss, instance, nic):
     nic_id = f"{_vmss(backend, rg, vmss)['id']}/virtualMachines/{instance}/networkInterfaces/{nic}"
     found = backend.find(nic_id)
@@ -437,7 +192,7 @@ def get_vm_nic(backend, req, sub, rg, vmss, instance, nic):
     return Response(200, found)
 
 
-@route("GET", VMSS + r"/publicIPAddresses")
+@route("GET", VMSS + r"/publicIPAddresses", api_version=VMSS_NETWORK_API)
 def list_vmss_public_ips(backend, req, sub, rg, vmss):
     scale_set = _vmss(backend, rg, vmss)
     return page([r for r in backend.store.under(scale_set["id"]) if r["type"] == instances.PIP_TYPE])

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from ..errors import ArmError
-from . import SUB, Response, route
+from . import AS_STARTED, SUB, Response, route
+
+# A status URL carries the api-version of the request that started its operation.
+API_VERSION = AS_STARTED
 
 PROVIDER_LOCATION = SUB + r"/providers/(?P<provider>[^/]+)/locations/(?P<location>[^/]+)"
 

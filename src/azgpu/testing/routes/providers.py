@@ -6,9 +6,12 @@ Reporting's onboarding); any other namespace fails loudly rather than inventing 
 
 from __future__ import annotations
 
-from .. import impact_reporting as ir
+from ..models import impact_reporting as ir
 from ..errors import NotImplementedInFake
 from . import SUB, Response, route
+
+# The REST api-version whose shapes these routes answer in (resources spec, Providers - Get).
+API_VERSION = "2024-11-01"
 
 
 @route("GET", SUB + r"/providers/(?P<namespace>[A-Za-z0-9.]+)")

@@ -3,10 +3,13 @@ Quota_Update, QuotaRequestStatus_Get and _List, in the shapes of the REST specif
 
 from __future__ import annotations
 
-from .. import quota_requests
+from ..models import quota_requests
 from ..errors import ArmError
 from ..skus import normalize_location
 from . import SUB, Response, page, route
+
+# The REST api-version whose shapes these routes answer in (Microsoft.Quota).
+API_VERSION = "2025-09-01"
 
 SCOPE = SUB + r"/providers/Microsoft\.Compute/locations/(?P<location>[^/]+)/providers/Microsoft\.Quota"
 QUOTA = SCOPE + r"/quotas/(?P<name>[^/]+)"
@@ -30,15 +33,11 @@ def get_quota(backend, req, sub, location, name):
 
 def _file(backend, req, sub, location, name):
     _entry(backend, location, name)
-    props = (req.body or {}).get("properties") or {}
-    limit = (props.get("limit") or {}).get("value")
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise ArmError(400, "InvalidQuotaRequest", "properties.limit.value must be a non-negative integer.")
-    body, request_id = quota_requests.submit(backend.store, backend.skus, sub, location, name, limit, backend.now())
+    body, request_id = quota_requests.file(backend.store, backend.skus, sub, location, name, req.body, backend.now())
     backend.dirty = True
     status_url = (f"https://management.azure.com/subscriptions/{sub}/providers/Microsoft.Compute/locations/"
                   f"{normalize_location(location)}/providers/Microsoft.Quota/quotaRequests/{request_id}"
-                  f"?api-version={req.query.get('api-version', '2025-09-01')}")
+                  f"?api-version={req.query.get('api-version', API_VERSION)}")
     return Response(200, body, {"Location": status_url})
 
 

@@ -11,9 +11,10 @@ says a GPU family needs a support request (Learn, "Increase VM-family vCPU quota
 from __future__ import annotations
 
 from . import quota
-from .lro import iso
-from .skus import SkuCatalog, normalize_location
-from .store import Store, stable_uuid
+from ..errors import ArmError
+from ..lro import iso
+from ..skus import SkuCatalog, normalize_location
+from ..store import Store, stable_uuid
 
 APPROVE, ESCALATE = "approve", "escalate"
 OUTCOMES = (APPROVE, ESCALATE)
@@ -44,6 +45,16 @@ def limit_body(sub: str, location: str, entry: dict) -> dict:
             "properties": {"name": dict(entry["name"]), "isQuotaApplicable": True,
                            "limit": {"limitObjectType": "LimitValue", "limitType": "Independent", "value": entry["limit"]},
                            "unit": "Count"}}
+
+
+def file(store: Store, skus: SkuCatalog, sub: str, location: str, name: str, body: dict | None,
+         now: float) -> tuple[dict, str]:
+    """Quota_CreateOrUpdate / Quota_Update: the body's new limit, checked, then submitted."""
+    props = (body or {}).get("properties") or {}
+    limit = (props.get("limit") or {}).get("value")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise ArmError(400, "InvalidQuotaRequest", "properties.limit.value must be a non-negative integer.")
+    return submit(store, skus, sub, location, name, limit, now)
 
 
 def submit(store: Store, skus: SkuCatalog, sub: str, location: str, name: str, limit: int, now: float) -> tuple[dict, str]:

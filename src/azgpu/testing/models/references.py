@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import ArmError, invalid_reference
-from .skus import normalize_location
+from ..errors import ArmError, invalid_reference
+from ..skus import normalize_location
 
 if TYPE_CHECKING:
-    from .backend import Backend
+    from ..backend import Backend
 
 
 def check_ppg(backend: Backend, vmss: dict) -> None:

@@ -24,8 +24,8 @@ Azure reports in the rack's subgroup sits in an NVLink domain of its own).
 
 from __future__ import annotations
 
-from .errors import ArmError
-from .store import key, stable_uuid
+from ..errors import ArmError
+from ..store import key, stable_uuid
 
 RACK = 18
 SIZES = frozenset({"standard_nd128isr_gb300_v6", "standard_nd128isrg5_gb300_v6", "standard_nd128isr_ndr_gb200_v6"})

@@ -24,9 +24,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from .errors import ArmError
-from .lro import iso
-from .store import Store, stable_uuid
+from ..errors import ArmError
+from ..lro import iso
+from ..store import Store, stable_uuid
 
 NAMESPACE = "Microsoft.Impact"
 WRITE = "Microsoft.Impact/workloadImpacts/write"

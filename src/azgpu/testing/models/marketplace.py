@@ -8,8 +8,11 @@ specification/marketplaceordering/.../stable/2021-01-01/Agreements.json).
 
 from __future__ import annotations
 
-from .lro import iso
-from .store import Store
+from .. import images
+from ..errors import NotImplementedInFake
+from ..lro import iso
+from ..messages import Request
+from ..store import Store
 
 
 def key(publisher: str, offer: str, plan: str) -> str:
@@ -51,3 +54,14 @@ def terms(store: Store, subscription_id: str, publisher: str, offer: str, plan: 
             "accepted": bool(entry.get("accepted")),
         },
     }
+
+
+def require_plan(store: Store, req: Request, publisher: str, offer: str, plan: str) -> None:
+    """Terms exist for the purchase plans of the fake's images; for anything else the fake knows no
+    answer Azure would give, so it fails loudly instead of inventing one."""
+    want = (publisher.lower(), offer.lower(), plan.lower())
+    for image in (*images.seed_images(), *store.images):
+        p = images.plan_of(image)
+        if p and (p["publisher"].lower(), p["product"].lower(), p["name"].lower()) == want:
+            return
+    raise NotImplementedInFake(req.method, req.path, "no marketplace image of the fake has this purchase plan")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from .errors import ArmError
-from .skus import SkuCatalog, capability, is_gpu, normalize_location
-from .store import Store
+from ..errors import ArmError
+from ..skus import SkuCatalog, capability, is_gpu, normalize_location
+from ..store import Store
 
 REGIONAL = "cores"
 LOW_PRIORITY = "lowPriorityCores"

@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .errors import ArmError, resource_not_found
-from .skus import check_bootable, normalize_location
-from .store import parse_id
+from ..errors import ArmError, resource_not_found
+from ..skus import check_bootable, normalize_location
+from ..store import parse_id
 
 if TYPE_CHECKING:
-    from .backend import Backend
+    from ..backend import Backend
 
 GALLERY_TYPE = "Microsoft.Compute/galleries"
 IMAGE_TYPE = "Microsoft.Compute/galleries/images"
@@ -113,6 +113,22 @@ def shared_gallery(backend: Backend, name: str, *, community: bool) -> dict | No
                 ((props.get("identifier") or {}).get("uniqueName") or "").lower() == name.lower():
             return gallery
     return None
+
+
+def shared_image(backend: Backend, name: str, image: str, *, community: bool) -> tuple[dict, str]:
+    """A community or direct-shared gallery image by its public or unique name, with its unique id; 404 otherwise."""
+    gallery = shared_gallery(backend, name, community=community)
+    found = backend.find(f"{gallery['id']}/images/{image}") if gallery else None
+    prefix = "CommunityGalleries" if community else "SharedGalleries"
+    if found is None:
+        raise ArmError(404, "ResourceNotFound", f"The {prefix[:-9].lower()} gallery image '{name}/{image}' was not found.")
+    return found, f"/{prefix}/{name}/Images/{image}"
+
+
+def shared_versions(backend: Backend, location: str, name: str, image: str, *, community: bool) -> tuple[list[dict], str]:
+    found, unique = shared_image(backend, name, image, community=community)
+    # Location-scoped: only versions replicated to the location are listed there.
+    return [v for v in versions_of(backend, found["id"]) if in_location(v, location)], unique
 
 
 def shared_image_view(image: dict, location: str, unique_id: str, *, community: bool) -> dict:

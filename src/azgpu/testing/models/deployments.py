@@ -20,8 +20,9 @@ import hashlib
 import json
 from typing import Any
 
-from .errors import ArmError
-from .store import stable_uuid
+from ..errors import ArmError
+from ..store import stable_uuid
+from . import network
 
 VALIDATE_ACTION = "Microsoft.Resources/deployments/validate/action"
 WHATIF_ACTION = "Microsoft.Resources/deployments/whatIf/action"
@@ -236,8 +237,6 @@ def _live(backend, resource_id: str) -> dict | None:
     found = backend.find(resource_id)
     if found is None:
         return None
-    from .routes import network
-
     return network.shown(backend, found) if found["type"].lower().startswith("microsoft.network/") else copy.deepcopy(found)
 
 

@@ -9,13 +9,23 @@ still deploy, outside it (overallocation: no capacity guarantee), and are not li
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
+from ..errors import ArmError
+from ..messages import Request, Response
+from ..skus import capability, normalize_location
+from ..store import Store, stable_uuid
 from .instances import VM_TYPE
-from .store import Store
+
+if TYPE_CHECKING:
+    from ..backend import Backend
 
 GROUP_TYPE = "Microsoft.Compute/capacityReservationGroups"
 RESERVATION_TYPE = "Microsoft.Compute/capacityReservationGroups/capacityReservations"
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
+# A Block reservation's capacity is one of these, and its size and capacity cannot be updated later
+# (CapacityReservation's sku.capacity in compute api 2026-04-01; Learn, "Capacity reservation block").
+BLOCK_CAPACITIES = (1, 2, 4, 8, 16, 32, 64)
 
 
 def group_of(vmss: dict) -> str:
@@ -73,3 +83,42 @@ def group_view(store: Store, group: dict, expand: bool) -> dict:
         out["properties"]["instanceView"] = {"capacityReservations": [
             {"name": r["name"], **reservation_view(store, r, True)["properties"]["instanceView"]} for r in found]}
     return out
+
+
+def check_group_deletable(store: Store, group_id: str, group: str) -> None:
+    if reservations(store, group_id) or members(store, group_id):
+        # Learn: a group is deleted only once its reservations are deleted and no VM is associated.
+        raise ArmError(409, "OperationNotAllowed", f"Capacity reservation group '{group}' still holds capacity "
+                       "reservations or associated virtual machines.")
+
+
+def put_reservation(backend: Backend, req: Request, group_id: str, name: str) -> Response:
+    """CapacityReservations_CreateOrUpdate: checked against its group and the SKU, then long-running."""
+    parent = backend.require(group_id)
+    body = req.body or {}
+    location = normalize_location(body.get("location") or "")
+    if location != normalize_location(parent.get("location", "")):
+        raise ArmError(400, "InvalidParameter", f"The location '{location}' of the capacity reservation does not "
+                       f"match the location '{parent.get('location')}' of its capacity reservation group.")
+    size = (body.get("sku") or {}).get("name", "")
+    sku = backend.skus.find(location, size)
+    # The codes Azure gives these refusals are not documented: the fake answers with ARM's generic
+    # InvalidParameter / OperationNotAllowed and says why in the message.
+    if sku is None or (capability(sku, "CapacityReservationSupported") or "").lower() != "true":
+        raise ArmError(400, "InvalidParameter",
+                       f"The VM size '{size}' is not supported for capacity reservation in location '{location}'.")
+    capacity = (body.get("sku") or {}).get("capacity")
+    if (parent.get("properties") or {}).get("reservationType") == "Block" and capacity not in BLOCK_CAPACITIES:
+        raise ArmError(400, "InvalidParameter", f"A Block capacity reservation holds "
+                       f"{', '.join(map(str, BLOCK_CAPACITIES))} VMs, not {capacity}.")
+    for other in reservations(backend.store, group_id):
+        if other["name"].lower() != name.lower() and (other.get("sku") or {}).get("name", "").lower() == size.lower():
+            group = group_id.rsplit("/", 1)[-1]
+            raise ArmError(409, "OperationNotAllowed", f"Capacity reservation group '{group}' already holds a "
+                           f"reservation for VM size '{size}'; a group holds one reservation per size.")
+    resource_id = f"{group_id}/capacityReservations/{name}"
+    existing = backend.find(resource_id)
+    resource = backend.new_resource(resource_id, body)
+    resource["properties"].setdefault("platformFaultDomainCount", 1)
+    resource["properties"]["reservationId"] = stable_uuid("capacity-reservation", resource_id.lower())
+    return backend.accepted_put(req, resource, existing is not None, location)

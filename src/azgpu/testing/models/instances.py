@@ -12,13 +12,14 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from . import hardware, vertical_connect
-from .errors import ArmError
-from .lro import iso
-from .store import key, same_id, stable_uuid
+from .. import hardware
+from . import vertical_connect
+from ..errors import ArmError
+from ..lro import iso
+from ..store import key, same_id, stable_uuid
 
 if TYPE_CHECKING:
-    from .backend import Backend
+    from ..backend import Backend
 
 VM_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
 NIC_TYPE = "Microsoft.Network/networkInterfaces"

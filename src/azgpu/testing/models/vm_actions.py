@@ -23,11 +23,11 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import hardware
-from .errors import ArmError, NotImplementedInFake
-from .messages import Response
-from .node_sandbox import Sandbox
-from .store import key, parse_id, same_id
+from .. import hardware
+from ..errors import ArmError, NotImplementedInFake
+from ..messages import Response
+from ..node_sandbox import Sandbox
+from ..store import key, parse_id, same_id
 
 TAIL = 4096  # bytes of stdout and of stderr Run Command returns (maxTailLen in main/cmds.go)
 MARKER = "# azgpu node health check, verdict version 1"

@@ -1,0 +1,81 @@
+"""Faults of the simulated node hardware that the health gate must find: broken GPUs and InfiniBand
+ports on an existing instance or the next ones created, racks whose NVLink fabric is incomplete,
+and a scale set whose fabric is slow. hardware.py says what each fault does to the node's output;
+this module finds the node a test names and records the fault in the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import hardware
+from .models import vertical_connect
+from .backend import Backend
+from .store import parse_id
+from .models.vm_actions import node_of
+
+VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
+VM_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+
+
+def vm_id(backend: Backend, instance: str) -> str:
+    """The id of the one scale-set instance named by its resource id, 'SCALESET/INSTANCE_ID', or its
+    computer name; KeyError otherwise."""
+    vms = backend.store.of_type(VM_TYPE)
+    if instance.startswith("/subscriptions/"):
+        found = [vm for vm in vms if vm["id"].lower() == instance.lower()]
+    elif "/" in instance:
+        vmss, _, number = instance.partition("/")
+        found = [vm for vm in vms if parse_id(vm["id"]).names[0].lower() == vmss.lower()
+                 and vm["instanceId"] == number]
+    else:
+        found = [vm for vm in vms if vm["properties"]["osProfile"]["computerName"].lower() == instance.lower()
+                 or vm["name"].lower() == instance.lower()]
+    if len(found) != 1:
+        raise KeyError(f"no single scale-set instance {instance!r} ({len(found)} match)")
+    return found[0]["id"]
+
+
+def node(backend: Backend, instance: str) -> dict:
+    found = backend.store.nodes.get(vm_id(backend, instance).lower())
+    if found is None:
+        raise KeyError(f"no simulated node for {instance!r}")
+    return found
+
+
+def make_unhealthy(backend: Backend, instance: str, fault: dict[str, Any]) -> dict:
+    fault = hardware.validate_fault(fault)
+    vm = vm_id(backend, instance)
+    state = backend.store.nodes.get(vm.lower())
+    if state is None:
+        state = node_of(backend, backend.find(vm), backend.find(parse_id(vm).parent))
+    hardware.apply_fault(state, **fault)
+    return state
+
+
+def unhealthy_next(backend: Backend, count: int, fault: dict[str, Any]) -> None:
+    if count < 1:
+        raise ValueError("count must be at least 1")
+    backend.store.pending_faults.append({"count": int(count), "fault": hardware.validate_fault(fault)})
+
+
+def fabric_incomplete(backend: Backend, instance: str, state: str, status: str) -> dict:
+    found = backend.store.nodes[vm_id(backend, instance).lower()]
+    vertical_connect.break_fabric(found, state, status)
+    return found
+
+
+def short_rack_next(backend: Backend, count: int) -> None:
+    if count < 1:
+        raise ValueError("count must be at least 1")
+    backend.store.racks["short_next"] = backend.store.racks.get("short_next", 0) + int(count)
+
+
+def degrade_fabric(backend: Backend, scale_set: str, factor: float) -> None:
+    if not 0 <= factor <= 1:
+        raise ValueError("factor must be between 0 and 1")
+    matches = [r for r in backend.store.of_type(VMSS_TYPE) if scale_set.lower() in (r["name"].lower(), r["id"].lower())]
+    if not matches:
+        raise KeyError(f"no scale set {scale_set!r}")
+    for vmss in matches:
+        backend.store.fabric[vmss["id"].lower()] = factor
