@@ -9,7 +9,7 @@ import pytest
 import requests
 from azure.core.exceptions import ResourceNotFoundError
 
-from azgpu.deploy.deployer import rest_shape
+from azgpu.deploy.arm import rest_shape
 from azgpu.testing import FakeAzure
 from azgpu.testing import skus as fake_skus
 

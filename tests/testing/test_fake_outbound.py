@@ -14,7 +14,7 @@ import pytest
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from fake_azure_support import LOCATION, RG, create_vmss
 
-from azgpu.deploy.deployer import rest_shape  # the REST shape on every SDK generation
+from azgpu.deploy.arm import rest_shape  # the REST shape on every SDK generation
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure" / "network"
 STANDARD = {"name": "Standard", "tier": "Regional"}

@@ -6,7 +6,7 @@ import pytest
 from azure.core.exceptions import ResourceNotFoundError
 from fake_azure_support import LOCATION, RG, create_vmss
 
-from azgpu.deploy.deployer import rest_shape
+from azgpu.deploy.arm import rest_shape
 
 FAMILY = "Standard NDASv4_A100 Family"
 
