@@ -22,7 +22,7 @@ import time
 STARTED = time.time()
 
 import azgpu  # noqa: E402
-from azgpu.deploy.create import create  # noqa: E402
+from azgpu.deploy.cluster_create import legacy_create as create  # noqa: E402
 from azgpu.deploy.session import Session  # noqa: E402
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential  # noqa: E402
 

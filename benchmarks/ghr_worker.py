@@ -18,7 +18,7 @@ import time
 
 import azgpu
 from azgpu.deploy import ghr
-from azgpu.deploy.create import create
+from azgpu.deploy.cluster_create import legacy_create as create
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 

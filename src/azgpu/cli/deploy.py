@@ -5,6 +5,7 @@ Importing this module is cheap: the Azure SDK is imported only inside the comman
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from types import SimpleNamespace
 
@@ -13,10 +14,11 @@ import click
 from ..errors import Finding, InputError
 from ..output import listing
 from . import options
-from .health import health_options, with_compact_health
+from .check import health_options, with_compact_health
 from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
-from .report import report_findings, report_options, reporter_for, with_reports
+from .progress import progress_for
+from .report import ask_to_report, report_findings, report_options, with_compact_reports
 
 
 def register(cli: click.Group) -> None:
@@ -69,9 +71,7 @@ def register(cli: click.Group) -> None:
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
         --allow-scale-in or a yes at the prompt; without a terminal it refuses (exit 2).
         """
-        from ..deploy.create import create
-        from ..deploy.health import UnhealthyNodes as UnhealthyNodesError
-        from ..deploy.progress import progress_for
+        from ..deploy import CreateOptions, GateOptions, ReportOptions, create
         from ..pricing import check_currency
         from ..validate import check_fallbacks
 
@@ -102,37 +102,30 @@ def register(cli: click.Group) -> None:
         # Only a terminal (or --yes) can say yes; without one, create refuses (SCALE_IN_REFUSED) unless
         # --allow-scale-in.
         confirm = ask if not allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
+        settings = CreateOptions(
+            dry_run=dry_run, wait=not no_wait, timeout=timeout, zones=tuple(zones),
+            fallback_locations=tuple(fallback_locations), accept_terms=accept_terms, allow_scale_in=allow_scale_in,
+            currency=currency, arm_validate=not no_arm_validate, confirm=confirm,
+            gate=GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
+                             parallel=parallel, node_timeout=node_timeout, nccl=nccl, spare_racks=spare_racks),
+            report=ReportOptions(report_to_azure=report_to_azure, insight_timeout=insight_timeout,
+                                 confirm=None if yes else ask_to_report))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             if request_quota and not dry_run:
                 from .capacity import quota_before_create
 
                 quota_before_create(session, spec.request, fallback_locations=fallback_locations, yes=yes)
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
-            reporter = None
-            if report_to_azure and not dry_run:  # Guest Health Reporting: checked before anything is created
-                reporter = reporter_for(session, yes=yes, insight_timeout=insight_timeout)
-                reporter.preflight()
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
-                if reporter is not None:
-                    reporter.on_event = progress.notice
-                try:
-                    result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
-                                    zones=list(zones), fallback_locations=list(fallback_locations),
-                                    on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms,
-                                    allow_scale_in=allow_scale_in, confirm=confirm, currency=currency, check=check,
-                                    replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                                    check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl},
-                                    before_delete=reporter, spare_racks=spare_racks,
-                                    arm_validate=not no_arm_validate)
-                except UnhealthyNodesError as exc:  # the result and its health report first, then the error
-                    if exc.result is not None:
-                        shown = with_compact_health(exc.result, obj)
-                        emit(with_reports(shown, reporter.entries, obj) if reporter else shown, obj)
-                    raise
-        for f in result.get("preflight", {}).get("findings", []):
-            print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
-        shown = with_compact_health(result, obj)
-        emit(with_reports(shown, reporter.entries, obj) if reporter else shown, obj)
+                result = create(session, spec.request, dataclasses.replace(
+                    settings, on_event=progress.update, on_notice=progress.notice))
+        if not result.healthy:  # the result and its health report first, then the error
+            error = result.unhealthy_error()
+            emit(with_compact_reports(with_compact_health(error.result, obj), obj), obj)
+            raise error
+        for f in result.preflight.findings:
+            print_finding(f)
+        emit(with_compact_reports(with_compact_health(result.as_dict(), obj), obj), obj)
 
     def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency, arm=True):
         from ..changes import report
@@ -156,7 +149,7 @@ def register(cli: click.Group) -> None:
     @common
     def status_cmd(obj, name, resource_group, subscription, simulate, simulate_latency, simulate_state):
         """Provisioning and power state per scale set and instance (exit 3 if the cluster does not exist)."""
-        from ..deploy.lifecycle import status
+        from ..deploy import status
 
         cluster_args(name, resource_group, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
@@ -170,7 +163,7 @@ def register(cli: click.Group) -> None:
     @common
     def wait_cmd(obj, name, resource_group, timeout, subscription, simulate, simulate_latency, simulate_state):
         """Wait until every scale set of the cluster has succeeded (after --no-wait)."""
-        from ..deploy.lifecycle import wait
+        from ..deploy import wait
 
         cluster_args(name, resource_group, timeout=timeout, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:

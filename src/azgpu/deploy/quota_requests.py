@@ -15,6 +15,8 @@ from ..errors import AzureError, InputError
 from ..request import Request
 from ..sources import cite
 from ..validate import validate
+from .deployer import list_group
+from .live_plan import prepare
 
 SOURCES = ("D-quota-api", "D-quota-per-vm")
 # The version whose examples azgpu's bodies follow, whichever client version is installed (2.x speaks
@@ -78,9 +80,6 @@ def scope(session, location: str) -> str:
 
 def shortfalls(session, request: Request, fallback_locations: list[str] = ()) -> list[Shortfall]:
     """What the preflight finds short, in the request's location and then each fallback location."""
-    from .create import prepare
-    from .deployer import list_group
-
     out: list[Shortfall] = []
     # The cluster's scale sets already hold part of the quota: a re-run asks only for what it adds.
     listed = list_group(session, request.resource_group) if request.resource_group else None

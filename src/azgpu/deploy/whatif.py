@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..request import Request
 from . import resource_types
 from .deployer import Deployer, is_ours, list_group, to_azure_error
+from .live_plan import prepare
 
 NAMES_IN_MESSAGE = 20
 
@@ -170,7 +171,6 @@ def what_if(session, request: Request, *, currency: str = "USD", prices: bool = 
     """
     from ..pricing import check_currency
     from ..validate import validate
-    from .create import prepare
 
     currency = check_currency(currency)
     spec = validate(request, command="create")
