@@ -154,7 +154,7 @@ def legacy_create(session, request: Request, *, dry_run: bool = False, wait: boo
                   spare_racks: int = 0, arm_validate: bool = True,
                   scale_sets: list[int] | None = None) -> dict[str, Any]:
     """Deprecated: create() as it was before azgpu.deploy.interface (keyword arguments in, the result
-    as a dict out, health_gate's UnhealthyNodes raised, with the result under .result, when the gate
+    as a dict out, azgpu.health.outcome.UnhealthyNodes raised, with the result under .result, when the gate
     does not pass). Kept for the tests that pin create's behaviour through it; new code calls
     create(session, request, CreateOptions(...))."""
     gate = GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
