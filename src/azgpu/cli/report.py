@@ -76,13 +76,6 @@ def _node_line(result) -> None:
         + (f": {result.summary()}" if result.status != "passed" else ""))
 
 
-def reporter_for(session, *, yes: bool, insight_timeout: float, on_event=None):
-    from ..deploy.ghr import Reporter
-
-    return Reporter(session, insight_timeout=insight_timeout, confirm=None if yes else ask_to_report,
-                    on_event=on_event or log)
-
-
 def compact(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The table view of report outcomes: one row per node and category."""
     rows = []

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AzgpuError, InputError
+from ..errors import AzgpuError, InputError, NotFoundError
 from ..hostlist import compress
 from . import state
 from .names import Domain, domains, expand, locate
@@ -105,7 +105,6 @@ class Context:
 def _inventory(session, ctx: Context) -> dict[str, dict[str, Any]]:
     """This cluster's scale sets (found by azgpu's tags): capacity and nodes by instance id."""
     from ..deploy.lifecycle import _nodes, find_cluster
-    from ..errors import NotFoundError
 
     out = {}
     try:
