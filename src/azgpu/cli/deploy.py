@@ -6,6 +6,7 @@ Importing this module is cheap: the Azure SDK is imported only inside the comman
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from types import SimpleNamespace
 
@@ -19,6 +20,29 @@ from .options import DECLINED, ListOption, azure_options, cluster_args, common, 
     print_finding, print_findings, request_options, validated_with
 from .progress import progress_for
 from .report import ask_to_report, report_findings, report_options, with_compact_reports
+
+
+def create_options(fn):
+    """create's flags gathered once into one CreateOptions (`settings`), its gate and reporting flags
+    into the nested GateOptions and ReportOptions; the command gets the options object, not the flags.
+    The hooks that need the command's own context (prompts, progress) are added where it has them."""
+
+    @functools.wraps(fn)
+    def command(*args, dry_run, no_wait, timeout, zones, fallback_locations, accept_terms, no_arm_validate,
+                allow_scale_in, currency, check, replace_unhealthy, max_rounds, spare_racks, parallel, node_timeout,
+                nccl, report_to_azure, insight_timeout, **kwargs):
+        from ..deploy import CreateOptions, GateOptions, ReportOptions
+
+        settings = CreateOptions(
+            dry_run=dry_run, wait=not no_wait, timeout=timeout, zones=tuple(zones or ()),
+            fallback_locations=tuple(fallback_locations or ()), accept_terms=accept_terms,
+            allow_scale_in=allow_scale_in, currency=currency, arm_validate=not no_arm_validate,
+            gate=GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
+                             parallel=parallel, node_timeout=node_timeout, nccl=nccl, spare_racks=spare_racks),
+            report=ReportOptions(report_to_azure=report_to_azure, insight_timeout=insight_timeout))
+        return fn(*args, settings=settings, **kwargs)
+
+    return command
 
 
 def register(cli: click.Group) -> None:
@@ -62,34 +86,34 @@ def register(cli: click.Group) -> None:
     @health_options
     @report_options
     @common
-    def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
-                   fallback_locations, accept_terms, what_if_, no_arm_validate, allow_scale_in, currency, check,
-                   replace_unhealthy, max_rounds, spare_racks, request_quota, parallel, node_timeout, nccl,
-                   report_to_azure, insight_timeout, yes, **values):
+    @create_options
+    def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, settings, what_if_, request_quota,
+                   yes, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
         --allow-scale-in or a yes at the prompt; without a terminal it refuses (exit 2).
         """
-        from ..deploy import CreateOptions, GateOptions, ReportOptions, create
+        from ..deploy import create
         from ..pricing import check_currency
         from ..validate import check_fallbacks
 
+        dry_run, gate, reporting = settings.dry_run, settings.gate, settings.report
         if what_if_ and dry_run:
             raise InputError("--what-if and --dry-run both preview the deployment", code="CONFLICTING_OPTIONS",
                              remedy="pass one: --what-if for the changes, --dry-run for the plan and preflight")
-        check_currency(currency)
+        check_currency(settings.currency)
         request = make_request(values)
         # Offline findings first, the flags of create itself with them: nothing touches Azure on bad input.
-        spec = validated_with(request, "create", [*check_fallbacks(zones, fallback_locations),
-                                                  *number_findings(timeout=timeout, latency=simulate_latency),
-                                                  *report_findings(report_to_azure=report_to_azure, yes=yes,
-                                                                   replace_unhealthy=replace_unhealthy,
-                                                                   insight_timeout=insight_timeout)])
+        spec = validated_with(request, "create", [
+            *check_fallbacks(settings.zones, settings.fallback_locations),
+            *number_findings(timeout=settings.timeout, latency=simulate_latency),
+            *report_findings(report_to_azure=reporting.report_to_azure, yes=yes,
+                             replace_unhealthy=gate.replace_unhealthy, insight_timeout=reporting.insight_timeout)])
         print_findings(spec.findings, verbose=obj["verbose"])
         if what_if_:
-            _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency,
-                     arm=not no_arm_validate)
+            _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, settings.currency,
+                     arm=settings.arm_validate)
             return
 
         def ask(report: str) -> bool:
@@ -101,20 +125,15 @@ def register(cli: click.Group) -> None:
 
         # Only a terminal (or --yes) can say yes; without one, create refuses (SCALE_IN_REFUSED) unless
         # --allow-scale-in.
-        confirm = ask if not allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
-        settings = CreateOptions(
-            dry_run=dry_run, wait=not no_wait, timeout=timeout, zones=tuple(zones),
-            fallback_locations=tuple(fallback_locations), accept_terms=accept_terms, allow_scale_in=allow_scale_in,
-            currency=currency, arm_validate=not no_arm_validate, confirm=confirm,
-            gate=GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                             parallel=parallel, node_timeout=node_timeout, nccl=nccl, spare_racks=spare_racks),
-            report=ReportOptions(report_to_azure=report_to_azure, insight_timeout=insight_timeout,
-                                 confirm=None if yes else ask_to_report))
+        confirm = ask if not settings.allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
+        settings = dataclasses.replace(settings, confirm=confirm,
+                                       report=dataclasses.replace(reporting, confirm=None if yes else ask_to_report))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             if request_quota and not dry_run:
                 from .capacity import quota_before_create
 
-                quota_before_create(session, spec.request, fallback_locations=fallback_locations, yes=yes)
+                quota_before_create(session, spec.request, fallback_locations=list(settings.fallback_locations),
+                                    yes=yes)
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
                 result = create(session, spec.request, dataclasses.replace(
