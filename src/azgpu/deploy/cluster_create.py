@@ -197,11 +197,7 @@ def _health_gate(session, plan: Plan, resource_group: str, result: CreateResult,
     replace = gate.replace_unhealthy
     on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace and not
                                                                vertical else ""))
-
-    def on_round(r: dict[str, Any]) -> None:
-        bad = len(r["failed"]) + len(r.get("inconclusive", [])) + len(r["unreachable"])
-        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
-
+    on_round = health_gate.round_notices(on_notice)
     if vertical:  # whole racks only: azgpu.deploy.rack_gate
         outcome, racks, pruned, stopped = rack_gate.gate(
             session, plan, resource_group, replace=replace, spare_racks=gate.spare_racks, max_rounds=gate.max_rounds,

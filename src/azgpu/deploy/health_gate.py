@@ -371,6 +371,16 @@ def _round(number: int, report_nodes: list[NodeResult], action: str) -> dict[str
             "unreachable": [n.computer_name for n in report_nodes if n.status == UNREACHABLE]}
 
 
+def round_notices(on_notice: Callable[[str], None]) -> Callable[[dict[str, Any]], None]:
+    """gate's on_round hook that tells each round as one line: 'health round 1: 15 of 16 passed, 1 not'."""
+
+    def on_round(r: dict[str, Any]) -> None:
+        bad = len(r["failed"]) + len(r.get("inconclusive", [])) + len(r["unreachable"])
+        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
+
+    return on_round
+
+
 def _replace(session, resource_group: str, bad: list[NodeResult], report: HealthReport) -> set[str]:
     """Delete the bad instances, scale each scale set back to its capacity; the new instances' ids."""
     by_set: dict[str, list[str]] = {}
