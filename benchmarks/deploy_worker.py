@@ -1,6 +1,6 @@
 """One simulated deployment, in its own process, for benchmarks/run.py (not meant to be run by hand).
 
-It runs the real create path (azgpu.deploy.create.create, what `provision create` calls) through
+It runs the real create path (azgpu.deploy.create, what `provision create` calls) through
 the real Azure SDK clients against azgpu.testing.FakeAzure in real time: every long-running
 operation takes --latency seconds, and the fake answers with Retry-After = ceil(remaining), from
 1 to 10 s. It prints one JSON object: phase times, every request by kind, the waits, peak memory.
@@ -22,7 +22,7 @@ import time
 STARTED = time.time()
 
 import azgpu  # noqa: E402
-from azgpu.deploy.create import create  # noqa: E402
+from azgpu.deploy import CreateOptions, create  # noqa: E402
 from azgpu.deploy.session import Session  # noqa: E402
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential  # noqa: E402
 
@@ -122,14 +122,14 @@ def main() -> None:
     error = ""
     begin = time.time()
     try:
-        result = create(session, request, on_event=lambda e: events.append((time.time(), e.name, e.state)))
+        result = create(session, request, CreateOptions(on_event=lambda e: events.append((time.time(), e.name, e.state))))
     except Exception as exc:  # noqa: BLE001 - reported, the benchmark counts it as a surfaced error
         result, error = {}, f"{type(exc).__name__}: {getattr(exc, 'code', '')} {exc}"
     end = time.time()
     azure.stop()
 
     lros = len(plan.resources)
-    created_group = bool(result.get("resource_group_created"))
+    created_group = bool(result.resource_group_created)
     kinds = classify(azure.requests, plan, created_group)
     per_op = cadence_polls(args.latency)
     minimum = {"put": lros + (1 if created_group else 0), "poll": lros * per_op, "final_get": lros}

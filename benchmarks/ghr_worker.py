@@ -1,8 +1,8 @@
 """Guest Health Reporting in the health gate, in its own process, for benchmarks/run.py (not meant to be
 run by hand).
 
-It creates --nodes ND96isr_H100_v5 with `create(check=True, replace_unhealthy=True,
-before_delete=Reporter)` (what `provision create --check --replace-unhealthy --report-to-azure --yes`
+It creates --nodes ND96isr_H100_v5 with `create(CreateOptions(gate=GateOptions(replace_unhealthy=True),
+report=ReportOptions(report_to_azure=True)))` (what `provision create --check --replace-unhealthy --report-to-azure --yes`
 calls) against azgpu.testing.FakeAzure in virtual time, with --faulty instances coming up missing a
 GPU: Azure's cadence without anyone waiting (insights read every 30 s, the fake's terminal insight two
 minutes after the report). It counts the requests to Microsoft.Impact and Microsoft.Authorization, runs
@@ -17,8 +17,7 @@ import sys
 import time
 
 import azgpu
-from azgpu.deploy import ghr
-from azgpu.deploy.create import create
+from azgpu.deploy import CreateOptions, GateOptions, ReportOptions, create
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 
@@ -66,23 +65,21 @@ def main() -> None:
         azure.unhealthy_next(args.faulty, gpus=7)
         session = Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=0, sleep=azure.sleep,
                           requests_session=azure.requests_session, clock=azure.now)
-        reporter = ghr.Reporter(session)
+        options = CreateOptions(gate=GateOptions(replace_unhealthy=True), report=ReportOptions(report_to_azure=True))
         start = len(azure.requests)
         virtual = azure.now()
         wall = time.perf_counter()
-        reporter.preflight()
-        result = create(session, request, replace_unhealthy=True, before_delete=reporter)
+        done = create(session, request, options)  # Guest Health Reporting's preflight first, inside create
+        result, entries = done.as_dict(), done.reports
         first = count(azure.requests[start:])
-        report_seconds = max((e.get("insight_followed_seconds", 0) for e in reporter.entries), default=0)
-        again = ghr.Reporter(session)
+        report_seconds = max((e.get("insight_followed_seconds", 0) for e in entries), default=0)
         mark = len(azure.requests)
-        again.preflight()
-        create(session, request, replace_unhealthy=True, before_delete=again)
+        create(session, request, options)
         json.dump({
             "nodes": args.nodes, "faulty": args.faulty, "healthy": result["health"]["healthy"],
             "passed": result["health"]["passed"], "impacts": len(azure.impacts()),
-            "states": [e["state"] for e in reporter.entries],
-            "insights": [(e.get("insight") or {}).get("status_code") for e in reporter.entries],
+            "states": [e["state"] for e in entries],
+            "insights": [(e.get("insight") or {}).get("status_code") for e in entries],
             "requests": first, "rerun_requests": count(azure.requests[mark:]),
             "virtual_seconds_following_insights": report_seconds,
             "virtual_seconds_create": azure.now() - virtual, "wall_seconds": time.perf_counter() - wall,

@@ -1,6 +1,6 @@
 """The health gate in simulation, in its own process, for benchmarks/run.py (not meant to be run by hand).
 
-It creates a cluster of --nodes ND96asr_v4 with `create(check=True, replace_unhealthy=True)` (what
+It creates a cluster of --nodes ND96asr_v4 with `create(CreateOptions(gate=GateOptions(check=True, replace_unhealthy=True)))` (what
 `provision create --check --replace-unhealthy` calls) through the real Azure SDK against
 azgpu.testing.FakeAzure in real time, every long-running operation --latency seconds, with --faulty
 instances coming up unhealthy (a GPU missing, an InfiniBand port down, alternately). Every Run Command
@@ -16,8 +16,8 @@ import sys
 import time
 
 import azgpu
-from azgpu.deploy import health
-from azgpu.deploy.create import create
+from azgpu.deploy import health_gate as health
+from azgpu.deploy import CreateOptions, GateOptions, create
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 
@@ -81,7 +81,7 @@ def main() -> None:
             marks["gate"], marks["gate_index"] = time.time(), len(azure.requests)
 
     begin = time.time()
-    result = create(session, request, check=True, replace_unhealthy=True, on_notice=notice)
+    result = create(session, request, CreateOptions(gate=GateOptions(check=True, replace_unhealthy=True), on_notice=notice))
     end = time.time()
     gate = azure.requests[marks["gate_index"]:]
     before = len(azure.requests)
@@ -90,7 +90,7 @@ def main() -> None:
     check_seconds = time.time() - t0
     check_requests = azure.requests[before:]
     azure.stop()
-    report_data = result["health"]
+    report_data = result.as_dict()["health"]
     json.dump({
         "nodes": args.nodes, "faulty": args.faulty, "latency": args.latency,
         "create_seconds": end - begin, "gate_seconds": end - marks["gate"],

@@ -49,7 +49,7 @@ from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET
 
 import azgpu
 from azgpu.deploy.azure_errors import TABLE
-from azgpu.deploy.create import create
+from azgpu.deploy.cluster_create import legacy_create as create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session
 from azgpu.errors import AzgpuError, AzureError
@@ -421,7 +421,7 @@ def test_format_matrix_prints_every_stage_and_the_totals():
 def test_quota_taken_between_preflight_and_deploy_is_a_typed_error_without_leaks(monkeypatch):
     """Quota is checked in preflight, but another deployment can take it before the scale sets go
     in: ARM then refuses the PUT synchronously (409 OperationNotAllowed), not as a failed operation."""
-    from azgpu.deploy import create as create_module
+    from azgpu.deploy import live_plan as create_module
 
     request = _request(CLUSTER)
     plan = azgpu.build_plan(azgpu.validate(request, command="create"))
@@ -500,7 +500,8 @@ def test_a_run_command_error_never_deletes_or_reports_a_node(azure, session, fau
 
     from azgpu.deploy import ghr
 
-    from azgpu.deploy import health
+    from azgpu.deploy import health_gate as health
+    from azgpu.health.outcome import unhealthy_error
 
     create(session, health_request("nd-a100-v4", nodes=3))
     azure.make_unhealthy("c1-vmss000/0", gpus=7)  # node 0 really is bad: it alone may go
@@ -518,6 +519,6 @@ def test_a_run_command_error_never_deletes_or_reports_a_node(azure, session, fau
         assert [r["instance_id"] for r in outcome.replaced] == ["0"]
         assert all("1" not in (c.body or {}).get("instanceIds", []) for c in deleted)
         assert len(azure.impacts()) == 1
-    error = health.unhealthy_error(outcome.as_dict(), cluster="c1", resource_group="rg1", replacing=True,
+    error = unhealthy_error(outcome.as_dict(), cluster="c1", resource_group="rg1", replacing=True,
                                    stopped=outcome.stopped)
     assert "unreachable" in error.message

@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 import pytest
 from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
-from azgpu.deploy import ghr, health
-from azgpu.deploy.create import create
+from azgpu.deploy import ghr
+from azgpu.deploy import health_gate as health
+from azgpu.deploy.cluster_create import legacy_create as create
 from azgpu.errors import ValidationFailed
 from azgpu.health.outcome import UnhealthyNodes
 

@@ -1,4 +1,4 @@
-"""`provision check` / azgpu.deploy.health.check against the fake: per-node results with the failing
+"""`provision check` / azgpu.deploy.health_gate.check against the fake: per-node results with the failing
 check and measured value, unreachable told apart from failed, the outbound path, the bound on Run
 Commands in flight, and the multi-node NCCL check."""
 
@@ -10,8 +10,9 @@ import pytest
 from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, request
 
 from azgpu import find_size
-from azgpu.deploy import health
-from azgpu.deploy.create import create
+from azgpu.deploy import health_gate as health
+from azgpu.deploy import run_command
+from azgpu.deploy.cluster_create import legacy_create as create
 from azgpu.testing.models import vm_actions
 
 @pytest.fixture
@@ -139,7 +140,7 @@ def test_a_vm_busy_with_another_run_command_is_retried_then_reported(azure, sess
     sleeps = len(azure.sleeps)
     node = one(session, node_timeout=600)  # (the fake's clock is shared: the 409 waits pass for all)
     assert (node.status, node.reason_code) == ("unreachable", "conflict")
-    assert azure.sleeps[sleeps:].count(health.CONFLICT_WAIT) == health.CONFLICT_RETRIES
+    assert azure.sleeps[sleeps:].count(run_command.CONFLICT_WAIT) == run_command.CONFLICT_RETRIES
 
 
 def test_the_fallback_runs_where_aznhc_has_no_conf(azure, session):

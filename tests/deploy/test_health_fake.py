@@ -14,9 +14,9 @@ import responses
 from deploy_support import RG, VM, request
 
 from azgpu import find_size
-from azgpu.deploy.create import create
+from azgpu.deploy.cluster_create import legacy_create as create
 from azgpu.deploy.arm import rest_shape
-from azgpu.deploy.health import Instance, check_node
+from azgpu.deploy.run_command import Instance, check_node
 from azgpu.health.results import find_verdict, output_streams
 from azgpu.health.script import Expectations, run_command_body
 from azgpu.testing import FakeAzure, NotImplementedInFake

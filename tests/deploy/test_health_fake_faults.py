@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from deploy_support import NAME, RG, request
 
-from azgpu.deploy import health
-from azgpu.deploy.create import create
+from azgpu.deploy import health_gate as health
+from azgpu.deploy.cluster_create import legacy_create as create
 from azgpu.health.impact import impact_category
 from azgpu.profiles import find_size
 

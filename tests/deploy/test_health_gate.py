@@ -8,8 +8,9 @@ import json
 import pytest
 from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
-from azgpu.deploy import health
-from azgpu.deploy.create import create
+from azgpu.deploy import health_gate as health
+from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
+from azgpu.deploy.cluster_create import legacy_create as create
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_replacing_two_faulty_nodes_of_sixteen_ends_healthy(azure, session, quot
 
 def test_without_replacement_the_bad_nodes_stay_and_create_raises(azure, session):
     azure.unhealthy_next(1, xid=79)
-    with pytest.raises(health.UnhealthyNodes) as info:
+    with pytest.raises(UnhealthyNodes) as info:
         create(session, request("nd-a100-v4", nodes=3), check=True)
     assert info.value.code == "UNHEALTHY_NODES" and "--replace-unhealthy" in info.value.remedy
     assert info.value.result["health"]["failed"] == 1 and info.value.result["scale_sets"]
@@ -78,14 +79,14 @@ def test_the_rounds_are_bounded(azure, session):
     assert not outcome.healthy and [r["round"] for r in outcome.rounds] == [0, 1, 2]
     assert outcome.stopped == "still unhealthy after 2 replacement round(s)"
     assert [r["instance_id"] for r in outcome.replaced] == ["0", "3"]
-    error = health.unhealthy_error(outcome.as_dict(), cluster=NAME, resource_group=RG, replacing=True,
+    error = unhealthy_error(outcome.as_dict(), cluster=NAME, resource_group=RG, replacing=True,
                                    stopped=outcome.stopped)
     assert error.code == "UNHEALTHY_NODES" and "after 2 replacement round(s)" in error.remedy
 
 
 def test_when_every_node_fails_nothing_is_replaced(azure, session):
     azure.unhealthy_next(3, gpus=7)
-    with pytest.raises(health.UnhealthyNodes) as info:
+    with pytest.raises(UnhealthyNodes) as info:
         create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True)
     assert "no node shows a host fault" in info.value.report["stopped"]
     assert info.value.code == "HEALTH_INCONCLUSIVE" and "image, the driver or the configuration" in info.value.remedy

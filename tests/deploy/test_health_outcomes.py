@@ -13,9 +13,10 @@ import json
 import pytest
 from deploy_support import NAME, RG, calls, request
 
-from azgpu.deploy import ghr, health
-from azgpu.deploy.create import create
-from azgpu.health.outcome import UnhealthyNodes
+from azgpu.deploy import ghr
+from azgpu.deploy import health_gate as health
+from azgpu.deploy.cluster_create import legacy_create as create
+from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 from azgpu.testing import hardware
 from azgpu.testing.models import vm_actions
 
@@ -71,7 +72,7 @@ def test_the_watchdog_and_nhcna_only_are_inconclusive_and_only_the_host_fault_is
     assert "watchdog" in nodes["c1-000-000001"].reason
     assert nodes["c1-000-000002"].status == "inconclusive" and nodes["c1-000-000002"].reason_code == "setup"
     assert [r["instance_id"] for r in outcome.replaced] == ["3"]
-    error = health.unhealthy_error(outcome.as_dict(), cluster=NAME, resource_group=RG, replacing=True,
+    error = unhealthy_error(outcome.as_dict(), cluster=NAME, resource_group=RG, replacing=True,
                                    stopped=outcome.stopped)
     assert error.code == "HEALTH_INCONCLUSIVE" and "2 inconclusive" in error.message
 

@@ -8,8 +8,8 @@ import json
 import pytest
 from deploy_support import LOCATION, NSG, assert_cli_error, request
 
-from azgpu.deploy.create import create
-from azgpu.deploy.inventory import list_clusters
+from azgpu.deploy.cluster_create import legacy_create as create
+from azgpu.deploy.cluster_list import list_clusters
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_nodes_running_and_total_infiniband_domains_size_location_created(three,
 
 
 def test_stopped_nodes_count_in_the_total_not_as_running(three, session, cli, monkeypatch):
-    from azgpu.deploy import inventory
+    from azgpu.deploy import cluster_list as inventory
 
     monkeypatch.setattr(inventory, "_power_state", lambda vm: "deallocated" if vm.instance_id == "1" else "running")
     c1 = rows(cli)[0]

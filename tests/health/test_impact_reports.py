@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from node_support import Node, fixture, nvidia_q
 
-from azgpu.health.ghr import (NAME_PATTERN, CategoryNotAllowed, impact_body, impact_name, insight_state,
+from azgpu.deploy.ghr import (NAME_PATTERN, CategoryNotAllowed, impact_body, impact_name, insight_state,
                               not_reportable, plan)
 from azgpu.health.impact import LEARN_CATEGORIES, impact_category, possible_categories
 from azgpu.health.results import Failure, GpuRef, NodeResult, failure_of

@@ -33,7 +33,7 @@ _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", None) or getat
 COMMANDS = {
     **dict.fromkeys(("profiles", "images", "validate", "plan", "render"), ("offline",)),
     **dict.fromkeys(("create", "status", "wait", "destroy"), ("deploy",)),
-    "outputs": ("outputs",), "check": ("health",), "list": ("listing",),
+    "outputs": ("outputs",), "check": ("check",), "list": ("listing",),
     "report": ("report",), "reports": ("report",), "slurm": ("slurm",),
     "quota": ("capacity",), "capacity": ("capacity",), "reserve": ("capacity",), "release": ("capacity",),
     "simulate": ("simulate", "simulate_faults", "report", "capacity"),

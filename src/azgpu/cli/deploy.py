@@ -5,6 +5,8 @@ Importing this module is cheap: the Azure SDK is imported only inside the comman
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import sys
 from types import SimpleNamespace
 
@@ -14,10 +16,34 @@ from ..errors import Finding, InputError
 from ..output import listing
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
-from .health import health_options, with_compact_health
+from .check import health_options, with_compact_health
 from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
-from .report import report_findings, report_options, reporter_for, with_reports
+from .progress import progress_for
+from .report import ask_to_report, report_findings, report_options, with_compact_reports
+
+
+def create_options(fn):
+    """create's flags gathered once into one CreateOptions (`settings`), its gate and reporting flags
+    into the nested GateOptions and ReportOptions; the command gets the options object, not the flags.
+    The hooks that need the command's own context (prompts, progress) are added where it has them."""
+
+    @functools.wraps(fn)
+    def command(*args, dry_run, no_wait, timeout, zones, fallback_locations, accept_terms, no_arm_validate,
+                allow_scale_in, currency, check, replace_unhealthy, max_rounds, spare_racks, parallel, node_timeout,
+                nccl, report_to_azure, insight_timeout, **kwargs):
+        from ..deploy import CreateOptions, GateOptions, ReportOptions
+
+        settings = CreateOptions(
+            dry_run=dry_run, wait=not no_wait, timeout=timeout, zones=tuple(zones or ()),
+            fallback_locations=tuple(fallback_locations or ()), accept_terms=accept_terms,
+            allow_scale_in=allow_scale_in, currency=currency, arm_validate=not no_arm_validate,
+            gate=GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
+                             parallel=parallel, node_timeout=node_timeout, nccl=nccl, spare_racks=spare_racks),
+            report=ReportOptions(report_to_azure=report_to_azure, insight_timeout=insight_timeout))
+        return fn(*args, settings=settings, **kwargs)
+
+    return command
 
 
 def register(cli: click.Group) -> None:
@@ -61,36 +87,34 @@ def register(cli: click.Group) -> None:
     @health_options
     @report_options
     @common
-    def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, dry_run, no_wait, timeout, zones,
-                   fallback_locations, accept_terms, what_if_, no_arm_validate, allow_scale_in, currency, check,
-                   replace_unhealthy, max_rounds, spare_racks, request_quota, parallel, node_timeout, nccl,
-                   report_to_azure, insight_timeout, yes, **values):
+    @create_options
+    def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, settings, what_if_, request_quota,
+                   yes, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
         --allow-scale-in or a yes at the prompt; without a terminal it refuses (exit 2).
         """
-        from ..deploy.create import create
-        from ..deploy.health import UnhealthyNodes as UnhealthyNodesError
-        from ..deploy.progress import progress_for
+        from ..deploy import create
         from ..pricing import check_currency
         from ..spec import check_fallbacks
 
+        dry_run, gate, reporting = settings.dry_run, settings.gate, settings.report
         if what_if_ and dry_run:
             raise InputError("--what-if and --dry-run both preview the deployment", code="CONFLICTING_OPTIONS",
                              remedy="pass one: --what-if for the changes, --dry-run for the plan and preflight")
-        check_currency(currency)
+        check_currency(settings.currency)
         request = make_request(values)
         # Offline findings first, the flags of create itself with them: nothing touches Azure on bad input.
-        spec = validated_with(request, "create", [*check_fallbacks(zones, fallback_locations),
-                                                  *number_findings(timeout=timeout, latency=simulate_latency),
-                                                  *report_findings(report_to_azure=report_to_azure, yes=yes,
-                                                                   replace_unhealthy=replace_unhealthy,
-                                                                   insight_timeout=insight_timeout)])
+        spec = validated_with(request, "create", [
+            *check_fallbacks(settings.zones, settings.fallback_locations),
+            *number_findings(timeout=settings.timeout, latency=simulate_latency),
+            *report_findings(report_to_azure=reporting.report_to_azure, yes=yes,
+                             replace_unhealthy=gate.replace_unhealthy, insight_timeout=reporting.insight_timeout)])
         print_findings(spec.findings, verbose=obj["verbose"])
         if what_if_:
-            _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency,
-                     arm=not no_arm_validate)
+            _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, settings.currency,
+                     arm=settings.arm_validate)
             return
 
         def ask(report: str) -> bool:
@@ -102,38 +126,26 @@ def register(cli: click.Group) -> None:
 
         # Only a terminal (or --yes) can say yes; without one, create refuses (SCALE_IN_REFUSED) unless
         # --allow-scale-in.
-        confirm = ask if not allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
+        confirm = ask if not settings.allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
+        settings = dataclasses.replace(settings, confirm=confirm,
+                                       report=dataclasses.replace(reporting, confirm=None if yes else ask_to_report))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             if request_quota and not dry_run:
                 from .capacity import quota_before_create
 
-                quota_before_create(session, spec.request, fallback_locations=fallback_locations, yes=yes)
+                quota_before_create(session, spec.request, fallback_locations=list(settings.fallback_locations),
+                                    yes=yes)
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
-            reporter = None
-            if report_to_azure and not dry_run:  # Guest Health Reporting: checked before anything is created
-                reporter = reporter_for(session, yes=yes, insight_timeout=insight_timeout)
-                reporter.preflight()
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
-                if reporter is not None:
-                    reporter.on_event = progress.notice
-                try:
-                    result = create(session, spec.request, dry_run=dry_run, wait=not no_wait, timeout=timeout,
-                                    zones=list(zones), fallback_locations=list(fallback_locations),
-                                    on_event=progress.update, on_notice=progress.notice, accept_terms=accept_terms,
-                                    allow_scale_in=allow_scale_in, confirm=confirm, currency=currency, check=check,
-                                    replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                                    check_options={"parallel": parallel, "node_timeout": node_timeout, "nccl": nccl},
-                                    before_delete=reporter, spare_racks=spare_racks,
-                                    arm_validate=not no_arm_validate)
-                except UnhealthyNodesError as exc:  # the result and its health report first, then the error
-                    if exc.result is not None:
-                        shown = with_compact_health(exc.result, obj)
-                        emit(with_reports(shown, reporter.entries, obj) if reporter else shown, obj)
-                    raise
-        for f in result.get("preflight", {}).get("findings", []):
-            print_finding(Finding(**{k: f[k] for k in ("code", "message", "remedy", "source", "severity", "field")}))
-        shown = with_compact_health(result, obj)
-        emit(with_reports(shown, reporter.entries, obj) if reporter else shown, obj)
+                result = create(session, spec.request, dataclasses.replace(
+                    settings, on_event=progress.update, on_notice=progress.notice))
+        if not result.healthy:  # the result and its health report first, then the error
+            error = result.unhealthy_error()
+            emit(with_compact_reports(with_compact_health(error.result, obj), obj), obj)
+            raise error
+        for f in result.preflight.findings:
+            print_finding(f)
+        emit(with_compact_reports(with_compact_health(result.as_dict(), obj), obj), obj)
 
     def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency, arm=True):
         from ..changes import report
@@ -157,7 +169,7 @@ def register(cli: click.Group) -> None:
     @common
     def status_cmd(obj, name, resource_group, subscription, simulate, simulate_latency, simulate_state):
         """Provisioning and power state per scale set and instance (exit 3 if the cluster does not exist)."""
-        from ..deploy.lifecycle import status
+        from ..deploy import status
 
         cluster_args(name, resource_group, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
@@ -171,7 +183,7 @@ def register(cli: click.Group) -> None:
     @common
     def wait_cmd(obj, name, resource_group, timeout, subscription, simulate, simulate_latency, simulate_state):
         """Wait until every scale set of the cluster has succeeded (after --no-wait)."""
-        from ..deploy.lifecycle import wait
+        from ..deploy import wait
 
         cluster_args(name, resource_group, timeout=timeout, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:

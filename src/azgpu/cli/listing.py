@@ -18,7 +18,7 @@ def register(cli: click.Group) -> None:
         """Every azgpu cluster: name, group, location, profile, size, nodes running/total, InfiniBand domains,
         created. One listing of the subscription (found by azgpu's tags) plus one instance listing per scale set."""
         from .. import naming
-        from ..deploy.inventory import list_clusters
+        from ..deploy import list as list_clusters
 
         if resource_group is not None and (problem := naming.check("resource_group", resource_group)):
             # Checked before it goes into a request URL: a '/' would address another resource.

@@ -15,7 +15,7 @@ from . import options
 from ..errors import AzgpuError, Finding, InputError
 from ..health.limits import INSIGHT_TIMEOUT
 from ..resource_types import IMPACT
-from .health import node_logger
+from .check import node_logger
 from .options import azure_options, cluster_args, common, emit, log
 
 
@@ -62,7 +62,7 @@ def _need_confirmation(yes: bool) -> None:
                          code="CONFIRMATION_REQUIRED", remedy="add --yes to report without asking")
 
 
-def _ask(reports) -> bool:
+def ask_to_report(reports) -> bool:
     click.echo(f"Guest Health Reporting (preview): {len(reports)} report(s) to Azure, which may take the hosts out "
                "of production for repair:", err=True)
     for r in reports:
@@ -76,13 +76,6 @@ def _node_line(result) -> None:
     create shows each resource): one stderr line per node."""
     log(f"{result.computer_name} ({result.scale_set}/{result.instance_id}): {result.status}"
         + (f": {result.summary()}" if result.status != "passed" else ""))
-
-
-def reporter_for(session, *, yes: bool, insight_timeout: float, on_event=None):
-    from ..deploy.ghr import Reporter
-
-    return Reporter(session, insight_timeout=insight_timeout, confirm=None if yes else _ask,
-                    on_event=on_event or log)
 
 
 def compact(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -100,6 +93,13 @@ def compact(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def with_reports(result: dict[str, Any], entries: list[dict[str, Any]], obj: dict) -> dict[str, Any]:
     table = obj["output"] == "table" and not obj["query"]
     return {**result, "guest_health_reports": compact(entries) if table else entries}
+
+
+def with_compact_reports(result: dict[str, Any], obj: dict) -> dict[str, Any]:
+    """create's result for output: its Guest Health Reports, when it filed any, as the table view."""
+    if "guest_health_reports" not in result:
+        return result
+    return with_reports(result, result["guest_health_reports"], obj)
 
 
 def register(cli: click.Group) -> None:
@@ -126,35 +126,28 @@ def register(cli: click.Group) -> None:
         and day, so a re-run the same day files nothing new. Nothing is deleted: replace the nodes with
         'provision create ... --check --replace-unhealthy'.
         """
-        from ..deploy import ghr, health
+        from ..deploy import ReportOptions, ghr, report
 
         cluster_args(name, resource_group)
         ghr.validate_options(insight_timeout=insight_timeout)
         _need_confirmation(yes)
         check = {k: v for k, v in (("parallel", parallel), ("node_timeout", node_timeout)) if v is not None}
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            reporter = reporter_for(session, yes=yes, insight_timeout=insight_timeout)
-            reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
-            wanted = _instances(session, name, resource_group, nodes) if nodes else None
-            report = health.check(session, name, resource_group, instances=wanted,
-                                  on_node=node_logger(obj) or _node_line, **check)
-            # Only a node proven faulty is reported: not one that did not answer or answered inconclusively.
-            bad = report.failed
-            entries = reporter.report(bad) if bad else []
+            done = report(session, name, resource_group,
+                          ReportOptions(report_to_azure=True, insight_timeout=insight_timeout,
+                                        confirm=None if yes else ask_to_report),
+                          nodes=nodes, check_options=check, on_node=node_logger(obj) or _node_line, on_event=log)
+        health, entries = done.health, done.entries
+        bad = health.failed
         filed = [e for e in entries if e["state"] in ("filed", "already_filed")]
-        result = {"cluster": name, "resource_group": resource_group, "nodes_checked": len(report),
-                  "failed": len(report.failed), "inconclusive": len(report.inconclusive),
-                  "unreachable": len(report.unreachable),
-                  "reports_filed": sum(1 for e in entries if e["state"] == "filed"),
-                  "reports_existing": sum(1 for e in entries if e["state"] == "already_filed")}
-        emit(with_reports(result, entries, obj), obj)
+        emit(with_reports(done.as_dict(), entries, obj), obj)
         for e in entries:
             if e["state"] in ("not_reported", "vm_gone"):
                 log(f"{e['node']}: not reported: {e.get('reason')}")
-        for n in report.inconclusive + report.unreachable:
+        for n in health.inconclusive + health.unreachable:
             log(f"{n.computer_name}: {n.status}, not reported: {n.reason}")
         if not bad:
-            log("every node passed: nothing to report" if all(n.passed for n in report.nodes) else
+            log("every node passed: nothing to report" if all(n.passed for n in health.nodes) else
                 "no node shows a host fault: nothing to report")
         elif filed:
             log("reported; to replace the node(s): 'provision create ... --check --replace-unhealthy' (a re-run "
@@ -203,30 +196,3 @@ def register(cli: click.Group) -> None:
         if reporter is not None:
             azure.set_permissions(None if reporter else ["*/read"])
         emit({"provider_state": provider_state, "reporter": reporter}, obj)
-
-
-def _instances(session, name: str, resource_group: str, wanted: tuple[str, ...]) -> set[str]:
-    """Resource ids (lower case) of the nodes named by computer name, SCALESET/ID, instance id or id."""
-    from ..deploy.arm import to_azure_error
-    from ..deploy.lifecycle import find_cluster, require
-    from ..resource_types import INSTANCES
-
-    cluster = require(find_cluster(session, name, resource_group))
-    known: list[tuple[str, str, str, str]] = []
-    try:
-        for vmss in cluster.scale_sets:
-            for vm in INSTANCES.list(session, resource_group, vmss.name):
-                computer = vm.os_profile.computer_name if vm.os_profile else vm.name
-                known.append((vm.id.lower(), vmss.name.lower(), str(vm.instance_id), (computer or "").lower()))
-    except Exception as exc:
-        raise to_azure_error(exc, f"listing the nodes of {name}") from None
-    out = set()
-    for item in wanted:
-        key = item.lower()
-        matches = [k[0] for k in known if key in (k[0], k[3], f"{k[1]}/{k[2]}") or key == k[2]]
-        if len(matches) != 1:
-            raise InputError(f"--node {item} matches {len(matches)} node(s) of cluster '{name}'",
-                             code="UNKNOWN_NODE" if not matches else "AMBIGUOUS_NODE",
-                             remedy="give the computer name or SCALESET/INSTANCE_ID ('provision status' lists them)")
-        out.add(matches[0])
-    return out

@@ -1,1 +1,45 @@
-"""Deploy a Plan through the Azure SDK. The only package that imports the Azure SDK, and lazily."""
+"""Deploy a Plan through the Azure SDK: the verbs, as SkyPilot's sky/provision exports its own.
+
+    from azgpu.deploy import CreateOptions, GateOptions, create
+    result = create(session, request, CreateOptions(gate=GateOptions(replace_unhealthy=True)))
+    result.healthy, result.health, result.as_dict()
+
+create(session, request, CreateOptions) -> CreateResult; what_if(session, request) -> changes.WhatIf;
+status / wait / destroy / outputs(session, name, resource_group); check(session, name, resource_group)
+-> health_gate.HealthReport; report(session, name, resource_group, ReportOptions) -> ReportResult;
+list(session, resource_group=None) -> one row per cluster. The options and results (azgpu.deploy.
+interface) load with this package; each verb's module, and with it the Azure SDK (imported only
+inside the calls that talk to Azure), loads on the verb's first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .interface import CreateOptions, CreateResult, GateOptions, ReportOptions, ReportResult
+
+if TYPE_CHECKING:
+    from .cluster_create import create
+    from .cluster_list import list_clusters as list  # the verb's name, as `provision list`
+    from .ghr import report
+    from .health_gate import check
+    from .lifecycle import destroy, outputs, status, wait
+    from .whatif import what_if
+
+# verb -> (module, function)
+VERBS = {
+    "create": ("cluster_create", "create"), "what_if": ("whatif", "what_if"), "status": ("lifecycle", "status"),
+    "wait": ("lifecycle", "wait"), "destroy": ("lifecycle", "destroy"), "outputs": ("lifecycle", "outputs"),
+    "check": ("health_gate", "check"), "report": ("ghr", "report"), "list": ("cluster_list", "list_clusters"),
+}
+
+__all__ = ["CreateOptions", "CreateResult", "GateOptions", "ReportOptions", "ReportResult", "create", "what_if",
+           "status", "wait", "destroy", "outputs", "check", "report", "list"]
+
+
+def __getattr__(name: str):
+    if name in VERBS:
+        module, function = VERBS[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..capacity import parse_group_id
 from .preflight import norm_family
+from .reservations import read_group
 
 OK, SHORT, BLOCKED, INFO = "ok", "short", "blocked", "info"
 
@@ -84,9 +86,6 @@ def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool) -> 
 
 
 def _reservation_rows(session, group_id: str, size: str, location: str, nodes: int, caps: dict) -> list[dict]:
-    from ..capacity import parse_group_id
-    from .reservations import read_group
-
     rows = []
     if (caps.get("CapacityReservationSupported") or "").lower() != "true":
         rows.append(_row(location, "", "reservation", BLOCKED, f"{size} reports CapacityReservationSupported="

@@ -16,6 +16,8 @@ from ..request import Request
 from ..resource_types import COMPUTE_LOCATION
 from ..sources import cite
 from ..spec import validate
+from .arm import list_group
+from .live_plan import prepare
 
 SOURCES = ("D-quota-api", "D-quota-per-vm")
 # The version whose examples azgpu's bodies follow, whichever client version is installed (2.x speaks
@@ -79,9 +81,6 @@ def scope(session, location: str) -> str:
 
 def shortfalls(session, request: Request, fallback_locations: list[str] = ()) -> list[Shortfall]:
     """What the preflight finds short, in the request's location and then each fallback location."""
-    from .create import prepare
-    from .arm import list_group
-
     out: list[Shortfall] = []
     # The cluster's scale sets already hold part of the quota: a re-run asks only for what it adds.
     listed = list_group(session, request.resource_group) if request.resource_group else None

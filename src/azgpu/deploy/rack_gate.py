@@ -16,16 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..profiles import find_size
+from ..rack_record import save
 from ..racks import fabric_of, group
 from ..resource_types import INSTANCES, VMSS
+from . import health_gate
 from .arm import to_azure_error
+from .lifecycle import interconnect
 
 NOT_DELETED = "failed the health check; not deleted: Azure creates vertical-connect scale sets only in whole racks"
 
 
 def _signals(session, resource_group: str, scale_sets: list[str]) -> dict[str, dict[str, str | None]]:
-    from .lifecycle import interconnect
-
     found: dict[str, dict[str, str | None]] = {}
     try:
         for name in scale_sets:
@@ -58,9 +60,6 @@ def measure(session, cluster: str, resource_group: str, nodes: list[Any], per_ra
 def for_check(session, cluster: str, resource_group: str, report) -> list[dict[str, Any]] | None:
     """`provision check` on a vertical-connect cluster: its racks as the nodes measured them, nodes that
     did not pass left out (and the measurement recorded for `outputs`); None on other sizes."""
-    from ..profiles import find_size
-    from ..rack_record import save
-
     sizes = {s.get("size") for s in report.scale_sets if s.get("size")}
     try:
         vertical = next((find_size(size)[0].vertical_connect for size in sizes), None)
@@ -110,19 +109,16 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
     before_delete(nodes) reports proven-faulty nodes (Guest Health Reporting) before their racks are
     removed, and, with replace, the ones left in place; if it raises, nothing is removed.
     """
-    from ..rack_record import save
-    from . import health
-
     cluster = plan.spec.names.cluster
     per_rack = plan.spec.profile.vertical_connect["rack"]
-    outcome = health.gate(session, cluster, resource_group, replace=False, max_rounds=max_rounds,
+    outcome = health_gate.gate(session, cluster, resource_group, replace=False, max_rounds=max_rounds,
                           on_round=on_round, **options)
     report = outcome.report
     bad = {n.computer_name for n in report.nodes if not n.passed}
     reported: set[str] = set()
 
     def report_to_azure(nodes: list[Any]) -> None:
-        proven = [n for n in nodes if health.replaceable(n) and n.computer_name not in reported]
+        proven = [n for n in nodes if health_gate.replaceable(n) and n.computer_name not in reported]
         if proven and before_delete:
             before_delete(proven)
             reported.update(n.computer_name for n in proven)

@@ -21,6 +21,7 @@ from ..request import Request
 from ..resource_types import INSTANCES, managed, of
 from .arm import is_ours, list_group, to_azure_error
 from .deployer import Deployer
+from .live_plan import prepare
 
 NAMES_IN_MESSAGE = 20
 
@@ -171,7 +172,6 @@ def what_if(session, request: Request, *, currency: str = "USD", prices: bool = 
     """
     from ..pricing import check_currency
     from ..spec import validate
-    from .create import prepare
 
     currency = check_currency(currency)
     spec = validate(request, command="create")

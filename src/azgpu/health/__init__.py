@@ -11,7 +11,8 @@
 - `judging`: one node's captured output judged as the gate judges it (`azgpu.health.judge(output, size)`),
   and `node_script(size)`: the on-node script with a size's expectations, to run by hand.
 
-Nothing here imports the Azure SDK; azgpu.deploy.health runs the checks against Azure.
+Nothing here imports the Azure SDK; azgpu.deploy.health_gate runs the checks against Azure
+(through the Run Command client, azgpu.deploy.run_command).
 """
 
 __all__ = ["judge", "node_script"]

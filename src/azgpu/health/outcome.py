@@ -1,5 +1,5 @@
 """The error a health check that did not pass ends with: which nodes, why, and what to do. Apart from
-the gate (azgpu.deploy.health) so that judging a captured output needs nothing of Azure."""
+the gate (azgpu.deploy.health_gate) so that judging a captured output needs nothing of Azure."""
 
 from __future__ import annotations
 

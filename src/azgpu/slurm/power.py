@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AzgpuError, InputError
+from ..errors import AzgpuError, InputError, NotFoundError
 from ..hostlist import compress
 from . import state
 from .names import Domain, domains, expand, locate
@@ -105,7 +105,6 @@ class Context:
 def _inventory(session, ctx: Context) -> dict[str, dict[str, Any]]:
     """This cluster's scale sets (found by azgpu's tags): capacity and nodes by instance id."""
     from ..deploy.lifecycle import _nodes, find_cluster
-    from ..errors import NotFoundError
 
     out = {}
     try:
@@ -188,8 +187,9 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
 
 
 def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist: str) -> tuple[list[str], dict]:
-    from ..deploy.create import create
-    from ..deploy.health import PASSED, check, replaceable
+    from ..deploy import CreateOptions, check, create
+    from ..deploy.health_gate import replaceable
+    from ..health.results import PASSED
 
     domain = ctx.domains[index]
     vmss = domain.scale_set
@@ -222,9 +222,9 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
                 reason = f"AZGPU_DOMAIN_FULL: {vmss} holds at most {domain.capacity} node(s)"
                 break
             ctx.log("resume", hostlist, f"growing {vmss} from {current['capacity']} to {capacities[index]} instance(s)")
-            create(session, ctx.request, scale_sets=capacities, zones=ctx.zones,
-                   fallback_locations=ctx.fallback_locations,
-                   on_notice=lambda m: ctx.log("resume", hostlist, m))
+            create(session, ctx.request, CreateOptions(
+                scale_sets=tuple(capacities), zones=tuple(ctx.zones), fallback_locations=tuple(ctx.fallback_locations),
+                on_notice=lambda m: ctx.log("resume", hostlist, m)))
             grown += 1
             inventory = _inventory(session, ctx)
             continue

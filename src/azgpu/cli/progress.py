@@ -1,13 +1,16 @@
-"""The live progress display of create/wait/destroy: on a terminal only, on stderr."""
+"""The live progress display of create/wait/destroy: on a terminal only, on stderr. It shows the events
+azgpu.deploy emits through its on_event/on_notice hooks; deploy itself displays nothing."""
 
 from __future__ import annotations
 
+import copy
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .deployer import Event
+if TYPE_CHECKING:
+    from ..deploy.deployer import Event
 
 
 class NullProgress:
@@ -113,7 +116,7 @@ class LiveProgress:
 
     def update(self, event: Event) -> None:
         with self._lock:
-            self.events[event.key] = Event(**event.__dict__)
+            self.events[event.key] = copy.copy(event)  # a snapshot: the deployer goes on updating its own
             if not self._shown:  # the table appears with the first resource, after the preflight
                 self._shown = True
                 self.live.__enter__()

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import NotFoundError
 from ..plan import MANAGED_BY
 from .. import resource_types
+from ..profiles import load_profile
 from ..resource_types import INSTANCES
 from .arm import EXPAND, list_group, to_azure_error
 from .lifecycle import _power_state
@@ -51,8 +52,6 @@ def _running(session, resource_group: str, scale_set: str) -> int:
 
 
 def _infiniband(profile_id: str, size: str) -> bool | None:
-    from ..profiles import load_profile
-
     try:
         return load_profile(profile_id).size(size).infiniband
     except Exception:  # noqa: BLE001 - a profile this version does not know: say nothing

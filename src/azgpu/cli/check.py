@@ -181,13 +181,14 @@ def register(cli: click.Group) -> None:
                 return
             _judge_output(obj, from_output, size)
             return
-        from ..deploy import health
+        from ..deploy import check
+        from ..health.outcome import unhealthy_error
 
         cluster_args(name, resource_group, latency=simulate_latency)
         progress = Progress(obj)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            report = health.check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout,
-                                  nccl=nccl, on_node=progress, on_start=progress.start)
+            report = check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout,
+                           nccl=nccl, on_node=progress, on_start=progress.start)
             racks = _racks(session, name, resource_group, report)
         data = report.as_dict()
         if racks is not None:
@@ -196,7 +197,7 @@ def register(cli: click.Group) -> None:
             log(progress.line())
         emit_report(data, obj)
         if not report.healthy:
-            raise health.unhealthy_error(data, cluster=name, resource_group=resource_group, replacing=False)
+            raise unhealthy_error(data, cluster=name, resource_group=resource_group, replacing=False)
 
 
 def _racks(session, name: str, resource_group: str, report) -> list | None:

@@ -2,61 +2,40 @@
 node, and replacing the nodes that fail.
 
 A scale set that reports Succeeded can still hold a node with a GPU missing, an InfiniBand port down
-or slow, or an Xid in its kernel log. `check` runs azgpu/health/node_check.sh on every instance with
-the scale-set VM Run Command (RunShellScript, one call per instance: there is no scale-set-wide Run
-Command), reads the one verdict line the script prints, and reports each node as passed, failed
-(a host fault: which check, expected and measured), inconclusive (only faults of the check's own run,
-or a finding every node shares: an image or configuration problem) or unreachable (why). Only failed
-nodes are ever replaced or reported. `gate` adds the replacement loop of
-`create --check --replace-unhealthy`: delete the failing instances, scale the scale set back to its
-capacity (new instance ids, new hosts), check the new ones, for a bounded number of rounds.
-
-Run Command's limits shape it (Learn linux/run-command, D-rc-linux): one script at a time per VM
-(409 Conflict otherwise: waited out a bounded number of times), no exit code and only the last 4 KB
-of output (hence the verdict line), about 20 s at least and 90 minutes at most, and results only over
-the node's outbound path to Azure (checked on the subnet first, so an unreachable node says why).
+or slow, or an Xid in its kernel log. `check` runs azgpu/health/node_check.sh on every instance
+through the Run Command client (azgpu.deploy.run_command), reads the one verdict line the script
+prints, and reports each node as passed, failed (a host fault: which check, expected and measured),
+inconclusive (only faults of the check's own run, or a finding every node shares: an image or
+configuration problem) or unreachable (why; the subnet's outbound path is checked first, since Run
+Command returns results only over it). Only failed nodes are ever replaced or reported. `gate` adds
+the replacement loop of `create --check --replace-unhealthy`: delete the failing instances, scale the
+scale set back to its capacity (new instance ids, new hosts), check the new ones, for a bounded number
+of rounds.
 """
 
 from __future__ import annotations
 
 import datetime
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AzgpuError, InputError
+from ..health.impact import impact_category
 from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
-from ..health.results import (FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeRef, NodeResult,
-                              VerdictError, find_verdict, output_streams, result_of,
-                              validate_verdict)
-from ..health.results import unreachable as unreachable_result
+from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
-from ..health.outcome import UnhealthyNodes, unhealthy_error  # noqa: F401  (their home before)
 from ..health.trust import valid_nccl_pubkey
 from ..profiles import Size, find_size, load_profile
 from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import to_azure_error, wait_first_polling
 from .lifecycle import find_cluster, require
-from .session import completed
+from .run_command import Instance, check_node_raw, list_instances, run_all
 
-CONFLICT_RETRIES = 3  # another Run Command on the VM (409): wait and try again this many times
-CONFLICT_WAIT = 30.0
 MAX_ROUNDS = 3
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
-
-
-@dataclass
-class Instance:
-    scale_set: str
-    instance_id: str
-    resource_id: str
-    computer_name: str
-    vm_id: str | None
-    power_state: str
-    size: str
 
 
 @dataclass
@@ -109,17 +88,6 @@ class HealthReport:
         }
 
 
-class _Deadline(Exception):
-    """Raised in a Run Command's poller thread when azgpu stops waiting for it."""
-
-
-class _Unreachable(Exception):
-    def __init__(self, code: str, reason: str):
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
 def validate_options(*, parallel: int = PARALLEL, node_timeout: float = NODE_TIMEOUT,
                      max_rounds: int = MAX_ROUNDS) -> None:
     """Refuse out-of-range options before anything runs (create checks them before it deploys)."""
@@ -139,9 +107,6 @@ def _options(parallel: int, node_timeout: float) -> None:
                                 f"script after 90 minutes; default {NODE_TIMEOUT:g})")
 
 
-# ------------------------------------------------------------------------------ the cluster's nodes
-
-
 def _expectations(vmss: Any) -> Expectations:
     profile_id = (vmss.tags or {}).get("azgpu-profile")
     size: Size
@@ -150,20 +115,6 @@ def _expectations(vmss: Any) -> Expectations:
     except AzgpuError:
         size = find_size(vmss.sku.name)[1]
     return Expectations.of(size)
-
-
-def _power_state(vm: Any) -> str:
-    for status in getattr(getattr(vm, "instance_view", None), "statuses", None) or []:
-        if (status.code or "").startswith("PowerState/"):
-            return status.code.split("/", 1)[1]
-    return "unknown"
-
-
-def _instances(session, resource_group: str, vmss: Any) -> list[Instance]:
-    vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=True)
-    out = [Instance(vmss.name, vm.instance_id, vm.id, vm.os_profile.computer_name if vm.os_profile else vm.name,
-                    vm.vm_id, _power_state(vm), vmss.sku.name) for vm in vms]
-    return sorted(out, key=lambda i: int(i.instance_id) if i.instance_id.isdigit() else 0)
 
 
 def _subnet_of(vmss: Any) -> tuple[str | None, bool]:
@@ -208,110 +159,13 @@ def _outbound(session, vmss: Any) -> dict[str, Any]:
     return {**out, "path": "default outbound access", "ok": True}
 
 
-# ------------------------------------------------------------------------------ one node
-
-
-def _polling(session, deadline: float, stop: threading.Event):
-    """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled), and
-    whose first status check waits for Retry-After like every later one."""
-    def give_up() -> None:
-        if stop.is_set() or session.clock() >= deadline:
-            raise _Deadline()
-
-    return wait_first_polling(session.polling_interval, default=15, before_delay=give_up)
-
-
-def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
-    from azure.core.exceptions import AzureError as SdkError
-    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
-
-    deadline = session.clock() + timeout
-    for attempt in range(CONFLICT_RETRIES + 1):
-        try:
-            poller = INSTANCES.begin_run_command(session, resource_group, node.scale_set, node.instance_id, body,
-                                                 polling=_polling(session, deadline, stop))
-            return poller.result()
-        except _Deadline:
-            raise _Unreachable("timeout", f"no result within {timeout:g} s; Run Command cannot be cancelled, so the "
-                                          "check may still be running there (until it ends, a new check of this "
-                                          "node gets 409 Conflict)") from None
-        except HttpResponseError as exc:
-            if exc.status_code == 409 and attempt < CONFLICT_RETRIES and not stop.is_set():
-                session.pause(CONFLICT_WAIT)
-                continue
-            if exc.status_code == 409:
-                raise _Unreachable("conflict", "another Run Command is still running on this VM (409 Conflict); "
-                                               "run 'provision check' again once it ends") from None
-            err = to_azure_error(exc, "Run Command")
-            raise _Unreachable("run_command_failed", err.message) from None
-        except (ServiceRequestError, ServiceResponseError) as exc:
-            raise _Unreachable("run_command_failed", f"Azure could not be reached: {exc}") from None
-        except SdkError as exc:  # a dropped connection mid-poll, a body cut short: no verdict, nothing known
-            raise _Unreachable("run_command_failed", f"Run Command did not complete: {type(exc).__name__}: "
-                                                     f"{str(exc)[:200]}") from None
-    raise AssertionError("unreachable: the loop returns or raises")
-
-
-def _ref(node: Instance) -> NodeRef:
-    return NodeRef(node.scale_set, node.instance_id, node.resource_id, node.computer_name, node.vm_id, node.size)
-
-
-def _unreachable(node: Instance, code: str, reason: str) -> NodeResult:
-    return unreachable_result(_ref(node), code, reason)
-
-
-def _tail(text: str, n: int = 200) -> str:
-    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return text[-n:]
-
-
-def check_node(session, resource_group: str, node: Instance, body: dict, timeout: float,
-               stop: threading.Event) -> NodeResult:
-    """One node: the Run Command, its verdict, a NodeResult (never raises for the node's own trouble)."""
-    if node.power_state not in ("running", "unknown"):
-        return _unreachable(node, "not_running", f"the VM is {node.power_state}, not running")
-    try:
-        result = _run(session, resource_group, node, body, timeout, stop)
-    except _Unreachable as exc:
-        return _unreachable(node, exc.code, exc.reason)
-    stdout, stderr = output_streams(result)
-    return result_of(_ref(node), stdout, stderr)
-
-
 def _settings(exp: Expectations, node_timeout: float) -> dict[str, Any]:
     return {**exp.settings(), "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(node_timeout)}
-
-
-# ------------------------------------------------------------------------------ the cluster
-
-
-def _run_all(session, resource_group: str, jobs: list[tuple[Instance, dict]], timeout: float, parallel: int,
-             on_node: Callable[[NodeResult], None] | None) -> list[NodeResult]:
-    if not jobs:
-        return []
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=min(parallel, len(jobs)))  # each worker only waits on Azure
-    results = []
-    try:
-        futures = [pool.submit(check_node, session, resource_group, node, body, timeout, stop) for node, body in jobs]
-        for future in completed(futures):
-            result = future.result()
-            results.append(result)
-            if on_node:
-                on_node(result)
-    except KeyboardInterrupt:
-        stop.set()  # the pollers stop at their next wait; Azure finishes what it runs
-        raise
-    finally:
-        pool.shutdown(wait=not stop.is_set(), cancel_futures=True)
-    return sorted(results, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit() else 0))
 
 
 def signature(node: NodeResult) -> frozenset:
     """What a node's host faults say, without the node's own ids (bus ids, ports and serials differ between
     hosts): the same signature on every node is not a property of any one host."""
-    from ..health.impact import impact_category
-
     return frozenset((f.check, f.kind, f.fault_code, f.expected, f.measured) for f in node.failures
                      if impact_category(f))
 
@@ -371,7 +225,7 @@ def check(session, name: str, resource_group: str, *, instances: set[str] | None
         for vmss in scale_sets:
             exp = _expectations(vmss)
             body = run_command_body("check", _settings(exp, node_timeout))
-            listed = _instances(session, resource_group, vmss)
+            listed = list_instances(session, resource_group, vmss)
             sets.append({"name": vmss.name, "size": vmss.sku.name, "capacity": vmss.sku.capacity,
                          "instances": [i.instance_id for i in listed], "expected": exp.__dict__})
             wanted = [i for i in listed if instances is None or i.resource_id.lower() in instances]
@@ -382,7 +236,7 @@ def check(session, name: str, resource_group: str, *, instances: set[str] | None
         raise to_azure_error(exc, f"cluster {name} in {resource_group}") from None
     if on_start:
         on_start(len(jobs))
-    results = _run_all(session, resource_group, jobs, node_timeout, parallel, on_node)
+    results = run_all(session, resource_group, jobs, node_timeout, parallel, on_node)
     results = _note_outbound(results, {o["scale_set"]: o for o in outbound})
     if instances is None:  # a partial check (the replacements of a round) is judged by the gate
         results = _common_failures(results)
@@ -390,9 +244,6 @@ def check(session, name: str, resource_group: str, *, instances: set[str] | None
     if nccl:
         report.nccl = nccl_check(session, resource_group, scale_sets, report, node_timeout)
     return report
-
-
-# ------------------------------------------------------------------------------ multi-node NCCL
 
 
 def _ips(session, resource_group: str, vmss_name: str) -> dict[str, str]:
@@ -404,26 +255,6 @@ def _ips(session, resource_group: str, vmss_name: str) -> dict[str, str]:
         if ip and nic.primary is not False:
             out.setdefault(instance, ip)
     return out
-
-
-def check_node_raw(session, resource_group: str, node: Instance, mode: str, settings: dict,
-                   timeout: float) -> dict[str, Any]:
-    """Run one NCCL step on a node; the verdict, or {"ok": False, "error": why}."""
-    stop = threading.Event()
-    try:
-        result = _run(session, resource_group, node, run_command_body(mode, settings), timeout, stop)
-    except _Unreachable as exc:
-        return {"ok": False, "error": f"{node.computer_name}: {exc.reason}"}
-    stdout, stderr = output_streams(result)
-    try:
-        verdict = find_verdict(stdout)
-        if verdict is not None:
-            validate_verdict(verdict)
-    except VerdictError as exc:
-        return {"ok": False, "error": f"{node.computer_name}: {exc}"}
-    if verdict is None:
-        return {"ok": False, "error": f"{node.computer_name}: no verdict; stderr ends '{_tail(stderr)}'"}
-    return verdict
 
 
 def nccl_check(session, resource_group: str, scale_sets: list[Any], report: HealthReport,
@@ -509,9 +340,6 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
     return out
 
 
-# ------------------------------------------------------------------------------ replacing nodes
-
-
 def replaceable(node: NodeResult) -> bool:
     """Only a node proven faulty: one whose verdict names a host fault. A node that did not answer (a 500
     or a dropped connection from Run Command, a timeout) or answered inconclusively may sit on a healthy
@@ -541,6 +369,16 @@ def _round(number: int, report_nodes: list[NodeResult], action: str) -> dict[str
             "failed": [n.computer_name for n in report_nodes if n.status == FAILED],
             "inconclusive": [n.computer_name for n in report_nodes if n.status == INCONCLUSIVE],
             "unreachable": [n.computer_name for n in report_nodes if n.status == UNREACHABLE]}
+
+
+def round_notices(on_notice: Callable[[str], None]) -> Callable[[dict[str, Any]], None]:
+    """gate's on_round hook that tells each round as one line: 'health round 1: 15 of 16 passed, 1 not'."""
+
+    def on_round(r: dict[str, Any]) -> None:
+        bad = len(r["failed"]) + len(r.get("inconclusive", [])) + len(r["unreachable"])
+        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
+
+    return on_round
 
 
 def _replace(session, resource_group: str, bad: list[NodeResult], report: HealthReport) -> set[str]:

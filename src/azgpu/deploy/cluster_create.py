@@ -1,0 +1,228 @@
+"""`provision create`: preflight every check before any write, then deploy; capacity fallback on
+request; then the health gate, Guest Health Reporting and the result (azgpu.deploy.create)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from ..changes import report as what_if_text
+from ..errors import InputError, ValidationFailed
+from ..plan import Plan
+from ..profiles import load_profile
+from ..request import Request
+from ..spec import check_fallbacks, validate
+from . import health_gate, rack_gate
+from .arm_preflight import validate as arm_check
+from .azure_errors import CapacityError
+from .arm import list_group, to_azure_error
+from .deployer import Deployer
+from .ghr import Reporter
+from .interface import CreateOptions, CreateResult, GateOptions, ReportOptions
+from .lifecycle import destroy, find_cluster
+from .live_plan import prepare
+from .marketplace import accept_terms as accept_marketplace_terms
+from ..resource_types import VMSS
+from .whatif import analyse, cost_of, refusal, report_of
+
+
+def candidates(request: Request, zones: list[str], locations: list[str]) -> list[tuple[str | None, str | None]]:
+    out = [(request.location, request.zone)]
+    out += [(request.location, z) for z in zones if z != request.zone]
+    out += [(loc, None) for loc in locations if loc != request.location]
+    return out
+
+
+def create(session, request: Request, options: CreateOptions = CreateOptions()) -> CreateResult:
+    """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
+
+    A run that would delete instances (fewer nodes, a scale set no longer planned) stops with
+    SCALE_IN_REFUSED before any write unless options.allow_scale_in, or options.confirm(what-if report)
+    says yes; then exactly the instances the report names are deleted. With options.gate enabled,
+    the health gate runs once the scale sets succeed (azgpu.deploy.health_gate, or rack_gate for
+    vertical-connect sizes); a cluster that does not pass is a result with healthy False (the
+    caller decides what to do: result.unhealthy_error() is what `provision create` exits with).
+    With options.report.report_to_azure the gate's failing nodes are reported to Guest Health
+    Reporting before they are deleted, and that reporting is checked before anything is created.
+    """
+    gate = options.gate
+    reporter = _reporter(session, options)
+    if gate.spare_racks:
+        request = with_spare_racks(request, gate.spare_racks)
+    if gate.enabled and (options.dry_run or not options.wait):
+        raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
+                         remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
+    if gate.enabled:  # bad gate options fail before anything is created
+        health_gate.validate_options(max_rounds=gate.max_rounds, parallel=gate.parallel, node_timeout=gate.node_timeout)
+    resource_group = request.resource_group
+    zones, locations = list(options.zones), list(options.fallback_locations)
+    bad = [f for f in check_fallbacks(zones, locations) if f.is_error]
+    if bad:
+        raise ValidationFailed(bad)
+    tried = candidates(request, zones, locations)
+    held = 0  # instances this cluster held before this run: a fallback must not delete them
+    for attempt, (location, zone) in enumerate(tried):
+        spec = validate(request.with_changes(location=location, zone=zone), command="create")
+        if options.scale_sets is not None:
+            spec = dataclasses.replace(spec, scale_sets=tuple(options.scale_sets))
+        # One listing serves the quota arithmetic, the group check and finding what exists.
+        listed = list_group(session, resource_group)
+        plan, pf = prepare(session, spec, listed, fallback_zones=zones if attempt == 0 else [],
+                           accept_terms=options.accept_terms)
+        result = CreateResult(plan, pf, options.dry_run, replacing=gate.replace_unhealthy and gate.enabled)
+        deployer = Deployer(session, plan, resource_group, on_event=options.on_event, timeout=options.timeout)
+        analysis = analyse(session, deployer, listed, strict=True)
+        for line in deployer.kept_notices:  # what the user added to azgpu's resources stays
+            options.on_notice(line)
+        result.kept = list(deployer.kept_notices)
+        if options.arm_validate:  # Azure's own preflight of exactly these bodies, after azgpu's checks passed
+            result.azure_validation = arm_check(session, deployer, group_exists=listed is not None,
+                                                location=plan.spec.request.location)
+        if attempt == 0:
+            held = analysis.nodes_before
+        if options.dry_run:
+            cost = cost_of(session, plan, analysis, options.currency)
+            result.what_if = report_of(analysis, deployer, cost=cost)
+            return result
+        if analysis.deleted and not options.allow_scale_in:
+            confirm = options.confirm
+            if confirm is None or not confirm(what_if_text(report_of(analysis, deployer))):
+                raise refusal(analysis, plan.spec.names.cluster, resource_group, declined=confirm is not None)
+        if pf.accept_terms is not None:  # the first write, after every check passed
+            _accept_terms(session, pf.accept_terms)
+            result.terms_accepted = pf.accept_terms.arm()
+        deployer.removals = analysis.removals
+        created_group = deployer.ensure_resource_group(location, exists=listed is not None)
+        try:
+            events = deployer.deploy(wait=options.wait, listed=listed, fresh_group=created_group,
+                                     current=analysis.current, doomed=analysis.doomed)
+        except CapacityError as exc:
+            if attempt == len(tried) - 1:
+                raise
+            if held and not options.allow_scale_in:
+                # Moving to another zone or location re-creates the scale sets: the nodes the cluster
+                # already had would go with them.
+                options.on_notice(f"not trying another zone or location: that deletes the {held} node(s) cluster "
+                                  f"'{plan.spec.names.cluster}' already has; --allow-scale-in permits it")
+                raise
+            nxt = tried[attempt + 1]
+            options.on_notice(f"{exc.message}; trying {nxt[0]}" + (f" zone {nxt[1]}" if nxt[1] else ""))
+            _clean_for_retry(session, plan, resource_group, moving=nxt[0] != location)
+            continue
+        result.resource_group_created = created_group
+        result.resources = list(events.values())
+        if gate.enabled:
+            _health_gate(session, plan, resource_group, result, gate, _before_delete(reporter, options),
+                         options.on_notice)
+        if reporter is not None:
+            result.reports = reporter.entries
+        return result
+    raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
+
+
+def _reporter(session, options: CreateOptions) -> Reporter | None:
+    """Guest Health Reporting, checked before anything is created: a subscription that cannot report
+    stops the run here rather than after the cluster exists."""
+    report = options.report
+    if not report.report_to_azure or options.dry_run:
+        return None
+    reporter = Reporter(session, insight_timeout=report.insight_timeout, confirm=report.confirm,
+                        on_event=options.on_notice)
+    reporter.preflight()
+    return reporter
+
+
+def _before_delete(reporter: Reporter | None, options: CreateOptions) -> Callable[[list], None] | None:
+    hooks = [h for h in (reporter, options.before_delete) if h is not None]
+    if len(hooks) < 2:
+        return hooks[0] if hooks else None
+
+    def both(nodes: list) -> None:
+        for hook in hooks:
+            hook(nodes)
+
+    return both
+
+
+def legacy_create(session, request: Request, *, dry_run: bool = False, wait: bool = True,
+                  timeout: float | None = None, zones: list[str] = (), fallback_locations: list[str] = (),
+                  on_event: Callable = lambda e: None, on_notice: Callable[[str], None] = lambda m: None,
+                  accept_terms: bool = False, allow_scale_in: bool = False,
+                  confirm: Callable[[str], bool] | None = None, currency: str = "USD", check: bool = False,
+                  replace_unhealthy: bool = False, max_rounds: int = 3,
+                  before_delete: Callable[[list], None] | None = None, check_options: dict[str, Any] | None = None,
+                  spare_racks: int = 0, arm_validate: bool = True,
+                  scale_sets: list[int] | None = None) -> dict[str, Any]:
+    """Deprecated: create() as it was before azgpu.deploy.interface (keyword arguments in, the result
+    as a dict out, azgpu.health.outcome.UnhealthyNodes raised, with the result under .result, when the gate
+    does not pass). Kept for the tests that pin create's behaviour through it; new code calls
+    create(session, request, CreateOptions(...))."""
+    gate = GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
+                       spare_racks=spare_racks, **(check_options or {}))
+    result = create(session, request, CreateOptions(
+        dry_run=dry_run, wait=wait, timeout=timeout, zones=tuple(zones), fallback_locations=tuple(fallback_locations),
+        accept_terms=accept_terms, allow_scale_in=allow_scale_in, currency=currency, arm_validate=arm_validate,
+        scale_sets=scale_sets, gate=gate, report=ReportOptions(), on_event=on_event, on_notice=on_notice,
+        confirm=confirm, before_delete=before_delete))
+    if not result.healthy:
+        raise result.unhealthy_error()
+    return result.as_dict()
+
+
+def _accept_terms(session, plan) -> None:
+    try:
+        accept_marketplace_terms(session, plan)
+    except Exception as exc:
+        raise to_azure_error(exc, f"accepting the marketplace terms of plan {plan.name}") from None
+
+
+def with_spare_racks(request: Request, spare_racks: int) -> Request:
+    """The request with `spare_racks` whole racks more; bad input (not a rack size, a negative count)
+    exits 2 before anything is created."""
+    vertical = load_profile(request.profile).vertical_connect if request.profile else None
+    if spare_racks < 0:
+        raise InputError(f"--spare-racks must be 0 or more, not {spare_racks}", code="INVALID_SPARE_RACKS",
+                         remedy="pass --spare-racks 1 for one rack more than --nodes asks")
+    if not vertical:
+        raise InputError(f"--spare-racks needs a profile with rack-scale NVLink (nd-gb200-v6, nd-gb300-v6), "
+                         f"not '{request.profile}'", code="SPARE_RACKS_WITHOUT_RACKS",
+                         remedy="drop --spare-racks, or use --profile nd-gb300-v6")
+    return request.with_changes(nodes=(request.nodes or 0) + spare_racks * vertical["rack"])
+
+
+def _health_gate(session, plan: Plan, resource_group: str, result: CreateResult, gate: GateOptions,
+                 before_delete, on_notice: Callable[[str], None]) -> None:
+    cluster = plan.spec.names.cluster
+    vertical = plan.spec.profile.vertical_connect
+    replace = gate.replace_unhealthy
+    on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace and not
+                                                               vertical else ""))
+    on_round = health_gate.round_notices(on_notice)
+    if vertical:  # whole racks only: azgpu.deploy.rack_gate
+        outcome, racks, pruned, stopped = rack_gate.gate(
+            session, plan, resource_group, replace=replace, spare_racks=gate.spare_racks, max_rounds=gate.max_rounds,
+            before_delete=before_delete, options=gate.check_options(), on_notice=on_notice, on_round=on_round)
+        outcome.stopped = stopped
+        result.racks = racks
+        if gate.spare_racks:
+            result.spare_racks = {"requested": gate.spare_racks, "removed": pruned}
+    else:
+        outcome = health_gate.gate(session, cluster, resource_group, replace=replace, max_rounds=gate.max_rounds,
+                                   before_delete=before_delete, on_round=on_round, **gate.check_options())
+    result.health = outcome
+
+
+def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) -> None:
+    """Before another zone or location: a scale set's zones and location are fixed at creation, so this
+    cluster's scale sets go (and, when moving to another location, its regional network too)."""
+    if moving:
+        destroy(session, plan.spec.names.cluster, resource_group)
+        return
+    cluster = find_cluster(session, plan.spec.names.cluster, resource_group)
+    try:
+        pollers = [VMSS.begin_delete(session, resource_group, v.name) for v in cluster.scale_sets]
+        for poller in pollers:
+            poller.result()
+    except Exception as exc:
+        raise to_azure_error(exc, f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None

@@ -1,0 +1,179 @@
+"""The typed options and results of the deploy verbs (azgpu.deploy.create, ...), as SkyPilot's
+sky/provision keeps its own: callers build options once, read results as objects, and print
+`.as_dict()`. Nothing here talks to Azure or imports the SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..health.limits import INSIGHT_TIMEOUT, NODE_TIMEOUT, PARALLEL
+from ..health.outcome import UnhealthyNodes, unhealthy_error
+from ..plain import plain
+
+if TYPE_CHECKING:
+    from ..health.results import NodeResult
+    from ..plan import Plan
+    from .deployer import Event
+    from .health_gate import GateResult
+    from .preflight import Preflight
+
+MAX_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """The health gate after the scale sets succeed (`create --check`).
+
+    replace_unhealthy and spare_racks imply check. replace_unhealthy: replace failing nodes for at
+    most max_rounds rounds. spare_racks (vertical-connect sizes): deploy that many racks more, then
+    keep the requested number of whole healthy racks and remove the others (azgpu.deploy.rack_gate).
+    parallel, node_timeout, nccl: as `provision check`.
+    """
+
+    check: bool = False
+    replace_unhealthy: bool = False
+    max_rounds: int = MAX_ROUNDS
+    parallel: int = PARALLEL
+    node_timeout: float = NODE_TIMEOUT
+    nccl: bool = False
+    spare_racks: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.check or self.replace_unhealthy or bool(self.spare_racks)
+
+    def check_options(self) -> dict[str, Any]:
+        """The keyword arguments of health_gate.check/gate these options give."""
+        return {"parallel": self.parallel, "node_timeout": self.node_timeout, "nccl": self.nccl}
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Guest Health Reporting of the nodes the gate is about to delete (`create --report-to-azure`).
+
+    confirm(reports) -> bool is asked before anything is filed (None: file without asking).
+    """
+
+    report_to_azure: bool = False
+    insight_timeout: float = INSIGHT_TIMEOUT
+    confirm: Callable[[list], bool] | None = None
+
+
+def _nothing(*args: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class CreateOptions:
+    """Everything `create` does beyond the request, and the caller's hooks.
+
+    dry_run: every check runs and the what-if (with its cost in `currency`) comes with the result;
+    nothing is written. wait=False returns once Azure accepted the scale sets; timeout bounds the wait.
+    zones, fallback_locations: tried in order on capacity errors (nothing else moves a run).
+    accept_terms: accept the image plan's marketplace terms for the subscription when needed.
+    allow_scale_in: delete the instances a smaller request drops; without it, confirm(what-if report)
+    decides, or the run stops with SCALE_IN_REFUSED before any write. arm_validate: Azure validates
+    the template once azgpu's own checks pass. scale_sets: each scale set's capacity instead of the
+    split of the request's nodes (Slurm's resume grows one InfiniBand domain and keeps the others).
+    Hooks: on_event(Event) for each resource's progress, on_notice(message) for what the run decides,
+    before_delete(nodes) while failing nodes still exist (after Guest Health Reporting, if asked).
+    """
+
+    dry_run: bool = False
+    wait: bool = True
+    timeout: float | None = None
+    zones: Sequence[str] = ()
+    fallback_locations: Sequence[str] = ()
+    accept_terms: bool = False
+    allow_scale_in: bool = False
+    currency: str = "USD"
+    arm_validate: bool = True
+    scale_sets: Sequence[int] | None = None
+    gate: GateOptions = field(default_factory=GateOptions)
+    report: ReportOptions = field(default_factory=ReportOptions)
+    on_event: Callable[[Event], None] = _nothing
+    on_notice: Callable[[str], None] = _nothing
+    confirm: Callable[[str], bool] | None = None
+    before_delete: Callable[[list[NodeResult]], None] | None = None
+
+
+@dataclass
+class CreateResult:
+    """What `create` did. `healthy` is False when the gate ran and did not pass: the cluster is left
+    as it is and `unhealthy_error()` says which nodes and what to do (the CLI exits with it)."""
+
+    plan: Plan
+    preflight: Preflight
+    dry_run: bool
+    kept: list[str] = field(default_factory=list)
+    azure_validation: dict[str, Any] | None = None
+    what_if: Any = None  # changes.WhatIf, with dry_run
+    terms_accepted: dict[str, Any] | None = None
+    resource_group_created: bool | None = None
+    resources: list[Event] = field(default_factory=list)
+    health: GateResult | None = None
+    racks: list[dict[str, Any]] | None = None
+    spare_racks: dict[str, Any] | None = None
+    reports: list[dict[str, Any]] | None = None  # Guest Health Reporting's entries, when it was asked for
+    replacing: bool = False
+
+    @property
+    def cluster(self) -> str:
+        return self.plan.spec.names.cluster
+
+    @property
+    def resource_group(self) -> str:
+        return self.plan.spec.request.resource_group
+
+    @property
+    def healthy(self) -> bool:
+        return self.health is None or self.health.healthy
+
+    def unhealthy_error(self) -> UnhealthyNodes:
+        """The error a gate that did not pass ends with (its .result: this result as a dict)."""
+        result = self.as_dict()
+        return unhealthy_error(result["health"], cluster=self.cluster, resource_group=self.resource_group,
+                               replacing=self.replacing, stopped=self.health.stopped, result=result)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**self.plan.summary(), "preflight": self.preflight.as_dict(), "dry_run": self.dry_run}
+        if self.kept:
+            out["kept"] = self.kept
+        if self.azure_validation is not None:
+            out["azure_validation"] = self.azure_validation
+        if self.dry_run:
+            out["what_if"] = self.what_if.as_dict()
+            return plain(out)
+        if self.terms_accepted is not None:
+            out["terms_accepted"] = self.terms_accepted
+        out["resource_group_created"] = self.resource_group_created
+        out["resources"] = [{"name": e.name, "stage": e.stage, "state": e.state} for e in self.resources]
+        if self.racks is not None:
+            out["racks"] = self.racks
+        if self.spare_racks is not None:
+            out["spare_racks"] = self.spare_racks
+        if self.health is not None:
+            out["health"] = self.health.as_dict()
+        if self.reports is not None:
+            out["guest_health_reports"] = self.reports
+        return plain(out)
+
+
+@dataclass
+class ReportResult:
+    """What `report` did: the nodes' check (a health_gate.HealthReport) and one entry per node and
+    impact category filed, found already filed, or not reported (with why)."""
+
+    cluster: str
+    resource_group: str
+    health: Any
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "resource_group": self.resource_group, "nodes_checked": len(self.health),
+                "failed": len(self.health.failed), "inconclusive": len(self.health.inconclusive),
+                "unreachable": len(self.health.unreachable),
+                "reports_filed": sum(1 for e in self.entries if e["state"] == "filed"),
+                "reports_existing": sum(1 for e in self.entries if e["state"] == "already_filed")}

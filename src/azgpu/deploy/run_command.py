@@ -1,0 +1,173 @@
+"""The Run Command client of the health gate: one script on one scale-set instance, its verdict.
+
+The scale-set VM Run Command (RunShellScript) runs one script per call on one instance: there is no
+scale-set-wide Run Command, so the gate (azgpu.deploy.health_gate) calls it once per node, in
+parallel (run_all). Its limits shape this module (Learn linux/run-command, D-rc-linux): one script at
+a time per VM (409 Conflict otherwise: waited out a bounded number of times), no exit code and only
+the last 4 KB of output (hence the one verdict line the script prints), about 20 s at least and 90
+minutes at most, and results only over the node's outbound path to Azure. A node's own trouble
+(not running, a timeout, a conflict, a failed call) is a NodeResult saying why, never an exception.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..health.results import NodeRef, NodeResult, VerdictError, find_verdict, output_streams, result_of, validate_verdict
+from ..health.results import unreachable as unreachable_result
+from ..health.script import run_command_body
+from ..resource_types import INSTANCES
+from .arm import to_azure_error, wait_first_polling
+from .session import completed
+
+CONFLICT_RETRIES = 3  # another Run Command on the VM (409): wait and try again this many times
+CONFLICT_WAIT = 30.0
+
+
+@dataclass
+class Instance:
+    scale_set: str
+    instance_id: str
+    resource_id: str
+    computer_name: str
+    vm_id: str | None
+    power_state: str
+    size: str
+
+
+class Deadline(Exception):
+    """Raised in a Run Command's poller thread when azgpu stops waiting for it."""
+
+
+class Unreachable(Exception):
+    def __init__(self, code: str, reason: str):
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def _power_state(vm: Any) -> str:
+    for status in getattr(getattr(vm, "instance_view", None), "statuses", None) or []:
+        if (status.code or "").startswith("PowerState/"):
+            return status.code.split("/", 1)[1]
+    return "unknown"
+
+
+def list_instances(session, resource_group: str, vmss: Any) -> list[Instance]:
+    vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=True)
+    out = [Instance(vmss.name, vm.instance_id, vm.id, vm.os_profile.computer_name if vm.os_profile else vm.name,
+                    vm.vm_id, _power_state(vm), vmss.sku.name) for vm in vms]
+    return sorted(out, key=lambda i: int(i.instance_id) if i.instance_id.isdigit() else 0)
+
+
+def _polling(session, deadline: float, stop: threading.Event):
+    """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled), and
+    whose first status check waits for Retry-After like every later one."""
+    def give_up() -> None:
+        if stop.is_set() or session.clock() >= deadline:
+            raise Deadline()
+
+    return wait_first_polling(session.polling_interval, default=15, before_delay=give_up)
+
+
+def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
+    from azure.core.exceptions import AzureError as SdkError
+    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+
+    deadline = session.clock() + timeout
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            poller = INSTANCES.begin_run_command(session, resource_group, node.scale_set, node.instance_id, body,
+                                                 polling=_polling(session, deadline, stop))
+            return poller.result()
+        except Deadline:
+            raise Unreachable("timeout", f"no result within {timeout:g} s; Run Command cannot be cancelled, so the "
+                                          "check may still be running there (until it ends, a new check of this "
+                                          "node gets 409 Conflict)") from None
+        except HttpResponseError as exc:
+            if exc.status_code == 409 and attempt < CONFLICT_RETRIES and not stop.is_set():
+                session.pause(CONFLICT_WAIT)
+                continue
+            if exc.status_code == 409:
+                raise Unreachable("conflict", "another Run Command is still running on this VM (409 Conflict); "
+                                               "run 'provision check' again once it ends") from None
+            err = to_azure_error(exc, "Run Command")
+            raise Unreachable("run_command_failed", err.message) from None
+        except (ServiceRequestError, ServiceResponseError) as exc:
+            raise Unreachable("run_command_failed", f"Azure could not be reached: {exc}") from None
+        except SdkError as exc:  # a dropped connection mid-poll, a body cut short: no verdict, nothing known
+            raise Unreachable("run_command_failed", f"Run Command did not complete: {type(exc).__name__}: "
+                                                     f"{str(exc)[:200]}") from None
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _ref(node: Instance) -> NodeRef:
+    return NodeRef(node.scale_set, node.instance_id, node.resource_id, node.computer_name, node.vm_id, node.size)
+
+
+def _unreachable(node: Instance, code: str, reason: str) -> NodeResult:
+    return unreachable_result(_ref(node), code, reason)
+
+
+def _tail(text: str, n: int = 200) -> str:
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text[-n:]
+
+
+def check_node(session, resource_group: str, node: Instance, body: dict, timeout: float,
+               stop: threading.Event) -> NodeResult:
+    """One node: the Run Command, its verdict, a NodeResult (never raises for the node's own trouble)."""
+    if node.power_state not in ("running", "unknown"):
+        return _unreachable(node, "not_running", f"the VM is {node.power_state}, not running")
+    try:
+        result = _run(session, resource_group, node, body, timeout, stop)
+    except Unreachable as exc:
+        return _unreachable(node, exc.code, exc.reason)
+    stdout, stderr = output_streams(result)
+    return result_of(_ref(node), stdout, stderr)
+
+
+def check_node_raw(session, resource_group: str, node: Instance, mode: str, settings: dict,
+                   timeout: float) -> dict[str, Any]:
+    """Run one NCCL step on a node; the verdict, or {"ok": False, "error": why}."""
+    stop = threading.Event()
+    try:
+        result = _run(session, resource_group, node, run_command_body(mode, settings), timeout, stop)
+    except Unreachable as exc:
+        return {"ok": False, "error": f"{node.computer_name}: {exc.reason}"}
+    stdout, stderr = output_streams(result)
+    try:
+        verdict = find_verdict(stdout)
+        if verdict is not None:
+            validate_verdict(verdict)
+    except VerdictError as exc:
+        return {"ok": False, "error": f"{node.computer_name}: {exc}"}
+    if verdict is None:
+        return {"ok": False, "error": f"{node.computer_name}: no verdict; stderr ends '{_tail(stderr)}'"}
+    return verdict
+
+
+def run_all(session, resource_group: str, jobs: list[tuple[Instance, dict]], timeout: float, parallel: int,
+             on_node: Callable[[NodeResult], None] | None) -> list[NodeResult]:
+    if not jobs:
+        return []
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=min(parallel, len(jobs)))  # each worker only waits on Azure
+    results = []
+    try:
+        futures = [pool.submit(check_node, session, resource_group, node, body, timeout, stop) for node, body in jobs]
+        for future in completed(futures):
+            result = future.result()
+            results.append(result)
+            if on_node:
+                on_node(result)
+    except KeyboardInterrupt:
+        stop.set()  # the pollers stop at their next wait; Azure finishes what it runs
+        raise
+    finally:
+        pool.shutdown(wait=not stop.is_set(), cancel_futures=True)
+    return sorted(results, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit() else 0))

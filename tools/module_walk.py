@@ -1,0 +1,73 @@
+"""Which of azgpu's modules one simulated `provision create --check --replace-unhealthy --report-to-azure`
+runs code in, and which call each other both ways (a value going back up).
+
+    python tools/module_walk.py        # one JSON object on stdout
+
+It onboards a fresh simulated subscription to Guest Health Reporting, makes the first new node faulty,
+and runs the command in-process under sys.setprofile (every thread): a module counts when one of its
+functions is called; code that runs while a module loads (its body, class bodies, decorators) does
+not, nor does the fake (azgpu.testing). An edge is a call from a function of one module to a function
+of another; "two_way" lists the pairs that call each other, hooks included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+KEY = Path(__file__).resolve().parents[1] / "examples" / "demo_key.pub"
+
+
+def main() -> int:
+    called: set[str] = set()
+    edges: set[tuple[str, str]] = set()
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith("azgpu") or name.startswith("azgpu.testing"):
+            return
+        back = frame
+        while back is not None:
+            if back.f_code.co_name == "<module>" and back.f_globals.get("__name__") != "__main__":
+                return  # a module loading
+            back = back.f_back
+        called.add(name)
+        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
+        if caller.startswith("azgpu") and not caller.startswith("azgpu.testing") and caller != name:
+            edges.add((caller, name))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for var in ("XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+            os.environ[var] = tmp
+        os.chdir(tmp)
+        from azgpu.cli import main as provision
+
+        state = os.path.join(tmp, "sim.json")
+        for setup in (["simulate", "ghr", "--provider-state", "Registered", "--reporter"],
+                      ["simulate", "fault", "--next", "1", "--gpus", "7"]):
+            provision([*setup, "-o", "none", "--simulate-state", state])
+        sys.setprofile(profile)
+        threading.setprofile(profile)
+        try:
+            rc = provision(["create", "--profile", "nd-a100-v4", "-n", "c1", "-g", "rg1", "-l", "eastus", "--nodes", "3",
+                            "--ssh-key", str(KEY), "--check", "--replace-unhealthy", "--report-to-azure", "--yes",
+                            "--insight-timeout", "60", "-o", "none", "--simulate", "--simulate-latency", "0",
+                            "--simulate-state", state])
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)
+    two_way = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
+    json.dump({"rc": rc, "modules": len(called), "edges": len(edges), "two_way": two_way,
+               "called": sorted(called)}, sys.stdout, indent=1)
+    print()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
