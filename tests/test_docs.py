@@ -45,8 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 CI = REPO / ".ci" / "run"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
-# README.md, CONTRIBUTING.md and every page of the guide, pages other contributors add included.
-DOC_FILES = [README, REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
+# README.md, CONTRIBUTING.md, ARCHITECTURE.md and every page of the guide, pages other contributors add included.
+DOC_FILES = [README, REPO / "CONTRIBUTING.md", REPO / "ARCHITECTURE.md", *sorted((REPO / "docs").rglob("*.md"))]
 SHELL = {"bash", "sh", "shell", "console"}
 OUTPUT = {"", "text", "output"}
 

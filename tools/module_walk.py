@@ -7,7 +7,9 @@ It onboards a fresh simulated subscription to Guest Health Reporting, makes the 
 and runs the command in-process under sys.setprofile (every thread): a module counts when one of its
 functions is called; code that runs while a module loads (its body, class bodies, decorators) does
 not, nor does the fake (azgpu.testing). An edge is a call from a function of one module to a function
-of another; "two_way" lists the pairs that call each other, hooks included.
+of another; "two_way" lists the pairs that call each other, hooks included, and "up" the calls from a
+lower layer of ARCHITECTURE.md into a higher one (the offline core calling into deploy, deploy into
+the command line): a value or a decision travelling against the one-way arrows.
 """
 
 from __future__ import annotations
@@ -20,6 +22,14 @@ import threading
 from pathlib import Path
 
 KEY = Path(__file__).resolve().parents[1] / "examples" / "demo_key.pub"
+# Higher number, higher layer; the longest matching prefix decides (the package face sits with deploy).
+LAYERS = {"azgpu.cli": 3, "azgpu.deploy": 2, "azgpu.slurm": 2, "azgpu": 1}
+
+
+def layer(module: str) -> int:
+    if module == "azgpu":
+        return 2
+    return LAYERS[max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)]
 
 
 def main() -> int:
@@ -63,7 +73,8 @@ def main() -> int:
             sys.setprofile(None)
             threading.setprofile(None)
     two_way = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
-    json.dump({"rc": rc, "modules": len(called), "edges": len(edges), "two_way": two_way,
+    up = sorted(e for e in edges if layer(e[0]) < layer(e[1]))
+    json.dump({"rc": rc, "modules": len(called), "edges": len(edges), "two_way": two_way, "up": up,
                "called": sorted(called)}, sys.stdout, indent=1)
     print()
     return rc

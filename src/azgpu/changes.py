@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .naming import location_name
+
 SYMBOLS = {"Delete": "-", "Create": "+", "Modify": "~", "NoChange": "=", "Refused": "#", "Ignore": "*"}
 REFUSED = SYMBOLS["Refused"]
 # ARM's change types and property change types with the symbols `az deployment group what-if` prints.
@@ -170,7 +172,7 @@ def _same(path: str, before: Any, after: Any) -> bool:
         if leaf == "id" or path.endswith(".id"):
             return before.lower() == after.lower()  # ARM ids compare case-insensitively
         if path == "location":
-            return before.replace(" ", "").lower() == after.replace(" ", "").lower()  # "East US" is eastus
+            return location_name(before) == location_name(after)
     if isinstance(before, bool) or isinstance(after, bool):
         return before is after
     return before == after

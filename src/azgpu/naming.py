@@ -15,6 +15,11 @@ NAMING_SOURCE = "D-name-rules"
 CLUSTER_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,48}[a-z0-9]$")
 
 
+
+def location_name(name: str | None) -> str:
+    """A location as ARM compares it: the display name 'East US' and the programmatic 'eastus' are one."""
+    return (name or "").replace(" ", "").lower()
+
 @dataclass(frozen=True)
 class NameRule:
     kind: str

@@ -69,13 +69,6 @@ def fabric_domain(fabric: dict[str, Any] | None) -> str | None:
     return f"{fabric['clusterUuid']}/{fabric.get('cliqueId')}"
 
 
-def _by(nodes: list[dict], ids: list[str]) -> list[tuple[str, list[dict]]]:
-    groups: dict[str, list[dict]] = {}
-    for node, key in zip(nodes, ids):
-        groups.setdefault(key, []).append(node)
-    return list(groups.items())  # in the order of each group's first instance
-
-
 def _keys(nodes: list[dict], signals: dict, fabrics: dict, rack_size: int) -> list[tuple[str, str, str | None]]:
     """(source, group key, rack id) per node. A node's own measurement first; a node without one
     (fabric not complete) joins the measured rack of the nodes Azure reports in its subgroup, else

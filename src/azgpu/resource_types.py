@@ -255,7 +255,9 @@ COMPUTE_LOCATION = ArmType("Microsoft.Compute/locations", "compute location")  #
 PERMISSIONS = ArmType("Microsoft.Authorization/permissions", "permissions", "2022-04-01")
 IMPACT = ArmType("Microsoft.Impact", "Guest Health Reporting resource provider")
 WORKLOAD_IMPACT = ArmType(IMPACT.type + "/workloadImpacts", "workload impact")
-QUOTA = ArmType("Microsoft.Quota", "quota resource provider")
+# The version whose examples azgpu's quota bodies follow, whichever azure-mgmt-quota is installed (2.x
+# speaks 2025-03-01 by default, 3.x 2025-09-01; Quota_Update and QuotaRequestStatus_Get are the same in both).
+QUOTA = ArmType("Microsoft.Quota", "quota resource provider", "2025-09-01")
 
 REFERENCED: tuple[ArmType, ...] = (INSTANCES, SUBNET, RESOURCE_GROUP, DEPLOYMENT, USER_ASSIGNED_IDENTITY,
                                    CAPACITY_RESERVATION_GROUP, GALLERY_IMAGE, MANAGED_IMAGE, COMPUTE_LOCATION,

@@ -20,7 +20,6 @@ from .errors import InputError
 from .hostlist import compress
 
 ADDRESSES = ("private", "public", "hostname")
-SLURM_FILES = ("slurm.conf.nodes", "gres.conf", "topology.conf", "topology.yaml")
 # Guest-visible memory is a little below the documented figure (facts sheet, section 1), and
 # Slurm drains a node whose RealMemory is above what it finds: leave 5 % headroom.
 MEMORY_HEADROOM = 0.95
@@ -339,10 +338,6 @@ def slurm_stream(files: dict[str, str]) -> str:
 
 
 # ------------------------------------------------------------------------------------ by format
-
-
-TEXT_FORMATS = ("hostfile", "machinefile", "slurm", "nccl-env")
-FILE_NAMES = {"hostfile": "hostfile", "machinefile": "machinefile", "nccl-env": "nccl.env"}
 
 
 def render_files(out: dict[str, Any], fmt: str, *, address: str = "private", slots: int | None = None) -> dict[str, str]:

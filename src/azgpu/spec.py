@@ -97,7 +97,7 @@ def _check_location(loc: str | None, command: str) -> list[Finding]:
         return []
     if loc in regions():
         return []
-    squashed = loc.replace(" ", "").lower()
+    squashed = naming.location_name(loc)
     import difflib  # only for suggestions on an error: not on every start
     near = [squashed] if squashed in regions() else difflib.get_close_matches(squashed, regions(), n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""

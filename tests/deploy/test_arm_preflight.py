@@ -16,7 +16,7 @@ from azgpu.deploy.arm_preflight import request as arm_request
 from azgpu.deploy.arm_preflight import validate as arm_validate
 from azgpu.deploy.arm_preflight import what_if as arm_what_if
 from azgpu.deploy.azure_errors import AuthError, PolicyError, RequestError
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.deployer import Deployer
 from azgpu.plan import build_plan
 from azgpu.spec import validate

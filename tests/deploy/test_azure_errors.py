@@ -14,7 +14,7 @@ from deploy_support import VMSS, assert_cli_error, azure_fixture, calls, create_
 from azgpu.deploy.azure_errors import (AuthError, CapacityError, ConflictError, ImageError, MarketplaceError,
                                        OperationInProgressError, PolicyError, QuotaError, RequestError,
                                        ThrottledError, classify)
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import AzureError
 
 VMSS_PUT = {"method": "PUT", "path": "virtualMachineScaleSets"}

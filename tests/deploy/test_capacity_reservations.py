@@ -15,7 +15,7 @@ from test_azure_examples import shape_differences
 from azgpu import build_request, validate
 from azgpu.capacity import reserve_findings
 from azgpu.deploy import reservations
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.plan import build_plan
 

@@ -12,7 +12,7 @@ import yaml
 from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create_args, request
 
 from azgpu.deploy import lifecycle
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.testing import DEFAULT_SUBSCRIPTION
 

@@ -8,7 +8,7 @@ from deploy_support import (LOCATION, NAT, arm_check, NIC, NSG, PIP, RG, VM, VMS
                             names, request, writes)
 
 from azgpu.deploy.azure_errors import CapacityError
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import InputError
 
 SPLIT = {"nodes": 6, "max_ib_domain": 2}  # three scale sets of two

@@ -8,7 +8,7 @@ import pytest
 from deploy_support import (ALL_SERIES, LOCATION, NAME, NAT, NIC, NSG, PIP, RG, RG_TYPE, VM, VMSS, VNET, calls,
                             request, writes)
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.profiles import load_profile
 

@@ -9,7 +9,7 @@ import email
 import pytest
 from deploy_support import LOCATION, NAME, RG, SSH_KEY, VMSS, assert_cli_error, calls, create_args, request, writes
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.testing import FakeAzure
 

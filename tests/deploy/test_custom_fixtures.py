@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from deploy_support import LOCATION, request
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure"

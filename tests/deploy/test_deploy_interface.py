@@ -12,7 +12,7 @@ from deploy_support import NAME, RG, VM, calls, request
 
 import azgpu.deploy
 from azgpu.deploy import CreateOptions, CreateResult, GateOptions, ReportOptions, create
-from azgpu.deploy.cluster_create import legacy_create
+from deploy_support import create as legacy_create
 from azgpu.errors import ValidationFailed
 from azgpu.health.outcome import UnhealthyNodes
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import LOCATION, VMSS, create_args, request, writes
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.profiles import load_profile
 

@@ -8,7 +8,7 @@ import pytest
 from deploy_support import NAME, VMSS, assert_cli_error, calls, create_args, ours, request
 
 from azgpu.deploy.azure_errors import AuthError, CapacityError, PolicyError, QuotaError, RequestError, ThrottledError
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 
 VMSS_PUT = {"method": "PUT", "path": "virtualMachineScaleSets"}
 

@@ -49,7 +49,7 @@ from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET
 
 import azgpu
 from azgpu.deploy.azure_errors import TABLE
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session
 from azgpu.errors import AzgpuError, AzureError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, request
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.arm import rest_shape
 from azgpu.deploy.lifecycle import destroy
 

@@ -127,7 +127,7 @@ def test_the_sku_api_without_a_gpu_count_is_not_drift(azure, session, racks_quot
     # Microsoft's GB300 test notes the Compute SKU metadata lacks the GPUs capability (R-agentbaker-gb300).
     from deploy_support import request
 
-    from azgpu.deploy.cluster_create import legacy_create as create
+    from deploy_support import create
     from azgpu.testing.skus import capability, catalog_data
 
     (sku,) = [s for s in catalog_data()["skus"] if s["name"] == "Standard_ND128isr_GB300_v6"]

@@ -16,7 +16,7 @@ from deploy_support import NAME, RG, request
 
 from azgpu.deploy import ghr
 from azgpu.deploy import health_gate as health
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.session import Session
 from azgpu.health.results import Failure, NodeResult
 from azgpu.testing import FakeCredential

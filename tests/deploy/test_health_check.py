@@ -12,7 +12,7 @@ from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, requ
 from azgpu import find_size
 from azgpu.deploy import health_gate as health
 from azgpu.deploy import run_command
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.testing.models import vm_actions
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from deploy_support import NAME, RG, request
 
 from azgpu.deploy import health_gate as health
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.health.impact import impact_category
 from azgpu.profiles import find_size
 

@@ -10,7 +10,7 @@ from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, r
 
 from azgpu.deploy import health_gate as health
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 
 
 @pytest.fixture

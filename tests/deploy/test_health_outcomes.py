@@ -15,7 +15,7 @@ from deploy_support import NAME, RG, calls, request
 
 from azgpu.deploy import ghr
 from azgpu.deploy import health_gate as health
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 from azgpu.testing import hardware
 from azgpu.testing.models import vm_actions

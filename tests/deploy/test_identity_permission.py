@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from deploy_support import VMSS, assert_cli_error, create_args, request, writes
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 
 ASSIGN = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"

@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, request, writes
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.spec import validate
 

@@ -9,7 +9,7 @@ import pytest
 from deploy_support import NAME, RG, VMSS, calls, request
 
 import azgpu
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.deployer import Deployer
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from azgpu.deploy import deployer
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.session import Session
 from azgpu.request import build_request
 from azgpu.testing import FakeAzure, FakeCredential

@@ -7,7 +7,7 @@ import time
 import pytest
 from deploy_support import request
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session
 from azgpu.testing import FakeAzure, FakeCredential

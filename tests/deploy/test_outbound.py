@@ -11,7 +11,7 @@ from deploy_support import (LOCATION, NAME, NAT, NIC, NSG, PIP, RG, VMSS, VNET, 
                             create_args, names, ours, request, writes)
 
 import azgpu
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.errors import AzureError, InputError
 from azgpu.profiles import load_profile

@@ -17,7 +17,7 @@ from azure.mgmt.compute import models as compute_models
 from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create_args, model, request, sdk_has
 
 from azgpu import racks
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.lifecycle import interconnect, public_ips
 from azgpu.profiles import load_profile
 from azgpu.scheduler_files import separator

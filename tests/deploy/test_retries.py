@@ -10,7 +10,7 @@ import pytest
 from deploy_support import VMSS, assert_cli_error, calls, create_args, request
 
 from azgpu.deploy.azure_errors import ThrottledError
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.session import DEFAULT_THROTTLE_BUDGET, RETRY, THROTTLE_BUDGET_ENV, Session
 from azgpu.errors import AzureError, InputError
 from azgpu.testing import FakeCredential

@@ -11,7 +11,7 @@ import sys
 import pytest
 from deploy_support import LOCATION, VM, VMSS, arm_check, assert_cli_error, calls, create_args, request, writes
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.whatif import ScaleInRefused
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from deploy_support import (LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create_args, request, writes)
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.errors import ValidationFailed
 
 NET_RG = "net-rg"

@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args, request
 
-from azgpu.deploy.cluster_create import legacy_create as create
+from deploy_support import create
 from azgpu.deploy.lifecycle import wait
 from azgpu.errors import AzureError
 from azgpu.testing import FakeAzure

@@ -124,7 +124,7 @@ def register(cli: click.Group) -> None:
         from ..capacity import parse_group_id
         from ..deploy.capacity_report import OK, report
         from ..errors import AzureError
-        from ..testing.skus import normalize_location
+        from ..naming import location_name as normalize_location
 
         vm = _size_of(profile, size)
         if capacity_reservation_group and parse_group_id(capacity_reservation_group) is None:
@@ -259,7 +259,7 @@ def _register_simulate(cli: click.Group) -> None:
     def capability(obj, location, size, name, value, state):
         """Set one Resource SKU capability of a size in a location."""
         from ..deploy.simulate import simulated_azure
-        from ..testing.skus import normalize_location
+        from ..naming import location_name as normalize_location
         from .simulate import _size
 
         loc = normalize_location(location)
@@ -277,7 +277,7 @@ def _register_simulate(cli: click.Group) -> None:
     def outcome(obj, location, name, outcome, state):
         """What the simulated Microsoft.Quota does with the next increase requests for a usage."""
         from ..deploy.simulate import simulated_azure
-        from ..testing.skus import normalize_location
+        from ..naming import location_name as normalize_location
 
         azure = simulated_azure(state)
         loc = normalize_location(location)

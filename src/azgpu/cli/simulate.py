@@ -26,9 +26,9 @@ def _azure(state):
 
 
 def _location(location: str) -> str:
-    from ..testing.skus import normalize_location
+    from ..naming import location_name
 
-    return normalize_location(location)
+    return location_name(location)
 
 
 def group(cli: click.Group) -> click.Group:

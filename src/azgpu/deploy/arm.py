@@ -6,10 +6,12 @@ that reads a resource until the operation on it ends).
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import AzureError
+from ..errors import AzgpuError, AzureError
 from ..plan import MANAGED_BY
 from ..resource_types import ResourceType
 from .azure_errors import translate
@@ -18,7 +20,14 @@ TERMINAL = {"succeeded", "failed", "canceled"}
 CREATED_TAG = "azgpu-created"
 # Without a $filter: a listing filtered by tag leaves out every resource's tags (Resources - List By
 # Resource Group, api 2024-11-01), and the tags are how azgpu tells its resources from others.
+BASE = "https://management.azure.com"
+SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"  # read by preflight, reserve, capacity
 EXPAND = "createdTime,changedTime,provisioningState"
+
+
+def norm_family(name: str) -> str:
+    """Quota family names come with stray spaces and mixed case (facts sheet, section 4)."""
+    return name.replace(" ", "").lower()
 
 
 def list_group(session, resource_group: str) -> list[Any] | None:
@@ -116,3 +125,62 @@ def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, 
         if between is not None:
             between()
         session.pause(interval)
+
+
+def _rest_client(session):
+    """An ARM pipeline with the session's credential, retry policy (and so its throttling budget) and
+    transport (--simulate's), but without azure-mgmt-core's automatic resource provider registration
+    that the generated clients carry: registering a provider (Microsoft.Impact for Guest Health
+    Reporting) is a step of its onboarding (Learn), for the subscription's owner to take, not something
+    a call of azgpu's may do on its own."""
+    client = session.__dict__.get("_rest_client")
+    if client is None:
+        from azure.core.pipeline import policies
+        from azure.mgmt.core import ARMPipelineClient
+        from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
+
+        settings = session._kwargs()  # noqa: SLF001 - the session's own client settings
+        client = ARMPipelineClient(base_url=BASE, transport=settings["transport"], policies=[
+            policies.RequestIdPolicy(), policies.HeadersPolicy(), policies.UserAgentPolicy(sdk_moniker="azgpu"),
+            policies.ProxyPolicy(), policies.ContentDecodePolicy(), policies.RedirectPolicy(),
+            settings["retry_policy"], ARMChallengeAuthenticationPolicy(session.credential, f"{BASE}/.default"),
+            policies.CustomHookPolicy(), policies.NetworkTraceLoggingPolicy(), policies.DistributedTracingPolicy(),
+            ARMHttpLoggingPolicy()])
+        session.__dict__["_rest_client"] = client
+    return client
+
+
+def send(session, method: str, path: str, api_version: str, body: Any = None, url: str | None = None):
+    """One REST request to ARM for what no SDK client covers (Guest Health Reporting, permissions):
+    the HttpResponse, whatever its status."""
+    from azure.core.rest import HttpRequest
+
+    target = url or f"{BASE}{path}?api-version={api_version}"
+    request = HttpRequest(method, target, json=body) if body is not None else HttpRequest(method, target)
+    try:
+        return _rest_client(session).send_request(request)
+    except AzgpuError:
+        raise
+    except Exception as exc:
+        raise to_azure_error(exc, f"{method} {path}") from None
+
+
+def json_body(response) -> dict[str, Any]:
+    try:
+        data = json.loads(response.text() or "{}")
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def _matches(pattern: str, action: str) -> bool:
+    regex = "^" + ".*".join(re.escape(p) for p in pattern.split("*")) + "$"
+    return re.match(regex, action, re.IGNORECASE) is not None
+
+
+def allowed(permissions: list[dict[str, Any]], action: str) -> bool:
+    """Learn: "If an action is present in the allowed actions of any permission and not present in the
+    disallowed actions of that permission, the user is allowed to do that action" (wildcards, any case)."""
+    return any(any(_matches(a, action) for a in p.get("actions") or [])
+               and not any(_matches(n, action) for n in p.get("notActions") or [])
+               for p in permissions)

@@ -240,10 +240,6 @@ def effective(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def code_of(exc: Exception) -> str:
-    return effective(error_body(exc)).get("code") or ""
-
-
 # ------------------------------------------------------------------------------------ classifying
 
 

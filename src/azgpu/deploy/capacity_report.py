@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..capacity import parse_group_id
-from .preflight import norm_family
+from .arm import norm_family
 from .reservations import read_group
 
 OK, SHORT, BLOCKED, INFO = "ok", "short", "blocked", "info"

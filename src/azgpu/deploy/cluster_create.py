@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 from ..changes import report as what_if_text
 from ..errors import InputError, ValidationFailed
@@ -19,7 +18,7 @@ from .azure_errors import CapacityError
 from .arm import list_group, to_azure_error
 from .deployer import Deployer
 from .ghr import Reporter
-from .interface import CreateOptions, CreateResult, GateOptions, ReportOptions
+from .interface import CreateOptions, CreateResult, GateOptions
 from .lifecycle import destroy, find_cluster
 from .live_plan import prepare
 from .marketplace import accept_terms as accept_marketplace_terms
@@ -143,31 +142,6 @@ def _before_delete(reporter: Reporter | None, options: CreateOptions) -> Callabl
             hook(nodes)
 
     return both
-
-
-def legacy_create(session, request: Request, *, dry_run: bool = False, wait: bool = True,
-                  timeout: float | None = None, zones: list[str] = (), fallback_locations: list[str] = (),
-                  on_event: Callable = lambda e: None, on_notice: Callable[[str], None] = lambda m: None,
-                  accept_terms: bool = False, allow_scale_in: bool = False,
-                  confirm: Callable[[str], bool] | None = None, currency: str = "USD", check: bool = False,
-                  replace_unhealthy: bool = False, max_rounds: int = 3,
-                  before_delete: Callable[[list], None] | None = None, check_options: dict[str, Any] | None = None,
-                  spare_racks: int = 0, arm_validate: bool = True,
-                  scale_sets: list[int] | None = None) -> dict[str, Any]:
-    """Deprecated: create() as it was before azgpu.deploy.interface (keyword arguments in, the result
-    as a dict out, azgpu.health.outcome.UnhealthyNodes raised, with the result under .result, when the gate
-    does not pass). Kept for the tests that pin create's behaviour through it; new code calls
-    create(session, request, CreateOptions(...))."""
-    gate = GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                       spare_racks=spare_racks, **(check_options or {}))
-    result = create(session, request, CreateOptions(
-        dry_run=dry_run, wait=wait, timeout=timeout, zones=tuple(zones), fallback_locations=tuple(fallback_locations),
-        accept_terms=accept_terms, allow_scale_in=allow_scale_in, currency=currency, arm_validate=arm_validate,
-        scale_sets=scale_sets, gate=gate, report=ReportOptions(), on_event=on_event, on_notice=on_notice,
-        confirm=confirm, before_delete=before_delete))
-    if not result.healthy:
-        raise result.unhealthy_error()
-    return result.as_dict()
 
 
 def _accept_terms(session, plan) -> None:

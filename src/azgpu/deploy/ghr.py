@@ -32,7 +32,6 @@ categories.md @ 883ff7bb (the categories), guest-health-overview.md @ 1d8378b2 (
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,7 +45,9 @@ from ..health.results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, Node
 from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
-from .arm import to_azure_error
+from .arm import allowed, to_azure_error
+from .arm import json_body as _json
+from .arm import send as _send
 from .interface import ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
 
@@ -248,7 +249,6 @@ def _when(text: Any) -> datetime:
 
 # ------------------------------------------------------------------------------ the client
 
-BASE = "https://management.azure.com"
 NAMESPACE = IMPACT.namespace
 PERMISSIONS_API_VERSION = PERMISSIONS.api_version  # the caller's permissions on a subscription (resource_types)
 ONBOARDING_REMEDY = ("onboard the subscription as Learn's 'What is Guest Health Reporting (preview)?' says: register "
@@ -277,50 +277,6 @@ def validate_options(*, insight_timeout: float = INSIGHT_TIMEOUT) -> None:
 
 
 # ------------------------------------------------------------------------------ the wire
-
-
-def _client(session):
-    """An ARM pipeline with the session's credential, retry policy (and so its throttling budget) and
-    transport (--simulate's), but without azure-mgmt-core's automatic resource provider registration
-    that the generated clients carry: registering Microsoft.Impact is a step of GHR's onboarding
-    (Learn), for the subscription's owner to take, not something a report may do on its own."""
-    client = session.__dict__.get("_ghr_client")
-    if client is None:
-        from azure.core.pipeline import policies
-        from azure.mgmt.core import ARMPipelineClient
-        from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
-
-        settings = session._kwargs()  # noqa: SLF001 - the session's own client settings
-        client = ARMPipelineClient(base_url=BASE, transport=settings["transport"], policies=[
-            policies.RequestIdPolicy(), policies.HeadersPolicy(), policies.UserAgentPolicy(sdk_moniker="azgpu"),
-            policies.ProxyPolicy(), policies.ContentDecodePolicy(), policies.RedirectPolicy(),
-            settings["retry_policy"], ARMChallengeAuthenticationPolicy(session.credential, f"{BASE}/.default"),
-            policies.CustomHookPolicy(), policies.NetworkTraceLoggingPolicy(), policies.DistributedTracingPolicy(),
-            ARMHttpLoggingPolicy()])
-        session.__dict__["_ghr_client"] = client
-    return client
-
-
-def _send(session, method: str, path: str, api_version: str, body: Any = None, url: str | None = None):
-    """One request through azgpu's GHR pipeline; the HttpResponse, whatever its status."""
-    from azure.core.rest import HttpRequest
-
-    target = url or f"{BASE}{path}?api-version={api_version}"
-    request = HttpRequest(method, target, json=body) if body is not None else HttpRequest(method, target)
-    try:
-        return _client(session).send_request(request)
-    except AzgpuError:
-        raise
-    except Exception as exc:
-        raise to_azure_error(exc, f"{method} {path}") from None
-
-
-def _json(response) -> dict[str, Any]:
-    try:
-        data = json.loads(response.text() or "{}")
-    except ValueError:
-        data = {}
-    return data if isinstance(data, dict) else {}
 
 
 def _error(response, what: str) -> AzgpuError:
@@ -356,19 +312,6 @@ def _impact_path(session, name: str) -> str:
 
 
 # ------------------------------------------------------------------------------ preflight
-
-
-def _matches(pattern: str, action: str) -> bool:
-    regex = "^" + ".*".join(re.escape(p) for p in pattern.split("*")) + "$"
-    return re.match(regex, action, re.IGNORECASE) is not None
-
-
-def allowed(permissions: list[dict[str, Any]], action: str) -> bool:
-    """Learn: "If an action is present in the allowed actions of any permission and not present in the
-    disallowed actions of that permission, the user is allowed to do that action" (wildcards, any case)."""
-    return any(any(_matches(a, action) for a in p.get("actions") or [])
-               and not any(_matches(n, action) for n in p.get("notActions") or [])
-               for p in permissions)
 
 
 def preflight(session) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from ..health.trust import valid_nccl_pubkey
 from ..profiles import Size, find_size, load_profile
 from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
-from .arm import to_azure_error, wait_first_polling
+from .arm import to_azure_error
 from .lifecycle import find_cluster, require
 from .run_command import Instance, check_node_raw, list_instances, run_all
 

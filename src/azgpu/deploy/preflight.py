@@ -9,13 +9,15 @@ from typing import Any
 from ..errors import Finding
 from ..images import PurchasePlan
 from ..images import ofed_display
+from ..naming import location_name
 from ..plan import documented_placement
 from ..resource_types import NETWORK_API, VNET
 from ..sources import cite
 from ..spec import Spec
 from . import preflight_custom
+from .arm import SOURCE_SKUS, norm_family
+from .reservations import check_group
 
-SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"
 SOURCE_USAGE = "Azure usage API (az vm list-usage)"
 SOURCE_IMAGES = "Azure marketplace images API (az vm image list --all)"
 SOURCE_TERMS = "Azure Marketplace Ordering API (az vm image terms show)"
@@ -25,11 +27,6 @@ SOURCE_NETWORK = "Azure virtual networks API (az network vnet show)"
 # disk on NVMe takes whole NVMe disks.
 EPHEMERAL_PLACEMENTS = ("ResourceDisk", "NvmeDisk", "CacheDisk")
 RESERVED_PER_SUBNET = 5  # the first four addresses and the last one of every subnet (D-vnet-faq)
-
-
-def norm_family(name: str) -> str:
-    """Quota family names come with stray spaces and mixed case (facts sheet, section 4)."""
-    return name.replace(" ", "").lower()
 
 
 @dataclass
@@ -247,8 +244,8 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
                                    f"{vnet_name} --query [].id'), or drop --subnet-id to let azgpu create the network",
                                    source=SOURCE_NETWORK))
         return
-    location = (vnet.location or "").replace(" ", "").lower()
-    if location != (req.location or "").lower():
+    location = location_name(vnet.location)
+    if location != location_name(req.location):
         pf.findings.append(Finding(code="SUBNET_WRONG_LOCATION",
                                    message=f"{where} is in {location}, the cluster in {req.location}: a scale set's NICs must be "
                                    "in a virtual network of its own location",
@@ -514,8 +511,6 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
     preflight_custom.check_identities(pf, session, spec)
     preflight_custom.check_ppg(pf, session, spec)
     if spec.request.capacity_reservation_group:
-        from .reservations import check_group
-
         check_group(pf, session, spec, spec.nodes if nodes_needed is None else nodes_needed)
     if spec.image.image_id is not None:  # gallery, community, shared or managed image: read from its own API
         preflight_custom.check_custom_image(pf, session, spec)

@@ -14,10 +14,11 @@ from typing import Any
 
 from ..errors import Finding
 from ..images import ImageId, PurchasePlan
+from ..naming import location_name
 from ..resource_types import PERMISSIONS, USER_ASSIGNED_IDENTITY
 from ..sources import cite
 from ..spec import Spec
-from .arm import is_not_found, rest_shape
+from .arm import allowed, is_not_found, json_body, rest_shape, send
 
 SOURCE_GALLERY = "Azure Compute Gallery API (az sig image-definition show, az sig image-version show)"
 SOURCE_IMAGES = "Azure images API (az image show)"
@@ -56,7 +57,7 @@ def _get(call, *args, **kwargs) -> Any:
 
 def region_key(name: str) -> str:
     """targetRegions and replication status use display names ('West US'); requests use 'westus'."""
-    return (name or "").replace(" ", "").lower()
+    return location_name(name)
 
 
 def version_key(name: str) -> tuple:
@@ -324,7 +325,6 @@ def _allows(permissions: list[dict], action: str) -> bool:
     """Learn's rule (an action in some permission's actions and not in its notActions), where a '/*/' in
     a pattern also matches a single '/': Managed Identity Operator's ".../userAssignedIdentities/*/assign/
     action" grants the operation ".../userAssignedIdentities/assign/action"."""
-    from .ghr import allowed
 
     widened = [{"actions": [x for a in p.get("actions") or [] for x in (a, a.replace("/*/", "/"))],
                 "notActions": [x for n in p.get("notActions") or [] for x in (n, n.replace("/*/", "/"))]}
@@ -333,16 +333,14 @@ def _allows(permissions: list[dict], action: str) -> bool:
 
 
 def _check_assign(pf, session, rid: str) -> None:
-    from .ghr import PERMISSIONS_API_VERSION, _json, _send
-
-    response = _send(session, "GET", f"{rid}{PERMISSIONS.provider_path()}", PERMISSIONS_API_VERSION)
+    response = send(session, "GET", f"{rid}{PERMISSIONS.provider_path()}", PERMISSIONS.api_version)
     if response.status_code != 200:
         pf.findings.append(Finding(code="IDENTITY_PERMISSIONS_UNKNOWN",
                                    message=f"could not read the caller's permissions on user-assigned identity {rid} (HTTP "
                                    f"{response.status_code}): assigning it may still fail at the scale set's PUT",
                                    remedy="", source=SOURCE_PERMISSIONS, severity="warning"))
         return
-    permissions = [p for p in _json(response).get("value") or [] if isinstance(p, dict)]
+    permissions = [p for p in json_body(response).get("value") or [] if isinstance(p, dict)]
     if not _allows(permissions, ASSIGN_ACTION):
         pf.findings.append(Finding(
             code="IDENTITY_NOT_ASSIGNABLE",

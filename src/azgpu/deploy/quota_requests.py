@@ -20,9 +20,6 @@ from .arm import list_group
 from .live_plan import prepare
 
 SOURCES = ("D-quota-api", "D-quota-per-vm")
-# The version whose examples azgpu's bodies follow, whichever client version is installed (2.x speaks
-# 2025-03-01 by default, 3.x 2025-09-01; Quota_Update and QuotaRequestStatus_Get are the same in both).
-QUOTA_API = "2025-09-01"
 # The states QuotaRequestStatus reports (QuotaRequestState in the REST specification): Accepted and
 # InProgress are on the way, Succeeded and Failed are final, Invalid is a request Azure refused to read.
 PENDING = ("Accepted", "InProgress")

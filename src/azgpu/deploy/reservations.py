@@ -11,13 +11,17 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..capacity import parse_group_id
 from ..errors import AzureError, Finding, InputError
+from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP
 from ..sources import cite
-from .preflight import SOURCE_SKUS, Preflight
+from .arm import SOURCE_SKUS, norm_family
+
+if TYPE_CHECKING:
+    from .preflight import Preflight
 
 SOURCE = "Azure capacity reservation groups API (az capacity reservation group show --instance-view)"
 MANAGED_TAGS = {"managed-by": "azgpu"}
@@ -98,8 +102,8 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int) -> None:
                                    remedy="create it with 'provision reserve', or pass an existing group's ID",
                                    source=SOURCE))
         return
-    where = (group.location or "").replace(" ", "").lower()
-    if where != (loc or "").lower():
+    where = location_name(group.location)
+    if where != location_name(loc):
         pf.findings.append(Finding(code="CAPACITY_RESERVATION_WRONG_LOCATION",
                                    message=f"capacity reservation group '{ref['name']}' is in {where}, the cluster in {loc}",
                                    remedy=f"pass -l {where}, or a group in {loc}", source=SOURCE))
@@ -142,8 +146,6 @@ def reserve_preflight(session, *, location: str, size: str, count: int, zone: st
                       reservation_type: str) -> list[Finding]:
     """What Azure would refuse: a size that cannot be reserved (or not as Block), a zone it lacks, and
     quota for the reserved VMs (Learn: a reservation needs quota like the VMs themselves)."""
-    from .preflight import norm_family
-
     compute = session.compute
     skus = [s for s in compute.resource_skus.list(filter=f"location eq '{location}'")
             if (s.name or "").lower() == size.lower() and s.resource_type == "virtualMachines"]

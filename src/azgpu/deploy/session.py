@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AzureError, InputError
+from ..resource_types import QUOTA
 
 SUBSCRIPTION_ENV = "AZURE_SUBSCRIPTION_ID"
 SUBSCRIPTION_ID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -289,9 +290,8 @@ class Session:
         # Microsoft.Quota (quota increase requests and their status); see deploy/quota_requests.py.
         from azure.mgmt.quota import QuotaMgmtClient
 
-        from .quota_requests import QUOTA_API
 
-        return QuotaMgmtClient(self.credential, self.subscription_id, api_version=QUOTA_API, **self._kwargs())
+        return QuotaMgmtClient(self.credential, self.subscription_id, api_version=QUOTA.api_version, **self._kwargs())
 
     def check_credential(self) -> None:
         """Fail early and clearly when no credential works, before any other call."""

@@ -10,7 +10,10 @@ every category it can return and fails for one that is not.
 
 from __future__ import annotations
 
-from .results import Failure
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a failure is only read here: results.py calls in, nothing goes back
+    from .results import Failure
 
 PREFIX = "Resource.Hpc.Unhealthy."
 # triggerGHR/config/nhc_fault_dictionary.cfg at 0e0a1ac2 (NHC2006 is not in it).

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .impact import impact_category
 from .script import VERDICT_VERSION
 
 PASSED, FAILED, INCONCLUSIVE, UNREACHABLE = "passed", "failed", "inconclusive", "unreachable"
@@ -75,8 +76,6 @@ class Failure:
     port: str | None = None  # InfiniBand device:port, e.g. mlx5_ib3:1
 
     def as_dict(self) -> dict[str, Any]:
-        from .impact import impact_category
-
         out = {"check": self.check, "kind": self.kind, "message": self.message, "expected": self.expected,
                "measured": self.measured, "fault_code": self.fault_code, "xid": self.xid,
                "gpus": [g.as_dict() for g in self.gpus], "port": self.port,
@@ -409,8 +408,6 @@ def result_of(node: NodeRef, stdout: str, stderr: str = "") -> NodeResult:
 def from_verdict(node: NodeRef, v: dict[str, Any]) -> NodeResult:
     """A validated verdict as a NodeResult: failed only for a host fault (a finding with a Guest Health
     Reporting category), inconclusive for findings about the check's own run."""
-    from .impact import impact_category
-
     failures = tuple(failure_of(f) for f in v.get("failures") or [])
     more = int(v.get("more") or 0)
     dropped = {str(k): int(n) for k, n in (v.get("dropped") or {}).items()}
