@@ -27,7 +27,7 @@ import time
 
 import azgpu
 from azgpu.deploy import health_gate as health
-from azgpu.deploy import create
+from azgpu.deploy import CheckOptions, create
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 
@@ -85,7 +85,7 @@ def main() -> None:
     before = len(azure.requests)
     cpu0, children0 = time.process_time(), os.times()
     t0 = time.time()
-    report = health.check(session, NAME, RG, parallel=args.parallel,
+    report = health.check(session, NAME, RG, CheckOptions(parallel=args.parallel),
                           on_node=lambda r: first_answer or first_answer.append(time.time() - t0))
     wall = time.time() - t0
     cpu1, children1 = time.process_time(), os.times()

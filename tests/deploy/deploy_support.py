@@ -10,7 +10,7 @@ from typing import Any
 
 import azgpu
 from azgpu.deploy.cluster_create import create as deploy_create
-from azgpu.deploy.interface import CreateOptions, GateOptions, ReportOptions
+from azgpu.deploy.interface import CheckOptions, CreateOptions, GateOptions, ReportOptions
 from azgpu.request import Request
 
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
@@ -121,7 +121,7 @@ def create(session, request: Request, *, dry_run: bool = False, wait: bool = Tru
     prints, and the unhealthy-cluster error raised (with that dict under .result) when the gate does not
     pass, as the CLI reports it: the tests that pin create's behaviour were written against this shape."""
     gate = GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                       spare_racks=spare_racks, **(check_options or {}))
+                       spare_racks=spare_racks, node=CheckOptions(**(check_options or {})))
     result = deploy_create(session, request, CreateOptions(
         dry_run=dry_run, wait=wait, timeout=timeout, zones=tuple(zones), fallback_locations=tuple(fallback_locations),
         accept_terms=accept_terms, allow_scale_in=allow_scale_in, currency=currency, arm_validate=arm_validate,

@@ -11,6 +11,7 @@ from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, requ
 
 from azgpu import find_size
 from azgpu.deploy import health_gate as health
+from azgpu.deploy.interface import CheckOptions
 from azgpu.deploy import run_command
 from deploy_support import create
 from azgpu.testing.models import vm_actions
@@ -88,7 +89,7 @@ def test_no_more_run_commands_in_flight_than_the_bound(azure, session, six, monk
 
     monkeypatch.setattr(vm_actions, "run_command", counting)
     azure.make_unhealthy(f"{six}/0", run_command="timeout")  # holds one slot until the deadline
-    health.check(session, NAME, RG, parallel=3, node_timeout=60)
+    health.check(session, NAME, RG, CheckOptions(parallel=3, node_timeout=60))
     assert len(seen) == 6 and max(seen) <= 2  # at most 2 others in flight when the third starts
 
 
@@ -106,7 +107,7 @@ def test_the_report_carries_what_guest_health_reporting_needs(azure, session, th
 
 
 def one(session, instance="1", **kw):
-    return {n.instance_id: n for n in health.check(session, NAME, RG, **kw)}[instance]
+    return {n.instance_id: n for n in health.check(session, NAME, RG, CheckOptions(**kw))}[instance]
 
 
 def test_a_port_at_a_lower_rate(azure, session, three):
@@ -136,7 +137,7 @@ def test_a_run_command_without_verdict_is_unreachable(azure, session, three):
 
 def test_a_vm_busy_with_another_run_command_is_retried_then_reported(azure, session, three):
     azure.make_unhealthy(f"{three}/1", run_command="timeout")
-    health.check(session, NAME, RG, node_timeout=60)  # leaves a run command running on instance 1
+    health.check(session, NAME, RG, CheckOptions(node_timeout=60))  # leaves a run command running on instance 1
     sleeps = len(azure.sleeps)
     node = one(session, node_timeout=600)  # (the fake's clock is shared: the 409 waits pass for all)
     assert (node.status, node.reason_code) == ("unreachable", "conflict")
@@ -173,7 +174,7 @@ def private(azure, session):
 
 
 def test_a_subnet_without_outbound_is_named_as_the_reason(azure, session, private):
-    report = health.check(session, NAME, RG, node_timeout=60)
+    report = health.check(session, NAME, RG, CheckOptions(node_timeout=60))
     assert {n.reason_code for n in report} == {"no_outbound"}
     assert "no outbound path" in report.as_dict()["warnings"][0]
 
@@ -230,7 +231,7 @@ def test_check_runs_in_simulation_from_the_state_file(sim):
 
 
 def test_nccl_measures_the_bus_bandwidth_across_the_scale_set(azure, session, three):
-    report = health.check(session, NAME, RG, nccl=True)
+    report = health.check(session, NAME, RG, CheckOptions(nccl=True))
     (entry,) = report.nccl
     assert (entry["status"], entry["nodes"], entry["ranks"], entry["measured_busbw_gbps"],
             entry["expected_busbw_gbps"]) == ("passed", 3, 24, 186.0, 180.0)
@@ -238,14 +239,14 @@ def test_nccl_measures_the_bus_bandwidth_across_the_scale_set(azure, session, th
 
 def test_nccl_catches_a_slow_fabric_that_every_node_passes(azure, session, three):
     azure.degrade_fabric(three, 0.5)
-    report = health.check(session, NAME, RG, nccl=True)
+    report = health.check(session, NAME, RG, CheckOptions(nccl=True))
     assert all(n.passed for n in report)
     (entry,) = report.nccl
     assert entry["status"] == "failed" and entry["measured_busbw_gbps"] == 93.0 and not report.healthy
 
 
 def test_nccl_leaves_no_key_behind(azure, session, three):
-    health.check(session, NAME, RG, nccl=True)
+    health.check(session, NAME, RG, CheckOptions(nccl=True))
     for i in range(3):
         files = azure.node(f"{three}/{i}")["files"]
         assert "azgpu-nccl" not in files.get(".ssh/authorized_keys", "") and ".azgpu-nccl/id_ed25519" not in files
@@ -253,5 +254,5 @@ def test_nccl_leaves_no_key_behind(azure, session, three):
 
 def test_nccl_skips_a_size_without_infiniband(session):
     create(session, request("ng", nodes=2))
-    (entry,) = health.check(session, NAME, RG, nccl=True).nccl
+    (entry,) = health.check(session, NAME, RG, CheckOptions(nccl=True)).nccl
     assert entry["status"] == "skipped"

@@ -9,6 +9,7 @@ import pytest
 from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
 from azgpu.deploy import health_gate as health
+from azgpu.deploy.interface import CheckOptions
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 from deploy_support import create
 
@@ -107,7 +108,7 @@ def test_a_finding_that_follows_the_node_to_a_new_host_stops_the_rounds(azure, s
 def test_a_node_busy_with_another_run_command_is_not_replaced(azure, session):
     create(session, request("nd-a100-v4", nodes=3))
     azure.make_unhealthy("c1-vmss000/1", run_command="timeout")
-    health.check(session, NAME, RG, node_timeout=60)  # leaves a Run Command running there
+    health.check(session, NAME, RG, CheckOptions(node_timeout=60))  # leaves a Run Command running there
     # The fake's clock is shared: the 409 waits on instance 1 (3 x 30 s) pass for the others too.
     outcome = health.gate(session, NAME, RG, replace=True, node_timeout=600)
     assert outcome.report.unreachable[0].reason_code == "conflict"

@@ -15,6 +15,7 @@ from deploy_support import NAME, RG, calls, request
 
 from azgpu.deploy import ghr
 from azgpu.deploy import health_gate as health
+from azgpu.deploy.interface import CheckOptions
 from deploy_support import create
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 from azgpu.testing import hardware
@@ -168,7 +169,7 @@ def test_a_launcher_key_with_a_second_line_is_refused_and_nothing_is_trusted(azu
     create(session, request("nd-a100-v4", nodes=3))
     real = vm_actions._public_key
     monkeypatch.setattr(vm_actions, "_public_key", lambda seed: real(seed) + " azgpu-nccl\\nssh-ed25519 " + real("x"))
-    report = health.check(session, NAME, RG, nccl=True)
+    report = health.check(session, NAME, RG, CheckOptions(nccl=True))
     (entry,) = report.nccl
     assert entry["status"] == "error" and "refused" in entry["message"]
     for i in range(3):

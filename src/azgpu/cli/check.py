@@ -5,6 +5,7 @@ Importing this module is cheap: the Azure SDK is imported only inside the comman
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -16,7 +17,16 @@ from .options import azure_options, cluster_args, common, emit, log
 
 
 def health_options(fn):
-    """--parallel, --node-timeout and --nccl, shared by `check` and `create --check`."""
+    """--parallel, --node-timeout and --nccl, shared by `check` and `create --check`: the command gets
+    them as one CheckOptions, `node_check`."""
+
+    @functools.wraps(fn)
+    def command(*args, parallel, node_timeout, nccl, **kwargs):
+        from ..deploy.interface import CheckOptions
+
+        return fn(*args, node_check=CheckOptions(parallel=parallel, node_timeout=node_timeout, nccl=nccl), **kwargs)
+
+    wrapped = command
     for option in reversed([
         click.option("--parallel", type=int, default=PARALLEL, show_default=True,
                      help="Run Commands in flight at once (Compute allows 500 a minute per subscription)."),
@@ -26,8 +36,8 @@ def health_options(fn):
                      help="Also run an NCCL all-reduce across each scale set's nodes and compare the bus bandwidth "
                           "with the size's expectation."),
     ]):
-        fn = option(fn)
-    return fn
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def compact(report: dict[str, Any]) -> dict[str, Any]:
@@ -160,8 +170,8 @@ def register(cli: click.Group) -> None:
     @health_options
     @azure_options
     @common
-    def check_cmd(obj, name, resource_group, from_output, print_script, size, parallel, node_timeout, nccl,
-                  subscription, simulate, simulate_latency, simulate_state):
+    def check_cmd(obj, name, resource_group, from_output, print_script, size, node_check, subscription, simulate,
+                  simulate_latency, simulate_state):
         """Run the node health checks on every node (AzNHC where the image has it, else azgpu's fallback) through
         Run Command; exit 0 only when every node passed. Only a failed node (a host fault) is ever replaced or
         reported; inconclusive and unreachable nodes are shown with their reason."""
@@ -177,7 +187,7 @@ def register(cli: click.Group) -> None:
             if print_script:
                 from ..health.script import node_script
 
-                click.echo(node_script(size, node_timeout=node_timeout), nl=False)
+                click.echo(node_script(size, node_timeout=node_check.node_timeout), nl=False)
                 return
             _judge_output(obj, from_output, size)
             return
@@ -187,8 +197,7 @@ def register(cli: click.Group) -> None:
         cluster_args(name, resource_group, latency=simulate_latency)
         progress = Progress(obj)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            report = check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout,
-                           nccl=nccl, on_node=progress, on_start=progress.start)
+            report = check(session, name, resource_group, node_check, on_node=progress, on_start=progress.start)
             racks = _racks(session, name, resource_group, report)
         data = report.as_dict()
         if racks is not None:

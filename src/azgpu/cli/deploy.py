@@ -30,8 +30,8 @@ def create_options(fn):
 
     @functools.wraps(fn)
     def command(*args, dry_run, no_wait, timeout, zones, fallback_locations, accept_terms, no_arm_validate,
-                allow_scale_in, currency, check, replace_unhealthy, max_rounds, spare_racks, parallel, node_timeout,
-                nccl, report_to_azure, insight_timeout, **kwargs):
+                allow_scale_in, currency, check, replace_unhealthy, max_rounds, spare_racks, node_check,
+                report_to_azure, insight_timeout, **kwargs):
         from ..deploy import CreateOptions, GateOptions, ReportOptions
 
         settings = CreateOptions(
@@ -39,7 +39,7 @@ def create_options(fn):
             fallback_locations=tuple(fallback_locations or ()), accept_terms=accept_terms,
             allow_scale_in=allow_scale_in, currency=currency, arm_validate=not no_arm_validate,
             gate=GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                             parallel=parallel, node_timeout=node_timeout, nccl=nccl, spare_racks=spare_racks),
+                             spare_racks=spare_racks, node=node_check),
             report=ReportOptions(report_to_azure=report_to_azure, insight_timeout=insight_timeout))
         return fn(*args, settings=settings, **kwargs)
 

@@ -126,17 +126,18 @@ def register(cli: click.Group) -> None:
         and day, so a re-run the same day files nothing new. Nothing is deleted: replace the nodes with
         'provision create ... --check --replace-unhealthy'.
         """
-        from ..deploy import ReportOptions, ghr, report
+        from ..deploy import CheckOptions, ReportOptions, ghr, report
 
         cluster_args(name, resource_group)
         ghr.validate_options(insight_timeout=insight_timeout)
         _need_confirmation(yes)
-        check = {k: v for k, v in (("parallel", parallel), ("node_timeout", node_timeout)) if v is not None}
+        check = CheckOptions(**{k: v for k, v in (("parallel", parallel), ("node_timeout", node_timeout))
+                                if v is not None})
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             done = report(session, name, resource_group,
                           ReportOptions(report_to_azure=True, insight_timeout=insight_timeout,
                                         confirm=None if yes else ask_to_report),
-                          nodes=nodes, check_options=check, on_node=node_logger(obj) or _node_line, on_event=log)
+                          nodes=nodes, check=check, on_node=node_logger(obj) or _node_line, on_event=log)
         health, entries = done.health, done.entries
         bad = health.failed
         filed = [e for e in entries if e["state"] in ("filed", "already_filed")]

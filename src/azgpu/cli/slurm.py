@@ -165,9 +165,11 @@ def register(cli: click.Group) -> None:
         """
         from ..slurm.power import ResumeIncomplete, resume
 
-        check_options = {"node_timeout": node_timeout} if node_timeout else {}
+        from ..deploy import CheckOptions
+
+        node_check = CheckOptions(node_timeout=node_timeout) if node_timeout else CheckOptions()
         ctx = _context(**values, zones=list(zones), fallback_locations=list(fallback_locations),
-                       max_rounds=max_rounds, check_options=check_options)
+                       max_rounds=max_rounds, node_check=node_check)
         result = resume(ctx, hostlist)
         emit(result, obj)
         if result["failed"]:

@@ -5,8 +5,9 @@
     result.healthy, result.health, result.as_dict()
 
 create(session, request, CreateOptions) -> CreateResult; what_if(session, request) -> changes.WhatIf;
-status / wait / destroy / outputs(session, name, resource_group); check(session, name, resource_group)
--> health_gate.HealthReport; report(session, name, resource_group, ReportOptions) -> ReportResult;
+status / wait / destroy / outputs(session, name, resource_group); check(session, name, resource_group,
+CheckOptions) -> health_gate.HealthReport; report(session, name, resource_group, ReportOptions,
+check=CheckOptions) -> ReportResult;
 list(session, resource_group=None) -> one row per cluster. The options and results (azgpu.deploy.
 interface) load with this package; each verb's module, and with it the Azure SDK (imported only
 inside the calls that talk to Azure), loads on the verb's first use.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .interface import CreateOptions, CreateResult, GateOptions, ReportOptions, ReportResult
+from .interface import CheckOptions, CreateOptions, CreateResult, GateOptions, ReportOptions, ReportResult
 
 if TYPE_CHECKING:
     from .cluster_create import create
@@ -34,7 +35,7 @@ VERBS = {
     "check": ("health_gate", "check"), "report": ("ghr", "report"), "list": ("cluster_list", "list_clusters"),
 }
 
-__all__ = ["CreateOptions", "CreateResult", "GateOptions", "ReportOptions", "ReportResult", "create", "what_if",
+__all__ = ["CheckOptions", "CreateOptions", "CreateResult", "GateOptions", "ReportOptions", "ReportResult", "create", "what_if",
            "status", "wait", "destroy", "outputs", "check", "report", "list"]
 
 

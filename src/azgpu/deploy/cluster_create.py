@@ -53,7 +53,8 @@ def create(session, request: Request, options: CreateOptions = CreateOptions()) 
         raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
                          remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
     if gate.enabled:  # bad gate options fail before anything is created
-        health_gate.validate_options(max_rounds=gate.max_rounds, parallel=gate.parallel, node_timeout=gate.node_timeout)
+        health_gate.validate_options(max_rounds=gate.max_rounds, parallel=gate.node.parallel,
+                                     node_timeout=gate.node.node_timeout)
     resource_group = request.resource_group
     zones, locations = list(options.zones), list(options.fallback_locations)
     bad = [f for f in check_fallbacks(zones, locations) if f.is_error]

@@ -48,7 +48,7 @@ from . import health_gate
 from .arm import allowed, to_azure_error
 from .arm import json_body as _json
 from .arm import send as _send
-from .interface import ReportOptions, ReportResult
+from .interface import CheckOptions, ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
 
 # api-versions. Learn's "Report node health" page says of the PUT: "Use `2023-02-01-preview`" (the
@@ -562,7 +562,7 @@ def list_reports(session, resource_group: str, name: str | None = None) -> list[
 
 
 def report(session, name: str, resource_group: str, options: ReportOptions = ReportOptions(), *,
-           nodes: Sequence[str] = (), check_options: dict[str, Any] | None = None,
+           nodes: Sequence[str] = (), check: CheckOptions = CheckOptions(),
            on_node: Callable[[NodeResult], None] | None = None,
            on_event: Callable[[str], None] | None = None) -> ReportResult:
     """Check the cluster's nodes (or only `nodes`: computer names, SCALESET/ID, instance ids or resource
@@ -571,8 +571,7 @@ def report(session, name: str, resource_group: str, options: ReportOptions = Rep
     reporter = Reporter(session, insight_timeout=options.insight_timeout, confirm=options.confirm, on_event=on_event)
     reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
     instances = _node_ids(session, name, resource_group, tuple(nodes)) if nodes else None
-    health = health_gate.check(session, name, resource_group, instances=instances, on_node=on_node,
-                               **(check_options or {}))
+    health = health_gate.check(session, name, resource_group, check, instances=instances, on_node=on_node)
     # Only a node proven faulty is reported: not one that did not answer or answered inconclusively.
     entries = reporter.report(health.failed) if health.failed else []
     return ReportResult(name, resource_group, health, entries)

@@ -31,6 +31,7 @@ from ..profiles import Size, find_size, load_profile
 from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import to_azure_error
+from .interface import CheckOptions
 from .lifecycle import find_cluster, require
 from .run_command import Instance, check_node_raw, list_instances, run_all
 
@@ -206,15 +207,15 @@ def _note_outbound(results: list[NodeResult], outbound: dict[str, dict]) -> list
     return out
 
 
-def check(session, name: str, resource_group: str, *, instances: set[str] | None = None, parallel: int = PARALLEL,
-          node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
-          on_node: Callable[[NodeResult], None] | None = None,
+def check(session, name: str, resource_group: str, options: CheckOptions = CheckOptions(), *,
+          instances: set[str] | None = None, on_node: Callable[[NodeResult], None] | None = None,
           on_start: Callable[[int], None] | None = None) -> HealthReport:
-    """Check every node of the cluster (or only `instances`, VM resource ids), in parallel.
+    """Check every node of the cluster (or only `instances`, VM resource ids), in parallel, as `options` say.
 
     Returns the HealthReport (a list of NodeResult plus the outbound path and NCCL results); raises
     only for the cluster as a whole (not found, no permission).
     """
+    parallel, node_timeout, nccl = options.parallel, options.node_timeout, options.nccl
     _options(parallel, node_timeout)
     try:
         cluster = require(find_cluster(session, name, resource_group))
@@ -418,8 +419,8 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
     ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
     (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted."""
     validate_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
-    report = check(session, name, resource_group, parallel=parallel, node_timeout=node_timeout, nccl=nccl,
-                   on_node=on_node, on_start=on_start)
+    report = check(session, name, resource_group, CheckOptions(parallel, node_timeout, nccl), on_node=on_node,
+                   on_start=on_start)
     rounds = [_round(0, report.nodes, "check")]
     previous: set = set()
     if on_round:
@@ -457,8 +458,8 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
         replaced += [{"round": len(rounds), "scale_set": n.scale_set, "instance_id": n.instance_id,
                       "computer_name": n.computer_name, "physical_host": n.physical_host, "resource_id": n.resource_id,
                       "summary": n.summary()} for n in bad]
-        again = check(session, name, resource_group, instances=new, parallel=parallel, node_timeout=node_timeout,
-                      nccl=False, on_node=on_node, on_start=on_start)
+        again = check(session, name, resource_group, CheckOptions(parallel, node_timeout), instances=new,
+                      on_node=on_node, on_start=on_start)
         gone = {n.resource_id.lower() for n in bad}
         nodes = [n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes
         report = HealthReport(name, resource_group,

@@ -23,30 +23,43 @@ MAX_ROUNDS = 3
 
 
 @dataclass(frozen=True)
+class CheckOptions:
+    """How each node is checked, wherever the gate runs (`provision check` and `report`, create's gate,
+    Slurm's resume): Run Commands in flight at once, the seconds one node's verdict may take, and
+    whether an NCCL all-reduce runs across each scale set too."""
+
+    parallel: int = PARALLEL
+    node_timeout: float = NODE_TIMEOUT
+    nccl: bool = False
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of health_gate.gate and rack_gate.gate these options give."""
+        return {"parallel": self.parallel, "node_timeout": self.node_timeout, "nccl": self.nccl}
+
+
+@dataclass(frozen=True)
 class GateOptions:
     """The health gate after the scale sets succeed (`create --check`).
 
     replace_unhealthy and spare_racks imply check. replace_unhealthy: replace failing nodes for at
     most max_rounds rounds. spare_racks (vertical-connect sizes): deploy that many racks more, then
     keep the requested number of whole healthy racks and remove the others (azgpu.deploy.rack_gate).
-    parallel, node_timeout, nccl: as `provision check`.
+    node: how each node is checked, as `provision check`.
     """
 
     check: bool = False
     replace_unhealthy: bool = False
     max_rounds: int = MAX_ROUNDS
-    parallel: int = PARALLEL
-    node_timeout: float = NODE_TIMEOUT
-    nccl: bool = False
     spare_racks: int = 0
+    node: CheckOptions = CheckOptions()
 
     @property
     def enabled(self) -> bool:
         return self.check or self.replace_unhealthy or bool(self.spare_racks)
 
     def check_options(self) -> dict[str, Any]:
-        """The keyword arguments of health_gate.check/gate these options give."""
-        return {"parallel": self.parallel, "node_timeout": self.node_timeout, "nccl": self.nccl}
+        """The keyword arguments of health_gate.gate and rack_gate.gate these options give."""
+        return self.node.kwargs()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..deploy.interface import CheckOptions
 from ..errors import AzgpuError, InputError, NotFoundError
 from ..hostlist import compress
 from . import state
@@ -84,7 +85,7 @@ class Context:
     zones: list[str] = field(default_factory=list)
     fallback_locations: list[str] = field(default_factory=list)
     max_rounds: int = 3
-    check_options: dict[str, Any] = field(default_factory=dict)
+    node_check: CheckOptions = CheckOptions()
 
     @property
     def cluster(self) -> str:
@@ -231,7 +232,7 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
         candidates = free[:len(todo)]
         ids = {f"{inventory[vmss]['id']}/virtualMachines/{i}".lower(): i for i in candidates}
         ctx.log("resume", hostlist, f"health check of {len(candidates)} node(s) of {vmss}")
-        report = check(session, ctx.cluster, ctx.resource_group, instances=set(ids), **ctx.check_options)
+        report = check(session, ctx.cluster, ctx.resource_group, ctx.node_check, instances=set(ids))
         by_instance = {n.instance_id: n for n in report.nodes if n.scale_set == vmss}
         bad, stuck = [], []
         for instance in candidates:
