@@ -1,6 +1,7 @@
-"""The plan to deploy: the preflight against the live subscription, and the plan again where the
-values Azure reports (accelerated networking, the image's purchase plan, the ephemeral disk's
-placement) override the documented ones. create, what-if and the quota requests share it."""
+"""The plan to deploy: the preflight against the live subscription, then the plan, built once from
+the Spec with the values Azure reports (accelerated networking, the image's purchase plan, the
+ephemeral disk's placement) in place of the documented ones. create, what-if and the quota requests
+share it."""
 
 from __future__ import annotations
 
@@ -15,19 +16,13 @@ from .preflight import Preflight, run_preflight
 from ..resource_types import VMSS
 
 
-def _vcpus_needed(plan: Plan, listed: list[Any] | None) -> int:
-    """vCPUs this run adds: planned capacity minus what this cluster's scale sets already hold."""
-    existing = {item.name: (item.sku.capacity if item.sku else 0) or 0 for item in listed or []
-                if (item.type or "").lower() == VMSS.type.lower() and is_ours(item.tags, plan.spec.names.cluster)}
-    per_node = plan.spec.size.vcpus
-    return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) * per_node for r in plan.scale_sets)
-
-
-def _nodes_needed(plan: Plan, listed: list[Any] | None) -> int:
-    """Nodes this run adds (the addresses it takes in a --subnet-id): planned minus what this cluster holds."""
-    existing = {item.name: (item.sku.capacity if item.sku else 0) or 0 for item in listed or []
-                if (item.type or "").lower() == VMSS.type.lower() and is_ours(item.tags, plan.spec.names.cluster)}
-    return sum(max(0, r.body["sku"]["capacity"] - existing.get(r.name, 0)) for r in plan.scale_sets)
+def _nodes_needed(spec: Spec, listed: list[Any] | None) -> int:
+    """Nodes this run adds: each planned scale set's capacity minus what this cluster's scale set of
+    that name already holds (the quota it needs, and the addresses it takes in a --subnet-id)."""
+    held = {item.name: (item.sku.capacity if item.sku else 0) or 0 for item in listed or []
+            if (item.type or "").lower() == VMSS.type.lower() and is_ours(item.tags, spec.names.cluster)}
+    return sum(max(0, capacity - held.get(VMSS.name_in(spec.names, i), 0))
+               for i, capacity in enumerate(spec.scale_sets))
 
 
 def prepare(session, spec: Spec, listed: list[Any] | None, fallback_zones: list[str] = (), *, strict: bool = True,
@@ -40,11 +35,10 @@ def prepare(session, spec: Spec, listed: list[Any] | None, fallback_zones: list[
     accept_terms: unaccepted marketplace terms of the image's plan are left for create to accept
     instead of stopping the preflight.
     """
-    plan = build_plan(spec)
+    nodes = _nodes_needed(spec, listed)
     try:
-        pf = run_preflight(session, spec, vcpus_needed=_vcpus_needed(plan, listed),
-                           nodes_needed=_nodes_needed(plan, listed), accept_terms=accept_terms,
-                           fallback_zones=list(fallback_zones))
+        pf = run_preflight(session, spec, vcpus_needed=nodes * spec.size.vcpus, nodes_needed=nodes,
+                           accept_terms=accept_terms, fallback_zones=list(fallback_zones))
     except Exception as exc:  # an SDK error of a preflight read becomes a typed error with a remedy
         raise to_azure_error(exc, "preflight") from None
     if pf.errors and strict:
@@ -56,6 +50,4 @@ def prepare(session, spec: Spec, listed: list[Any] | None, fallback_zones: list[
         live = dataclasses.replace(live, image=dataclasses.replace(live.image, plan=pf.overrides["plan"]))
     if "ephemeral_placement" in pf.overrides:
         live = dataclasses.replace(live, ephemeral_placement=pf.overrides["ephemeral_placement"])
-    if live is not spec:
-        plan = build_plan(live)
-    return plan, pf
+    return build_plan(live), pf  # built once, from what Azure reports
