@@ -104,3 +104,16 @@ def test_report_verb_checks_and_files_without_deleting(azure, session):
     done = azgpu.deploy.report(session, NAME, RG, ReportOptions(insight_timeout=0))
     assert (done.as_dict()["failed"], done.as_dict()["reports_filed"]) == (1, 1)
     assert [e["state"] for e in done.entries] == ["filed"] and ids(azure) == [0, 1, 2]
+
+
+def test_a_validated_spec_is_not_validated_again(azure, session, monkeypatch):
+    """The CLI hands create the Spec whose findings it showed: create validates only a fallback's."""
+    from azgpu.deploy import cluster_create
+
+    spec = azgpu.validate(request("nd-a100-v4", nodes=2), command="create")
+    seen = []
+    monkeypatch.setattr(cluster_create, "validate", lambda req, **kw: seen.append(req) or azgpu.validate(req, **kw))
+    from_spec = create(session, spec)
+    assert seen == [] and from_spec.healthy
+    again = create(session, spec.request)
+    assert len(seen) == 1 and again.as_dict()["scale_sets"] == from_spec.as_dict()["scale_sets"]

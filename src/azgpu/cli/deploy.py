@@ -137,7 +137,7 @@ def register(cli: click.Group) -> None:
                                     yes=yes)
             title = f"{'simulated ' if simulate else ''}create {spec.names.cluster} in {request.resource_group}"
             with progress_for(title, obj["output"], verbose=obj["verbose"], log=log) as progress:
-                result = create(session, spec.request, dataclasses.replace(
+                result = create(session, spec, dataclasses.replace(
                     settings, on_event=progress.update, on_notice=progress.notice))
         if not result.healthy:  # the result and its health report first, then the error
             error = result.unhealthy_error()

@@ -11,7 +11,7 @@ from ..errors import InputError, ValidationFailed
 from ..plan import Plan
 from ..profiles import load_profile
 from ..request import Request
-from ..spec import check_fallbacks, validate
+from ..spec import Spec, check_fallbacks, validate
 from . import health_gate, rack_gate
 from .arm_preflight import validate as arm_check
 from .azure_errors import CapacityError
@@ -33,9 +33,11 @@ def candidates(request: Request, zones: list[str], locations: list[str]) -> list
     return out
 
 
-def create(session, request: Request, options: CreateOptions = CreateOptions()) -> CreateResult:
+def create(session, request: Request | Spec, options: CreateOptions = CreateOptions()) -> CreateResult:
     """Validate, preflight, deploy. Capacity errors move to the next zone or location; nothing else does.
 
+    request: a Request, or the Spec azgpu.validate made of it (the CLI's, whose findings it has shown):
+    that Spec serves the request's own location and zone as it is; a fallback is validated for its own.
     A run that would delete instances (fewer nodes, a scale set no longer planned) stops with
     SCALE_IN_REFUSED before any write unless options.allow_scale_in, or options.confirm(what-if report)
     says yes; then exactly the instances the report names are deleted. With options.gate enabled,
@@ -47,8 +49,11 @@ def create(session, request: Request, options: CreateOptions = CreateOptions()) 
     """
     gate = options.gate
     reporter = _reporter(session, options)
+    validated = request if isinstance(request, Spec) else None
+    if validated is not None:
+        request = validated.request
     if gate.spare_racks:
-        request = with_spare_racks(request, gate.spare_racks)
+        request, validated = with_spare_racks(request, gate.spare_racks), None
     if gate.enabled and (options.dry_run or not options.wait):
         raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
                          remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
@@ -63,7 +68,8 @@ def create(session, request: Request, options: CreateOptions = CreateOptions()) 
     tried = candidates(request, zones, locations)
     held = 0  # instances this cluster held before this run: a fallback must not delete them
     for attempt, (location, zone) in enumerate(tried):
-        spec = validate(request.with_changes(location=location, zone=zone), command="create")
+        spec = validated if attempt == 0 and validated is not None else validate(
+            request.with_changes(location=location, zone=zone), command="create")
         if options.scale_sets is not None:
             spec = dataclasses.replace(spec, scale_sets=tuple(options.scale_sets))
         # One listing serves the quota arithmetic, the group check and finding what exists.
