@@ -9,11 +9,15 @@ functions is called; code that runs while a module loads (its body, class bodies
 not, nor does the fake (azgpu.testing). An edge is a call from a function of one module to a function
 of another; "two_way" lists the pairs that call each other, hooks included, and "up" the calls from a
 lower layer of ARCHITECTURE.md into a higher one (the offline core calling into deploy, deploy into
-the command line): a value or a decision travelling against the one-way arrows.
+the command line). "up_by_name" keeps those whose caller imports the module it calls: a lower layer
+reaching up on its own, against the one-way arrows. The others are hooks: functions the higher layer
+handed down (progress and notices the CLI gave create, a resolver the deployer gave expr).
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import os
 import sys
@@ -30,6 +34,22 @@ def layer(module: str) -> int:
     if module == "azgpu":
         return 2
     return LAYERS[max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)]
+
+
+def imports(module: str) -> set[str]:
+    """The azgpu modules a module's source names in its imports (relative ones resolved)."""
+    spec = importlib.util.find_spec(module)
+    tree = ast.parse(Path(spec.origin).read_text())
+    package = module if spec.origin.endswith("__init__.py") else module.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                else node.module or ""
+            out |= {base, *(f"{base}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return out
 
 
 def main() -> int:
@@ -74,7 +94,9 @@ def main() -> int:
             threading.setprofile(None)
     two_way = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
     up = sorted(e for e in edges if layer(e[0]) < layer(e[1]))
+    up_by_name = [e for e in up if e[1] in imports(e[0])]
     json.dump({"rc": rc, "modules": len(called), "edges": len(edges), "two_way": two_way, "up": up,
+               "up_by_name": up_by_name,
                "called": sorted(called)}, sys.stdout, indent=1)
     print()
     return rc
