@@ -101,3 +101,21 @@ def test_dry_run_reports_the_drift_and_writes_nothing(azure, cli):
     assert "[SKU_DRIFT]" in err and CAPABILITY in err
     assert writes(azure) == []
     assert json.loads(out)["dry_run"] is True
+
+
+def test_the_plan_is_built_once_from_the_live_values(azure, session, monkeypatch):
+    """The preflight reads the Spec, not a first Plan: one Plan, built after Azure's live values replaced
+    the documented ones (here the placement), never a Plan that is patched and built again."""
+    from azgpu.deploy import live_plan
+    from azgpu.plan import build_plan
+
+    built = []
+
+    def counting(spec):
+        built.append(spec)
+        return build_plan(spec)
+
+    monkeypatch.setattr(live_plan, "build_plan", counting)
+    deploy(azure, session, "nd-h100-v5", H100, "NvmeDisk")
+    assert placement(azure) == "NvmeDisk"
+    assert [s.ephemeral_placement for s in built] == ["NvmeDisk"]
