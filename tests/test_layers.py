@@ -10,32 +10,19 @@ imports the deploy layer or the command line (it answers HTTP as Azure would, wh
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "azgpu"
+from test_import_cycles import SRC, _module_name, _resolve
 
 # Where the product may open the fake: --simulate builds its session here, and `provision simulate`
 # shapes the simulated subscription.
 SIMULATE_DOORS = ("azgpu.deploy.simulate", "azgpu.cli.simulate", "azgpu.cli.simulate_faults")
 
 
-def _module(path: Path) -> str:
-    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
 def _imports(source: str, name: str, is_package: bool):
     """What each import of this source names, wherever it stands: the most specific candidate first."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".") if is_package else name.split(".")[:-1]
-                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-                target = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
+            target = _resolve(name, is_package, node.level, node.module) if node.level else node.module or ""
             for a in node.names:  # `from .deploy import create` imports the module azgpu.deploy.create
                 yield [f"{target}.{a.name}", target]
         elif isinstance(node, ast.Import):
@@ -61,7 +48,7 @@ ALLOWED = {
 
 
 def _sources() -> dict[str, tuple[str, bool]]:
-    return {_module(p): (p.read_text(), p.name == "__init__.py") for p in SRC.rglob("*.py")}
+    return {_module_name(p): (p.read_text(), p.name == "__init__.py") for p in SRC.rglob("*.py")}
 
 
 def violations(modules: dict[str, tuple[str, bool]]) -> list[str]:

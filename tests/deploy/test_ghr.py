@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
-from azgpu.deploy import ghr
+from azgpu.deploy import arm, ghr
 from azgpu.deploy import health_gate as health
 from deploy_support import create
 from azgpu.errors import ValidationFailed
@@ -257,7 +257,7 @@ def test_reports_are_read_from_azure_for_the_cluster_only(azure, session, bad_cl
     # A report another tool filed (AzNHC's triggerGHR.sh uses a GUID name) for the other cluster's node.
     body = {"properties": {"startDateTime": "2026-03-14T08:00:00Z", "impactCategory": "Resource.Hpc.Unhealthy.NvLink",
                            "impactedResourceId": c2["id"], "additionalProperties": {"PhysicalHostName": "X"}}}
-    ghr._send(session, "PUT", f"/subscriptions/{azure.subscription_id}/providers/Microsoft.Impact/workloadImpacts/"
+    arm.send(session, "PUT", f"/subscriptions/{azure.subscription_id}/providers/Microsoft.Impact/workloadImpacts/"
                               "0f8fad5b-d9cb-469f-a165-70867728950e", ghr.API_VERSION, body)
     mine = ghr.list_reports(session, RG, NAME)
     assert [(r["category"], r["scale_set"], r["instance_id"], r["by_azgpu"]) for r in mine] == \

@@ -14,7 +14,7 @@ import pytest
 import responses
 from deploy_support import NAME, RG, request
 
-from azgpu.deploy import ghr
+from azgpu.deploy import arm, ghr
 from azgpu.deploy import health_gate as health
 from deploy_support import create
 from azgpu.deploy.session import Session
@@ -153,7 +153,7 @@ def filed(azure, session):
 
 
 def test_the_fakes_impact_has_the_examples_shape(azure, session, filed):
-    fake = ghr._json(ghr._send(session, "GET", filed["impact_id"], ghr.API_VERSION))
+    fake = arm.json_body(arm.send(session, "GET", filed["impact_id"], ghr.API_VERSION))
     real = body("WorkloadImpact_Get")
     # connectivity and workload belong to other kinds of impact; Learn's GHR body has neither.
     only_real = {".properties.connectivity", ".properties.workload", ".properties.endDateTime"}
@@ -166,7 +166,7 @@ def test_the_fakes_impact_has_the_examples_shape(azure, session, filed):
 
 
 def test_the_fakes_insights_have_learns_shape(azure, session, filed):
-    fake = ghr._json(ghr._send(session, "GET", filed["impact_id"] + "/insights", ghr.INSIGHTS_API_VERSION))
+    fake = arm.json_body(arm.send(session, "GET", filed["impact_id"] + "/insights", ghr.INSIGHTS_API_VERSION))
     real = example("ghr-insights-learn")
     assert keys(fake) == keys(real)
     assert [i["properties"]["additionalDetails"] for i in fake["value"]] == \
@@ -175,11 +175,11 @@ def test_the_fakes_insights_have_learns_shape(azure, session, filed):
 
 def test_the_fakes_category_listing_is_the_examples(azure, session):
     path = f"/subscriptions/{azure.subscription_id}/providers/Microsoft.Impact/impactCategories"
-    fake = ghr._json(ghr._send(session, "GET", path, ghr.API_VERSION))
+    fake = arm.json_body(arm.send(session, "GET", path, ghr.API_VERSION))
     assert fake == body("ImpactCategories_ListBySubscription")
 
 
 def test_the_fakes_permissions_have_learns_shape(azure, session):
     path = f"/subscriptions/{azure.subscription_id}/providers/Microsoft.Authorization/permissions"
-    fake = ghr._json(ghr._send(session, "GET", path, ghr.PERMISSIONS_API_VERSION))
+    fake = arm.json_body(arm.send(session, "GET", path, ghr.PERMISSIONS_API_VERSION))
     assert keys(example("permissions-subscription-learn")) <= keys(fake)

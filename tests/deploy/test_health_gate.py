@@ -110,7 +110,7 @@ def test_a_node_busy_with_another_run_command_is_not_replaced(azure, session):
     azure.make_unhealthy("c1-vmss000/1", run_command="timeout")
     health.check(session, NAME, RG, CheckOptions(node_timeout=60))  # leaves a Run Command running there
     # The fake's clock is shared: the 409 waits on instance 1 (3 x 30 s) pass for the others too.
-    outcome = health.gate(session, NAME, RG, replace=True, node_timeout=600)
+    outcome = health.gate(session, NAME, RG, CheckOptions(node_timeout=600), replace=True)
     assert outcome.report.unreachable[0].reason_code == "conflict"
     assert outcome.stopped.startswith("no node can be replaced")
     assert ids(azure) == [0, 1, 2]

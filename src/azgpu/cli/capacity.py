@@ -11,6 +11,7 @@ import sys
 import click
 
 from ..errors import InputError, ValidationFailed
+from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP, QUOTA
 from . import options
 from .options import ListOption, azure_options, common, emit, log, make_request, request_options, validated_with
@@ -124,14 +125,13 @@ def register(cli: click.Group) -> None:
         from ..capacity import parse_group_id
         from ..deploy.capacity_report import OK, report
         from ..errors import AzureError
-        from ..naming import location_name as normalize_location
 
         vm = _size_of(profile, size)
         if capacity_reservation_group and parse_group_id(capacity_reservation_group) is None:
             raise InputError(f"--capacity-reservation-group '{capacity_reservation_group}' is not a capacity "
                              "reservation group resource ID", code="INVALID_CAPACITY_RESERVATION_GROUP",
                              remedy=f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')}")
-        locations = list(dict.fromkeys(normalize_location(x) for x in [location, *fallback_locations]))
+        locations = list(dict.fromkeys(location_name(x) for x in [location, *fallback_locations]))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             result = report(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,
                             zones=[str(z) for z in zones], spot=spot, group_id=capacity_reservation_group)
@@ -259,10 +259,9 @@ def _register_simulate(cli: click.Group) -> None:
     def capability(obj, location, size, name, value, state):
         """Set one Resource SKU capability of a size in a location."""
         from ..deploy.simulate import simulated_azure
-        from ..naming import location_name as normalize_location
         from .simulate import _size
 
-        loc = normalize_location(location)
+        loc = location_name(location)
         simulated_azure(state).set_sku(loc, _size(size), **{name: value})
         emit({"location": loc, "size": _size(size), "capability": name, "value": value}, obj)
 
@@ -277,10 +276,9 @@ def _register_simulate(cli: click.Group) -> None:
     def outcome(obj, location, name, outcome, state):
         """What the simulated Microsoft.Quota does with the next increase requests for a usage."""
         from ..deploy.simulate import simulated_azure
-        from ..naming import location_name as normalize_location
 
         azure = simulated_azure(state)
-        loc = normalize_location(location)
+        loc = location_name(location)
         azure.set_quota_outcome(loc, name, outcome)
         emit({"location": loc, "name": name, "outcome": outcome}, obj)
 

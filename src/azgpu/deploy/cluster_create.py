@@ -183,14 +183,14 @@ def _health_gate(session, plan: Plan, resource_group: str, result: CreateResult,
     if vertical:  # whole racks only: azgpu.deploy.rack_gate
         outcome, racks, pruned, stopped = rack_gate.gate(
             session, plan, resource_group, replace=replace, spare_racks=gate.spare_racks, max_rounds=gate.max_rounds,
-            before_delete=before_delete, options=gate.check_options(), on_notice=on_notice, on_round=on_round)
+            before_delete=before_delete, options=gate.node, on_notice=on_notice, on_round=on_round)
         outcome.stopped = stopped
         result.racks = racks
         if gate.spare_racks:
             result.spare_racks = {"requested": gate.spare_racks, "removed": pruned}
     else:
-        outcome = health_gate.gate(session, cluster, resource_group, replace=replace, max_rounds=gate.max_rounds,
-                                   before_delete=before_delete, on_round=on_round, **gate.check_options())
+        outcome = health_gate.gate(session, cluster, resource_group, gate.node, replace=replace,
+                                   max_rounds=gate.max_rounds, before_delete=before_delete, on_round=on_round)
     result.health = outcome
 
 

@@ -45,9 +45,7 @@ from ..health.results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, Node
 from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
-from .arm import allowed, to_azure_error
-from .arm import json_body as _json
-from .arm import send as _send
+from .arm import allowed, json_body, send, to_azure_error
 from .interface import CheckOptions, ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
 
@@ -295,15 +293,15 @@ def _error(response, what: str) -> AzgpuError:
 
 def _pages(session, path: str, api_version: str, what: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
-    response = _send(session, "GET", path, api_version)
+    response = send(session, "GET", path, api_version)
     for _ in range(1000):  # nextLink pages, bounded
         if response.status_code != 200:
             raise _error(response, what)
-        data = _json(response)
+        data = json_body(response)
         items += [i for i in data.get("value") or [] if isinstance(i, dict)]
         if not data.get("nextLink"):
             return items
-        response = _send(session, "GET", path, api_version, url=data["nextLink"])
+        response = send(session, "GET", path, api_version, url=data["nextLink"])
     return items
 
 
@@ -448,7 +446,7 @@ class Reporter:
         elif response.status_code == 404:
             # Learn/facts 12.3: 404 means the impacted resource is not found: the VM is gone already.
             entry["state"] = "vm_gone"
-            entry["reason"] = _json(response).get("error", {}).get("message") or "the impacted VM no longer exists"
+            entry["reason"] = json_body(response).get("error", {}).get("message") or "the impacted VM no longer exists"
             self.on_event(f"{report.node.computer_name}: not reported, the VM no longer exists")
         elif response.status_code == 409 and self._send("GET", path, API_VERSION).status_code == 200:
             entry["state"] = "already_filed"  # the name was taken meanwhile: by our own earlier report
@@ -459,7 +457,7 @@ class Reporter:
     def _settle(self, response, path: str, what: str) -> None:
         """A create that is still running (201 with Azure-AsyncOperation, api-versions after 2023-02-01):
         follow its status a bounded number of times."""
-        state = (_json(response).get("properties") or {}).get("provisioningState")
+        state = (json_body(response).get("properties") or {}).get("provisioningState")
         status_url = response.headers.get("Azure-AsyncOperation")
         for _ in range(20):
             if not status_url or (state or "Succeeded").lower() in ("succeeded", "failed", "canceled"):
@@ -468,7 +466,7 @@ class Reporter:
             response = self._send("GET", path, API_VERSION, url=status_url)
             if response.status_code != 200:
                 raise _error(response, what)
-            state = _json(response).get("status")
+            state = json_body(response).get("status")
         if (state or "").lower() in ("failed", "canceled"):
             raise ReportingUnavailable(f"{what}: Azure ended the report as {state}", code="GHR_REPORT_FAILED",
                                        remedy="nothing was deleted; see the impact in the portal (Impact Reporting) "
@@ -484,7 +482,7 @@ class Reporter:
             for entry in pending:
                 response = self._send("GET", entry["impact_id"] + "/insights", INSIGHTS_API_VERSION)
                 if response.status_code == 200:
-                    entry["insight"] = insight_state([i for i in _json(response).get("value") or []
+                    entry["insight"] = insight_state([i for i in json_body(response).get("value") or []
                                                       if isinstance(i, dict)])
                 else:
                     entry["insight_error"] = _error(response, "reading insights").message
@@ -505,7 +503,7 @@ class Reporter:
 
     def _send(self, method: str, path: str, api_version: str, body: Any = None, url: str | None = None):
         self.requests += 1
-        return _send(self.session, method, path, api_version, body, url)
+        return send(self.session, method, path, api_version, body, url)
 
 
 def _node(node: NodeResult) -> dict[str, Any]:
@@ -546,8 +544,8 @@ def list_reports(session, resource_group: str, name: str | None = None) -> list[
         if cluster_set and not cluster_set.match(match.group("vmss")):
             continue
         extra = props.get("additionalProperties") or {}
-        response = _send(session, "GET", f"{path}/{impact.get('name')}/insights", INSIGHTS_API_VERSION)
-        state = (insight_state([i for i in _json(response).get("value") or [] if isinstance(i, dict)])
+        response = send(session, "GET", f"{path}/{impact.get('name')}/insights", INSIGHTS_API_VERSION)
+        state = (insight_state([i for i in json_body(response).get("value") or [] if isinstance(i, dict)])
                  if response.status_code == 200 else {"status_code": f"unreadable ({response.status_code})",
                                                       "terminal": False})
         out.append({"impact": impact.get("name"), "category": props.get("impactCategory"),

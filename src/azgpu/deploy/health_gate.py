@@ -15,6 +15,7 @@ of rounds.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -409,18 +410,17 @@ def _replace(session, resource_group: str, bad: list[NodeResult], report: Health
     return new
 
 
-def gate(session, name: str, resource_group: str, *, replace: bool = False, max_rounds: int = MAX_ROUNDS,
-         before_delete: Callable[[list[NodeResult]], None] | None = None, parallel: int = PARALLEL,
-         node_timeout: float = NODE_TIMEOUT, nccl: bool = False,
+def gate(session, name: str, resource_group: str, options: CheckOptions = CheckOptions(), *, replace: bool = False,
+         max_rounds: int = MAX_ROUNDS, before_delete: Callable[[list[NodeResult]], None] | None = None,
          on_node: Callable[[NodeResult], None] | None = None,
          on_round: Callable[[dict[str, Any]], None] | None = None,
          on_start: Callable[[int], None] | None = None) -> GateResult:
     """Check the cluster; with replace, delete the nodes that fail, scale back out and check the new
     ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
     (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted."""
-    validate_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
-    report = check(session, name, resource_group, CheckOptions(parallel, node_timeout, nccl), on_node=on_node,
-                   on_start=on_start)
+    node_timeout = options.node_timeout
+    validate_options(parallel=options.parallel, node_timeout=node_timeout, max_rounds=max_rounds)
+    report = check(session, name, resource_group, options, on_node=on_node, on_start=on_start)
     rounds = [_round(0, report.nodes, "check")]
     previous: set = set()
     if on_round:
@@ -458,14 +458,14 @@ def gate(session, name: str, resource_group: str, *, replace: bool = False, max_
         replaced += [{"round": len(rounds), "scale_set": n.scale_set, "instance_id": n.instance_id,
                       "computer_name": n.computer_name, "physical_host": n.physical_host, "resource_id": n.resource_id,
                       "summary": n.summary()} for n in bad]
-        again = check(session, name, resource_group, CheckOptions(parallel, node_timeout), instances=new,
+        again = check(session, name, resource_group, dataclasses.replace(options, nccl=False), instances=new,
                       on_node=on_node, on_start=on_start)
         gone = {n.resource_id.lower() for n in bad}
         nodes = [n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes
         report = HealthReport(name, resource_group,
                               sorted(nodes, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit()
                                                            else 0)), again.scale_sets, again.outbound)
-        if nccl:
+        if options.nccl:
             vmss = [resource_types.VMSS.get(session, resource_group, s["name"]) for s in report.scale_sets]
             report.nccl = nccl_check(session, resource_group, vmss, report, node_timeout)
         checked = again.nodes

@@ -32,10 +32,6 @@ class CheckOptions:
     node_timeout: float = NODE_TIMEOUT
     nccl: bool = False
 
-    def kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of health_gate.gate and rack_gate.gate these options give."""
-        return {"parallel": self.parallel, "node_timeout": self.node_timeout, "nccl": self.nccl}
-
 
 @dataclass(frozen=True)
 class GateOptions:
@@ -56,10 +52,6 @@ class GateOptions:
     @property
     def enabled(self) -> bool:
         return self.check or self.replace_unhealthy or bool(self.spare_racks)
-
-    def check_options(self) -> dict[str, Any]:
-        """The keyword arguments of health_gate.gate and rack_gate.gate these options give."""
-        return self.node.kwargs()
 
 
 @dataclass(frozen=True)

@@ -55,11 +55,6 @@ def _get(call, *args, **kwargs) -> Any:
         return None
 
 
-def region_key(name: str) -> str:
-    """targetRegions and replication status use display names ('West US'); requests use 'westus'."""
-    return location_name(name)
-
-
 def version_key(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else -1 for p in (name or "").split("."))
 
@@ -158,7 +153,7 @@ def _latest(versions: list[dict], location: str) -> dict | None:
         props = v.get("properties") or {}
         profile = props.get("publishingProfile") or {}
         regional = next((t for t in profile.get("targetRegions") or []
-                         if region_key(t.get("name")) == region_key(location)), {})
+                         if location_name(t.get("name")) == location_name(location)), {})
         if profile.get("excludeFromLatest") or props.get("excludeFromLatest") or regional.get("excludeFromLatest"):
             continue
         eligible.append(v)
@@ -170,9 +165,9 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
     loc = spec.request.location
     props = version.get("properties") or {}
     profile = props.get("publishingProfile") or {}
-    targets = {region_key(t.get("name")): t for t in profile.get("targetRegions") or []}
+    targets = {location_name(t.get("name")): t for t in profile.get("targetRegions") or []}
     name = version.get("name")
-    if region_key(loc) not in targets:
+    if location_name(loc) not in targets:
         regions = ", ".join(t.get("name", "") for t in targets.values()) or "none"
         pf.findings.append(Finding(
             code="IMAGE_NOT_REPLICATED",
@@ -182,7 +177,7 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
             source=cite(("D-acg",))))
         return
     summary = (props.get("replicationStatus") or {}).get("summary") or []
-    status = next((s for s in summary if region_key(s.get("region")) == region_key(loc)), None)
+    status = next((s for s in summary if location_name(s.get("region")) == location_name(loc)), None)
     if status is not None and (status.get("state") or "") != "Completed":
         pf.findings.append(Finding(
             code="IMAGE_REPLICATION_INCOMPLETE",
@@ -190,7 +185,7 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
             "be deployed from it only once replication to the region is complete",
             remedy="wait, then re-run ('az sig image-version show ... --expand ReplicationStatus' shows the progress)",
             source=cite(("D-acg",))))
-    replicas = targets[region_key(loc)].get("regionalReplicaCount") or profile.get("replicaCount") or 1
+    replicas = targets[location_name(loc)].get("regionalReplicaCount") or profile.get("replicaCount") or 1
     recommended = max(math.ceil(spec.nodes / VMS_PER_REPLICA), len(spec.scale_sets))
     if replicas < recommended:
         pf.findings.append(Finding(
@@ -287,7 +282,7 @@ def _managed(pf, session, spec: Spec, ref: ImageId) -> None:
                                    remedy="check the ID ('az image list -o table')", source=SOURCE_IMAGES))
         return
     loc = spec.request.location
-    if region_key(image.get("location")) != region_key(loc):
+    if location_name(image.get("location")) != location_name(loc):
         pf.findings.append(Finding(code="IMAGE_NOT_REPLICATED",
                                    message=f"{label} is in {image.get('location')}, not in {loc}: a managed "
                                                            "image deploys only in its own region",
@@ -367,7 +362,7 @@ def check_ppg(pf, session, spec: Spec) -> None:
         return
     ppg = _rest(ppg)
     req = spec.request
-    if region_key(ppg.get("location")) != region_key(req.location):
+    if location_name(ppg.get("location")) != location_name(req.location):
         pf.findings.append(Finding(code="PPG_WRONG_LOCATION",
                                    message=f"proximity placement group {parts['name']} is in "
                                                          f"{ppg.get('location')}, the cluster in {req.location}",

@@ -21,6 +21,7 @@ from ..rack_record import save
 from ..racks import fabric_of, group
 from ..resource_types import INSTANCES, VMSS
 from . import health_gate
+from .interface import CheckOptions
 from .arm import to_azure_error
 from .lifecycle import interconnect
 
@@ -101,7 +102,7 @@ def choose(racks: list[dict[str, Any]], bad: set[str], per_rack: int, wanted: in
 
 
 def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int, max_rounds: int,
-         before_delete: Callable[[list], None] | None, options: dict[str, Any],
+         before_delete: Callable[[list], None] | None, options: CheckOptions,
          on_notice: Callable[[str], None], on_round: Callable[[dict[str, Any]], None]):
     """Check every node, measure the racks, prune spare racks, leave out what cannot be replaced.
 
@@ -111,8 +112,8 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
     """
     cluster = plan.spec.names.cluster
     per_rack = plan.spec.profile.vertical_connect["rack"]
-    outcome = health_gate.gate(session, cluster, resource_group, replace=False, max_rounds=max_rounds,
-                          on_round=on_round, **options)
+    outcome = health_gate.gate(session, cluster, resource_group, options, replace=False, max_rounds=max_rounds,
+                               on_round=on_round)
     report = outcome.report
     bad = {n.computer_name for n in report.nodes if not n.passed}
     reported: set[str] = set()
