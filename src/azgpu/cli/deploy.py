@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import click
 
 from ..errors import Finding, InputError
+from ..health.limits import MAX_ROUNDS
 from ..output import listing
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
@@ -74,7 +75,7 @@ def register(cli: click.Group) -> None:
                                                 "(see 'provision check'); exit 1 unless all pass.")
     @click.option("--replace-unhealthy", is_flag=True,
                   help="With --check (implied): delete failing nodes, scale back out, check the new ones.")
-    @click.option("--max-rounds", type=int, default=3, show_default=True, help="Replacement rounds at most.")
+    @click.option("--max-rounds", type=int, default=MAX_ROUNDS, show_default=True, help="Replacement rounds at most.")
     @click.option("--spare-racks", type=int, default=0, show_default=True,
                   help="GB200/GB300: deploy N racks more than --nodes, check every node (implies --check), then "
                        "remove whole racks (partial, unhealthy or beyond --nodes) to end with whole healthy racks.")

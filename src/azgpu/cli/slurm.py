@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
+from ..health.limits import MAX_ROUNDS
 from . import options
 from .options import ListOption, azure_options, common, emit, log
 
@@ -153,7 +154,7 @@ def register(cli: click.Group) -> None:
     @click.option("--zone", "zones", multiple=True, help="A zone to try on capacity errors (repeat, in order).")
     @click.option("--fallback-location", "fallback_locations", multiple=True,
                   help="A location to try on capacity errors (repeat, in order).")
-    @click.option("--max-rounds", type=click.IntRange(min=0), default=3, show_default=True,
+    @click.option("--max-rounds", type=click.IntRange(min=0), default=MAX_ROUNDS, show_default=True,
                   help="Rounds of replacing nodes that fail the health check.")
     @click.option("--node-timeout", type=float, default=None, help="Seconds the health check may take per node.")
     @azure_options

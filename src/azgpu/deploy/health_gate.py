@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import AzgpuError, InputError
 from ..health.impact import impact_category
-from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
+from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MAX_ROUNDS, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
 from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
 from ..health.trust import valid_nccl_pubkey
@@ -36,7 +36,6 @@ from .interface import CheckOptions
 from .lifecycle import find_cluster, require
 from .run_command import Instance, check_node_raw, list_instances, run_all
 
-MAX_ROUNDS = 3
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..health.limits import INSIGHT_TIMEOUT, NODE_TIMEOUT, PARALLEL
+from ..health.limits import INSIGHT_TIMEOUT, MAX_ROUNDS, NODE_TIMEOUT, PARALLEL
 from ..health.outcome import UnhealthyNodes, unhealthy_error
 from ..plain import plain
 
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from .deployer import Event
     from .health_gate import GateResult
     from .preflight import Preflight
-
-MAX_ROUNDS = 3
 
 
 @dataclass(frozen=True)

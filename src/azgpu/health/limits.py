@@ -11,6 +11,7 @@ MAX_PARALLEL = 500
 NODE_TIMEOUT = 3600.0  # seconds azgpu waits for one node's verdict: AzNHC with -a runs bandwidth tests
 MIN_NODE_TIMEOUT = 60.0
 MAX_NODE_TIMEOUT = 5400.0  # Run Command's own limit: 90 minutes (Learn linux/run-command)
+MAX_ROUNDS = 3  # replacement rounds of `create --replace-unhealthy` unless --max-rounds says otherwise
 
 # How long the gate follows a report's insights before it goes on: Learn's FAQ says they appear
 # "typically within minutes"; never longer than an hour, 0 reads them once.

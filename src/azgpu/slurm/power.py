@@ -21,6 +21,7 @@ from typing import Any
 
 from ..deploy.interface import CheckOptions
 from ..errors import AzgpuError, InputError, NotFoundError
+from ..health.limits import MAX_ROUNDS
 from ..hostlist import compress
 from . import state
 from .names import Domain, domains, expand, locate
@@ -84,7 +85,7 @@ class Context:
     log: EventLog
     zones: list[str] = field(default_factory=list)
     fallback_locations: list[str] = field(default_factory=list)
-    max_rounds: int = 3
+    max_rounds: int = MAX_ROUNDS
     node_check: CheckOptions = CheckOptions()
 
     @property
