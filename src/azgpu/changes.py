@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .naming import location_name
+from .output import terminal_text
 
 SYMBOLS = {"Delete": "-", "Create": "+", "Modify": "~", "NoChange": "=", "Refused": "#", "Ignore": "*"}
 REFUSED = SYMBOLS["Refused"]
@@ -231,6 +232,9 @@ def _value(value: Any) -> str:
 
 
 def _paint(text: str, symbol: str, color: bool) -> str:
+    # Resource ids, paths and values come from Azure's what-if too: their control characters are shown as
+    # escapes before azgpu adds its own colour codes.
+    text = terminal_text(text)
     if not color:
         return text
     code = {"-": "31", REFUSED: "31;1", "!": "34", "+": "32", "~": "35", "*": "90", "=": "0"}.get(symbol, "0")
@@ -377,7 +381,7 @@ def arm_lines(changes: list[dict[str, Any]], *, color: bool = False) -> list[str
                 text = f"    {d['symbol']} {d['path']}: {_value(d['before'])} => {_value(d['after'])}"
             lines.append(_paint(text, d["symbol"], color))
         if entry.get("reason"):
-            lines.append(f"      {entry['reason']}")
+            lines.append(terminal_text(f"      {entry['reason']}"))
     order = ("Create", "Delete", "Modify", "Deploy", "NoChange", "NoEffect", "Ignore", "Unsupported")
     words = {"Create": "to create", "Delete": "to delete", "Modify": "to modify", "Deploy": "to deploy",
              "NoChange": "no change", "NoEffect": "no effect", "Ignore": "to ignore", "Unsupported": "unsupported"}

@@ -12,36 +12,73 @@ from .errors import InputError
 FORMATS = ("json", "table", "yaml", "tsv", "none")
 
 
+# jmespath parses and evaluates by recursion: a query of 3,000 nested brackets, or a pipe of 20,000 stages,
+# ends in RecursionError. azgpu's results nest a few levels, and the queries az's documentation shows
+# are a line long, so a query is held to these before anything runs.
+MAX_QUERY = 1000  # characters
+MAX_QUERY_DEPTH = 32  # levels of the parsed expression
+
+
 def check_query(query: str | None) -> None:
-    """Raise INVALID_QUERY for a --query that is not JMESPath, before the command does anything."""
+    """Raise INVALID_QUERY for a --query that is not JMESPath, or longer or deeper than azgpu evaluates,
+    before the command does anything (takes a lock, sends a request, writes a file)."""
     if not query:
         return
+    compiled_query(query)
+
+
+def compiled_query(query: str):
     import jmespath
     from jmespath.exceptions import JMESPathError
 
+    if len(query) > MAX_QUERY:
+        raise _query_error(query, ValueError(f"{len(query)} characters, at most {MAX_QUERY}"), limit=True)
     try:
-        jmespath.compile(query)  # syntax only: type errors depend on the result
+        compiled = jmespath.compile(query)  # syntax only: type errors depend on the result
     except JMESPathError as exc:
         raise _query_error(query, exc) from None
+    except RecursionError:
+        raise _query_error(query, ValueError(f"nested deeper than {MAX_QUERY_DEPTH} levels"), limit=True) from None
+    if _depth(compiled.parsed) > MAX_QUERY_DEPTH:
+        raise _query_error(query, ValueError(f"nested deeper than {MAX_QUERY_DEPTH} levels (pipes and "
+                                             "sub-expressions count)"), limit=True)
+    return compiled
 
 
-def _query_error(query: str, exc: Exception) -> InputError:
+def _depth(node: Any) -> int:
+    """The depth of a parsed JMESPath expression (dicts with 'children'), walked without recursion."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_QUERY_DEPTH:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.get("children") or [] if isinstance(child, dict))
+    return deepest
+
+
+def _query_error(query: str, exc: Exception, *, limit: bool = False) -> InputError:
     # jmespath's message spans lines (expression and a caret); the error line stays one line.
     detail = (str(exc).splitlines() or [""])[0].rstrip(": ")
-    return InputError(f"--query '{query}' is not valid JMESPath: {detail}", code="INVALID_QUERY",
+    shown = query if len(query) <= 80 else query[:77] + "..."
+    what = "longer or deeper than azgpu evaluates" if limit else "not valid JMESPath"
+    return InputError(f"--query '{shown}' is {what}: {detail}", code="INVALID_QUERY",
                       remedy="see https://jmespath.org, e.g. --query 'sizes[].name'")
 
 
 def apply_query(result: Any, query: str | None) -> Any:
     if not query:
         return result
-    import jmespath  # only when asked
     from jmespath.exceptions import JMESPathError
 
+    compiled = compiled_query(query)
     try:
-        return jmespath.search(query, result)
+        return compiled.search(result)
     except JMESPathError as exc:
         raise _query_error(query, exc) from None
+    except RecursionError:
+        raise _query_error(query, ValueError("too deep to evaluate"), limit=True) from None
 
 
 def _scalar(value: Any) -> str:
@@ -61,6 +98,30 @@ def _scalar(value: Any) -> str:
 # (the way PostgreSQL's text format does) and drops the rest.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")
 _TSV = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def terminal_text(text: str, *, lines: bool = False, escape: str = "python") -> str:
+    """Text that can go to a terminal: every character that is not printable (C0 and C1 controls, DEL,
+    the bidirectional and other format characters, separators other than the space) is shown as an
+    escape instead of reaching the terminal, where it would move the cursor, rewrite what was printed or
+    reorder a line. lines: newlines (and tabs) stay. escape: "python" (\\x1b, as a message shows a
+    value) or "json" (\\u001b: the same JSON value, for JSON that is already rendered). The one
+    filter every output path of the CLI applies to what it prints (options.emit, log, one_line, the
+    what-if report)."""
+    if text.isprintable():
+        return text
+    keep = "\n\t" if lines else ""
+    return "".join(ch if ch.isprintable() or ch in keep else _escaped(ch, escape) for ch in text)
+
+
+def _escaped(ch: str, escape: str) -> str:
+    if escape != "json":
+        return ascii(ch)[1:-1]
+    code = ord(ch)
+    if code > 0xFFFF:  # JSON spells a character beyond the BMP as a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
 
 
 def printable(text: str) -> str:
@@ -263,13 +324,17 @@ def render(result: Any, fmt: str, query: str | None = None, table=None) -> str:
     if fmt == "none":
         return ""
     if fmt == "json":
-        return json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+        return terminal_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", lines=True, escape="json")
     if fmt == "yaml":
         import yaml  # only when asked
 
-        return yaml.safe_dump(result, sort_keys=False, allow_unicode=True)
+        text = yaml.safe_dump(result, sort_keys=False, allow_unicode=True)
+        if terminal_text(text, lines=True) != text:
+            # A value YAML prints as it is (a bidirectional override is printable to YAML): escaped instead.
+            text = yaml.safe_dump(result, sort_keys=False, allow_unicode=False)
+        return text
     if fmt == "tsv":
         text = to_tsv(result)
     else:
         text = to_table(result)
-    return text + "\n" if text else ""
+    return terminal_text(text, lines=True) + "\n" if text else ""

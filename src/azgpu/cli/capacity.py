@@ -14,6 +14,7 @@ from ..errors import InputError, ValidationFailed
 from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP, QUOTA
 from . import options
+from ..output import terminal_text
 from .options import ListOption, azure_options, common, emit, log, make_request, request_options, validated_with
 
 
@@ -31,7 +32,7 @@ def _shortfall_text(short) -> str:
 def asker(yes: bool):
     """confirm(shortfalls): --yes, or a yes at a terminal; without a terminal, refuse (exit 2)."""
     def ask(short) -> bool:
-        click.echo(_shortfall_text(short), err=True)
+        click.echo(terminal_text(_shortfall_text(short), lines=True), err=True)
         if yes:
             return True
         if not sys.stdin.isatty():

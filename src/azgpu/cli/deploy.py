@@ -14,7 +14,7 @@ import click
 
 from ..errors import Finding, InputError
 from ..health.limits import MAX_ROUNDS
-from ..output import listing
+from ..output import listing, terminal_text
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
 from .check import health_options, with_compact_health
@@ -119,7 +119,7 @@ def register(cli: click.Group) -> None:
             return
 
         def ask(report: str) -> bool:
-            click.echo(report, err=True)
+            click.echo(terminal_text(report, lines=True), err=True)
             if yes:  # --yes answers every prompt: the instances listed above are deleted
                 click.echo("Delete these instances and go on? yes (--yes)", err=True)
                 return True
@@ -159,7 +159,7 @@ def register(cli: click.Group) -> None:
         source = click.get_current_context().get_parameter_source("output")
         if obj["output"] == "table" or (source == click.core.ParameterSource.DEFAULT and not obj["query"]):
             # The az-style report, as 'az deployment group what-if' prints it; -o json|yaml|tsv for scripts.
-            click.echo(report(result, color=sys.stdout.isatty()), nl=False)
+            click.echo(report(result, color=sys.stdout.isatty()), nl=False)  # its Azure text is made safe there
         else:
             emit(result.as_dict(), obj)
 
@@ -235,9 +235,9 @@ def register(cli: click.Group) -> None:
             cluster = require(find_cluster(session, name, resource_group))
             if not yes:
                 items = [r.name for r in cluster.resources]
-                click.echo(f"This deletes {len(items)} resource(s) of cluster '{name}' in '{resource_group}': "
-                           f"{listing(items)}.", err=True)
-                click.echo(_group_fate(session, cluster), err=True)
+                log(f"This deletes {len(items)} resource(s) of cluster '{name}' in '{resource_group}': "
+                    f"{listing(items)}.")
+                log(_group_fate(session, cluster))
                 if not options.confirm("Delete them?"):
                     # Answering no is the user's decision, not a failure or an interruption.
                     log(DECLINED)

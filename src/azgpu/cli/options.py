@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..errors import Finding, InputError
-from ..output import FORMATS, check_query, render
+from ..output import FORMATS, check_query, render, terminal_text
 
 
 # ------------------------------------------------------------------------------------ printing
@@ -35,10 +35,7 @@ def one_line(text: str) -> str:
     """A message as one printable line: a newline or an escape sequence in a user's value (a name, a
     path) must not break the one-line format or drive the terminal, and a private key pasted into
     any flag is never echoed (it would end up in a terminal's scrollback or a CI log)."""
-    text = PRIVATE_KEY.sub("<private key material, not shown>", text)
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return terminal_text(PRIVATE_KEY.sub("<private key material, not shown>", text))
 
 
 # What every command says when its question is answered no: the user's decision, exit 0.
@@ -328,7 +325,8 @@ def session_for(subscription, simulate, latency, state):
 
 
 def log(message: str) -> None:
-    click.echo(message, err=True)
+    """A line on stderr: names and messages from Azure or a node in it reach the terminal only as text."""
+    click.echo(terminal_text(message, lines=True), err=True)
 
 
 def cluster_args(name, resource_group, *, timeout: float | None = None, latency: float | None = None):

@@ -63,11 +63,11 @@ def _need_confirmation(yes: bool) -> None:
 
 
 def ask_to_report(reports) -> bool:
-    click.echo(f"Guest Health Reporting (preview): {len(reports)} report(s) to Azure, which may take the hosts out "
-               "of production for repair:", err=True)
+    log(f"Guest Health Reporting (preview): {len(reports)} report(s) to Azure, which may take the hosts out "
+        "of production for repair:")
     for r in reports:
-        click.echo(f"  {r.node.computer_name} on host {r.node.physical_host or '?'}: {r.category} "
-                   f"({'; '.join(f.summary() for f in r.failures)})", err=True)
+        log(f"  {r.node.computer_name} on host {r.node.physical_host or '?'}: {r.category} "
+            f"({'; '.join(f.summary() for f in r.failures)})")
     return options.confirm("File them?")
 
 
