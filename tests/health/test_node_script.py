@@ -77,10 +77,18 @@ def test_an_nvidia_smi_that_hangs_is_reported_as_a_hang(node):
 
 
 def test_an_nvidia_smi_that_fails_keeps_its_first_line(node):
+    message = "Unable to determine the device handle for GPU 0000:00:06.0: Unknown Error"
+    node.nvidia(message + "\n", rc=255)
+    (failure,) = node.check()["failures"]
+    assert failure["kind"] == "nvidia_smi_error" and message in failure["message"] and failure["measured"] == "exit 255"
+
+
+def test_a_driver_that_is_not_loaded_is_its_own_finding(node):
+    # nvidia-smi(1) RETURN VALUE 9: "NVIDIA driver is not loaded"; its message as the tool prints it.
     message = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     node.nvidia(message + "\n", rc=9)
     (failure,) = node.check()["failures"]
-    assert failure["kind"] == "nvidia_smi_error" and message in failure["message"] and failure["measured"] == "exit 9"
+    assert failure["kind"] == "driver_not_loaded" and message in failure["message"] and failure["measured"] == "exit 9"
 
 
 def test_inactive_nvlinks_from_aznhc_real_sample_fail(node):

@@ -47,8 +47,13 @@ KINDS = {
     # the rack) not running are NVLink faults of the node (Learn: "NvLink: NVLink issue").
     "fabric": "NvLink", "imex_service": "NvLink", "imex_channel": "NvLink",
 }
-# Faults of the check's run, not of the host: AzNHC's own set-up and its watchdog, a tool the image lacks.
-NOT_THE_HOST = {"aznhc_setup", "aznhc_timeout", "aznhc_watchdog", "tool_missing"}
+# Faults of the check's run, not of the host: AzNHC's own set-up and its watchdog, a tool the image lacks, a
+# check that could not run (the kernel log unreadable to the user running it by hand).
+NOT_THE_HOST = {"aznhc_setup", "aznhc_timeout", "aznhc_watchdog", "tool_missing", "check_not_run"}
+# Host faults the image could cause as well: a driver that does not load (nvidia-smi exit 9; AzNHC's own
+# csc_nvidia_smi.nhc gives that exit NHCNA, "NVIDIA driver not loaded"), a GPU tool that fails, a driver that
+# lists no GPU at all. One host showing them proves nothing until another host with the same image passes.
+IMAGE_SUSPECT = {"driver_not_loaded", "nvidia_smi_error", "rocm_smi_error"}
 
 # Learn, "Impact categories for Guest Health Reporting (preview)" (MicrosoftDocs/azure-compute-docs
 # articles/azure-impact-reporting/guest-health-impact-categories.md @ 883ff7bb, ms.date 2025-09-18):
@@ -75,6 +80,14 @@ def impact_category(failure: Failure) -> str | None:
     if failure.fault_code in FAULT_CODES:
         return PREFIX + FAULT_CODES[failure.fault_code]
     return PREFIX + KINDS.get(failure.kind, GENERIC)
+
+
+def could_be_image(failure: Failure) -> bool:
+    """A host fault that the image (its driver, its tools) could cause on any host: confirmed on a second
+    host before it is reported (health_gate, second_host)."""
+    if failure.kind in IMAGE_SUSPECT:
+        return True
+    return failure.kind == "missing_gpu" and failure.measured == "0"
 
 
 def possible_categories() -> frozenset[str]:

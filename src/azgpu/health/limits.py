@@ -18,3 +18,27 @@ MAX_ROUNDS = 3  # replacement rounds of `create --replace-unhealthy` unless --ma
 INSIGHT_TIMEOUT = 300.0
 MAX_INSIGHT_TIMEOUT = 3600.0
 INSIGHT_POLL = 30.0
+
+
+def check_options(*, parallel: int | None = None, node_timeout: float | None = None,
+                  max_rounds: int | None = None) -> None:
+    """Raise InputError for an option out of its range, before anything runs (a lock, a request, a file):
+    `check --parallel 0`, `--node-timeout nan|inf|0|-1` are refused, never turned into something else."""
+    import math
+
+    from ..errors import InputError
+
+    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int)
+                                 or not 1 <= parallel <= MAX_PARALLEL):
+        raise InputError(f"--parallel {parallel} is out of range", code="INVALID_PARALLEL",
+                         remedy=f"use 1 to {MAX_PARALLEL} Run Commands at a time (default {PARALLEL})")
+    if node_timeout is not None and (isinstance(node_timeout, bool) or not isinstance(node_timeout, (int, float))
+                                     or not math.isfinite(node_timeout)
+                                     or not MIN_NODE_TIMEOUT <= node_timeout <= MAX_NODE_TIMEOUT):
+        raise InputError(f"--node-timeout {node_timeout} is out of range", code="INVALID_NODE_TIMEOUT",
+                         remedy=f"use {MIN_NODE_TIMEOUT:g} to {MAX_NODE_TIMEOUT:g} seconds (Run Command stops a "
+                                f"script after 90 minutes; default {NODE_TIMEOUT:g})")
+    if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(max_rounds, int)
+                                   or not 1 <= max_rounds <= 10):
+        raise InputError(f"--max-rounds {max_rounds} is out of range", code="INVALID_MAX_ROUNDS",
+                         remedy=f"use 1 to 10 replacement rounds (default {MAX_ROUNDS})")

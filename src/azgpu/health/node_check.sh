@@ -63,13 +63,17 @@ prune_logs() {
 }
 
 # ---------------------------------------------------------------------------------- JSON helpers
-js() {  # a JSON string of printable ASCII, at most $2 characters (no subprocess: it runs often)
+jsr() {  # JS = a JSON string of printable ASCII, at most $2 characters (no subprocess, no subshell)
     local s=$1
     s=${s//[^[:print:]]/ }
     [ -n "${2:-}" ] && s=${s:0:$2}
     s=${s//\\/\\\\}
     s=${s//\"/\\\"}
-    printf '"%s"' "$s"
+    JS="\"$s\""
+}
+js() {  # the same, printed
+    jsr "$@"
+    printf '%s' "$JS"
 }
 jn() {  # a JSON number, or null
     case "$1" in ''|*[!0-9.]*|*.*.*|.*) printf 'null' ;; *) printf '%s' "$1" ;; esac
@@ -98,14 +102,23 @@ add_failure() {  # check kind message expected measured [fault_code] [xid] [gpus
     F_XID[NF]=${7:-}; F_GPUS[NF]=${8:-}; F_PORT[NF]=${9:-}; F_TIER[NF]=$tier
     NF=$((NF + 1))
 }
-failure_json() {  # index, message length
-    local i=$1 o
-    o="{\"check\":$(js "${F_CHECK[i]}" 64),\"kind\":$(js "${F_KIND[i]}" 32),\"message\":$(js "${F_MSG[i]}" "$2"),\"expected\":$(js "${F_EXP[i]}" 80),\"measured\":$(js "${F_MEAS[i]}" 80)"
-    [ -n "${F_CODE[i]}" ] && o="$o,\"fault_code\":$(js "${F_CODE[i]}" 12)"
-    [ -n "${F_XID[i]}" ] && o="$o,\"xid\":$(jn "${F_XID[i]}")"
-    [ -n "${F_GPUS[i]}" ] && o="$o,\"gpus\":${F_GPUS[i]}"
-    [ -n "${F_PORT[i]}" ] && o="$o,\"port\":$(js "${F_PORT[i]}" 40)"
-    printf '%s}' "$o"
+FJSON=()
+failures_json() {  # message length: FJSON[p] = the JSON of the finding ORDER[p] (no subshell: it is linear)
+    local p i o
+    FJSON=()
+    for ((p = 0; p < ${#ORDER[@]}; p++)); do
+        i=${ORDER[p]}
+        jsr "${F_CHECK[i]}" 64; o="{\"check\":$JS"
+        jsr "${F_KIND[i]}" 32; o="$o,\"kind\":$JS"
+        jsr "${F_MSG[i]}" "$1"; o="$o,\"message\":$JS"
+        jsr "${F_EXP[i]}" 80; o="$o,\"expected\":$JS"
+        jsr "${F_MEAS[i]}" 80; o="$o,\"measured\":$JS"
+        if [ -n "${F_CODE[i]}" ]; then jsr "${F_CODE[i]}" 12; o="$o,\"fault_code\":$JS"; fi
+        case "${F_XID[i]}" in ''|*[!0-9]*) ;; *) o="$o,\"xid\":${F_XID[i]}" ;; esac
+        case "${F_GPUS[i]}" in \[*) o="$o,\"gpus\":${F_GPUS[i]}" ;; esac
+        if [ -n "${F_PORT[i]}" ]; then jsr "${F_PORT[i]}" 40; o="$o,\"port\":$JS"; fi
+        FJSON[p]="$o}"
+    done
 }
 
 # ---------------------------------------------------------------------------------- identity
@@ -231,7 +244,7 @@ missing_json() {  # the GPUs on the PCI bus that nvidia-smi does not list
     printf '%s]' "$out"
 }
 fallback_nvidia() {
-    local want=${AZGPU_EXPECT_GPUS:-0} n first line bus serial mem name min pci lost
+    local want=${AZGPU_EXPECT_GPUS:-0} n first line bus serial mem name min pci lost rc
     nvidia_gpus
     if hung "$SMI_RC"; then
         add_failure nvidia-smi nvidia_smi_hang "nvidia-smi -q did not answer within ${AZGPU_SMI_TIMEOUT:-120} s" \
@@ -242,6 +255,14 @@ fallback_nvidia() {
         # No nvidia-smi at all: the image lacks the driver's tools, which no new host changes.
         add_failure nvidia-smi tool_missing "nvidia-smi is not installed or not executable (exit $SMI_RC)" \
             "nvidia-smi" "exit $SMI_RC"
+        return
+    fi
+    if [ "$SMI_RC" -eq 9 ]; then
+        # nvidia-smi(1), RETURN VALUE: 9 "NVIDIA driver is not loaded" (AzNHC's csc_nvidia_smi.nhc: NHCNA). The
+        # image's driver or this host: proven only when another host with the same image loads it.
+        first=$(grep -v '^[[:space:]]*$' "$WORK/smi.txt" | head -n 1)
+        add_failure nvidia-smi driver_not_loaded "NVIDIA driver not loaded (nvidia-smi exit 9): $first" \
+            "a loaded driver" "exit 9"
         return
     fi
     if [ "$SMI_RC" -ne 0 ]; then
@@ -312,9 +333,14 @@ fallback_nvidia() {
     done <"$WORK/gpus.txt"
     if [ "${AZGPU_CHECK_NVLINK:-0}" = 1 ] && [ "$n" -gt 1 ]; then
         tmo 60 nvidia-smi nvlink -s >"$WORK/nvlink.txt" 2>&1
-        logged "nvidia-smi nvlink -s" "$WORK/nvlink.txt" $?
-        # An empty answer means NVLink is not exposed to this VM: nothing to judge.
-        if grep -qiE 'inactive|Unable to retrieve NVLink' "$WORK/nvlink.txt"; then
+        rc=$?
+        logged "nvidia-smi nvlink -s" "$WORK/nvlink.txt" $rc
+        # An empty answer means NVLink is not exposed to this VM: nothing to judge. A failed query is not a
+        # pass: AzNHC's check_nvlink_status fails it as NHC2016 (customTests/azure_gpu_nvlink.nhc).
+        if [ $rc -ne 0 ] && ! grep -qiE 'inactive|Unable to retrieve NVLink' "$WORK/nvlink.txt"; then
+            add_failure nvlink nvlink "nvidia-smi nvlink -s failed (exit $rc): $(grep -v '^[[:space:]]*$' "$WORK/nvlink.txt" | head -n 1)" \
+                "exit 0" "exit $rc" NHC2016
+        elif grep -qiE 'inactive|Unable to retrieve NVLink' "$WORK/nvlink.txt"; then
             line=$(grep -iE -B1 'inactive|Unable to retrieve NVLink' "$WORK/nvlink.txt" | grep -E '^GPU [0-9]+' | head -n 1)
             add_failure nvlink nvlink "NVLink down: ${line%% (UUID*} $(grep -iE 'inactive|Unable' "$WORK/nvlink.txt" | head -n 1)" \
                 "all links active" "inactive links"
@@ -331,14 +357,17 @@ fabric_node() {  # the node's fabric (every GPU's agreeing, else incomplete) for
         elif [ "$a|$b|$c|$d" != "$st|$ss|$cl|$cu" ]; then agree=0; fi
     done <"$WORK/fabric.txt"
     [ $agree = 1 ] && [ "$st" = Completed ] && [ "$ss" = Success ] || complete=false
+    local zero=""
+    # Microsoft's image test (Azure/azhpc-images tests/test-definitions.sh, verify_nvlink_setup) fails a GPU
+    # whose ClusterUUID is empty or all zeros ("expected valid non-zero UUID") or whose CliqueId is 0.
+    case "$cu" in 00000000-0000-0000-0000-000000000000) zero=$cu; cu=""; complete=false ;; esac
     case "$cu" in ''|N/A) cu=""; complete=false ;; esac
     case "$cl" in ''|*[!0-9]*|0) complete=false ;; esac
     case "$cl" in ''|*[!0-9]*) cl="" ;; esac
     FABRIC_JSON="{\"clusterUuid\":$( [ -n "$cu" ] && js "$cu" 64 || printf null),\"cliqueId\":$(jn "$cl"),\"state\":$(js "$st" 32),\"status\":$(js "$ss" 32),\"complete\":$complete}"
     if [ $agree = 1 ] && [ "$st" = Completed ] && { [ -z "$cu" ] || [ "${cl:-0}" = 0 ]; }; then
-        # Microsoft's image test (azhpc-images verify_nvlink_setup) wants a ClusterUUID and a CliqueId.
-        add_failure fabric fabric "NVLink fabric without ClusterUUID or CliqueId (${cu:-none}, ${cl:-none})" \
-            "ClusterUUID and CliqueId > 0" "${cu:-none} ${cl:-none}"
+        add_failure fabric fabric "NVLink fabric without a valid ClusterUUID or CliqueId (${zero:-${cu:-none}}, ${cl:-none})" \
+            "non-zero ClusterUUID and CliqueId" "${zero:-${cu:-none}} ${cl:-none}"
     fi
     return 0
 }
@@ -384,7 +413,14 @@ scan_xids() {  # Xids of this boot's kernel log that AzNHC's check_gpu_xid treat
     rc=$?
     grep -E 'NVRM' "$WORK/dmesg.txt" >"$WORK/nvrm.txt"
     logged "dmesg (NVRM lines)" "$WORK/nvrm.txt" $rc
-    [ $rc -eq 0 ] || return 0
+    if [ $rc -ne 0 ]; then
+        # Not a pass: run by hand as a user other than root where kernel.dmesg_restrict=1, dmesg answers
+        # "read kernel buffer failed: Operation not permitted" (exit 1), and the Xids were never looked at.
+        line=$(grep -v '^[[:space:]]*$' "$WORK/dmesg.txt" | head -n 1)
+        add_failure xid check_not_run "the kernel log could not be read (dmesg exit $rc: ${line:-no output}): Xids were not checked" \
+            "a readable kernel log" "dmesg exit $rc"
+        return 0
+    fi
     while IFS= read -r line; do
         [[ $line =~ $XID_LINE ]] || continue
         xid=${BASH_REMATCH[3]}
@@ -442,7 +478,7 @@ fallback_ib() {
 # their findings come first in the verdict.
 HOST_CHECKS=" check_gpu_count check_gpu_xid check_nvsmi_healthmon check_gpu_persistence check_nvlink_status check_gpu_ecc check_gpu_bw check_cuda_bw check_gpu_clock_throttling check_app_gpu_clocks check_gpu_vbios check_gpu_xgmi check_hw_ib check_ib_link_flapping check_ib_bw_gdr check_ib_bw_non_gdr check_nccl_allreduce_ib_loopback check_nccl_allreduce check_rccl_allreduce check_nvme_count check_cpu_stream "
 aznhc_digest() {  # AzNHC's failure lines (log and stdout, each once) -> findings
-    local line msg check code exp meas xid port st tier
+    local line msg check code exp meas xid port st tier gref
     while IFS= read -r msg; do
         check=aznhc
         # LBNL NHC's watchdog (AzNHC's -t covers the whole run): the run stopped, the check did not fail.
@@ -473,14 +509,47 @@ aznhc_digest() {  # AzNHC's failure lines (log and stdout, each once) -> finding
             if [ -n "$st" ] && [ -d "$st" ]; then meas="$(port_state "$st") Gb/sec"; else meas=absent; fi
         fi
         if [[ $msg =~ Xid\ \([^\)]*\):\ ([0-9]+), ]]; then xid=${BASH_REMATCH[1]}; meas="Xid $xid"; exp="no Xid"; fi
+        # The GPU a finding names (customTests: "NVRM: Xid (PCI:0002:00:00)", "GPU id 3:", "GPU 2 has", "on GPU 1"):
+        # resolved to its bus id and serial once nvidia-smi -q has been read (resolve_gpu_refs).
+        gref=""
+        if [[ $msg =~ PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}) ]]; then gref="@pci:${BASH_REMATCH[1],,}"
+        elif [[ $msg =~ GPU\ id\ ([0-9]{1,3}) ]]; then gref="@idx:${BASH_REMATCH[1]}"
+        elif [[ $msg =~ GPU\ ([0-9]{1,3})([^0-9A-Fa-f.:]|$) ]]; then gref="@idx:${BASH_REMATCH[1]}"; fi
         tier=1
         case "$HOST_CHECKS" in *" $check "*) tier=0 ;; esac
         case "$code" in NHCNA) tier=2 ;; NHC20[0-2][0-9]) [ "$code" != NHC2023 ] && [ "$code" != NHC2010 ] && tier=0 ;; esac
-        add_failure "$check" "" "$msg" "$exp" "$meas" "$code" "$xid" "" "$port" "$tier"
+        add_failure "$check" "" "$msg" "$exp" "$meas" "$code" "$xid" "$gref" "$port" "$tier"
         case "$check" in check_gpu_*|check_nvsmi_*|check_nvlink_*) GPU_FAULT=1 ;; esac
         # nvidia-smi failed or hung under AzNHC: azgpu does not start it again for the GPU inventory.
         [ "$check" = check_nvsmi_healthmon ] && SMI_RC=125 && : >"$WORK/gpus.txt"
     done < <(cat "$@" 2>/dev/null | tr -d '\r' | grep -a 'Health check failed:' | sed -E 's/.*Health check failed:[[:space:]]*//; s/^-e //' | awk '!seen[$0]++')
+}
+resolve_gpu_refs() {  # findings that name a GPU by PCI address or index (@pci:..., @idx:N): bus id and serial
+    local i ref want n bus serial rest b found buses=() refs=()
+    if [ -f "$WORK/gpus.txt" ]; then
+        while IFS='|' read -r bus serial rest; do  # read once: 200 findings must not read it 200 times
+            b=${bus,,}
+            b=${b: -12}
+            jsr "$b" 16; found="[{\"bus\":$JS"
+            jsr "$serial" 32; found="$found,\"serial\":$JS}]"
+            buses+=("$b")
+            refs+=("$found")
+        done <"$WORK/gpus.txt"
+    fi
+    for ((i = 0; i < NF; i++)); do
+        ref=${F_GPUS[i]}
+        case "$ref" in @*) ;; *) continue ;; esac
+        want=${ref#@*:}
+        found=""
+        case "$ref" in
+            @idx:*) n=$((10#$want)); [ "$n" -lt ${#refs[@]} ] && found=${refs[n]} ;;
+            @pci:*) for ((n = 0; n < ${#buses[@]}; n++)); do
+                        case "${buses[n]}" in "${want: -10}"*) found=${refs[n]}; break ;; esac
+                    done
+                    if [ -z "$found" ]; then jsr "${want: -10}" 16; found="[{\"bus\":$JS,\"serial\":\"\"}]"; fi ;;
+        esac
+        F_GPUS[i]=$found
+    done
 }
 run_aznhc() {  # sets AZNHC=ran|unsupported|missing|failed|timeout; findings from its log and stdout
     local script=$R/opt/azurehpc/test/azurehpc-health-checks/run-health-checks.sh rc
@@ -515,15 +584,12 @@ run_aznhc() {  # sets AZNHC=ran|unsupported|missing|failed|timeout; findings fro
 
 # ---------------------------------------------------------------------------------- verdict
 ORDER=()
-verdict_line() {  # extra, findings kept (in ORDER), message length, dropped json
-    local extra=$1 keep=$2 len=$3 i list=""
-    for ((i = 0; i < keep; i++)); do
-        [ -n "$list" ] && list="$list,"
-        list="$list$(failure_json "${ORDER[i]}" "$len")"
-    done
-    printf '{"azgpu_health":1,"mode":%s,%s,"failures":[%s],"more":%d,"dropped":{%s},"log":%s,"seconds":%d}' \
-        "$(js "${AZGPU_MODE:-check}")" "$extra" "$list" $((NF + ${#EXTRA_DROPPED[@]} - keep)) "$4" \
-        "$(js "${LOG#"$R"}" 120)" $(($(date +%s) - START))
+LINE=""
+verdict_line() {  # extra, findings kept (the first of FJSON), dropped json -> LINE
+    local list="" p
+    for ((p = 0; p < $2; p++)); do list="$list${list:+,}${FJSON[p]}"; done
+    printf -v LINE '{"azgpu_health":1,"mode":%s,%s,"failures":[%s],"more":%d,"dropped":{%s},"log":%s,"seconds":%d}' \
+        "$V_MODE" "$1" "$list" $((NF + ${#EXTRA_DROPPED[@]} - $2)) "$3" "$V_LOG" "$V_SECONDS"
 }
 dropped_json() {  # keep: per fault code (or check) counts of the findings left out, so none is lost
     local keep=$1 i k out="" keys=()
@@ -541,22 +607,35 @@ dropped_json() {  # keep: per fault code (or check) counts of the findings left 
     done
 }
 verdict() {  # the one line: host faults first, messages shortened before any finding is dropped
-    local extra=$1 keep line t i len
+    # Linear in the findings (200 of them assemble in well under a second): each finding's JSON is made
+    # once per message length, and the findings that fit are found by bisection, not one drop at a time.
+    local extra=$1 t i len lo hi mid
     ORDER=()
     for t in 0 1 2; do
         for ((i = 0; i < NF; i++)); do [ "${F_TIER[i]}" = "$t" ] && ORDER+=("$i"); done
     done
-    line=""
+    jsr "${AZGPU_MODE:-check}"; V_MODE=$JS
+    jsr "${LOG#"$R"}" 120; V_LOG=$JS
+    V_SECONDS=$(($(date +%s) - START))
+    local all
+    all=$(dropped_json "$NF")
     for len in $MAXMSG 80 40 0; do
-        line=$(verdict_line "$extra" "$NF" "$len" "$(dropped_json "$NF")")
-        [ ${#line} -le $BUDGET ] && break
+        failures_json "$len"
+        verdict_line "$extra" "$NF" "$all"
+        [ ${#LINE} -le $BUDGET ] && break
     done
-    keep=$NF
-    while [ ${#line} -gt $BUDGET ] && [ "$keep" -gt 0 ]; do
-        keep=$((keep - 1))
-        line=$(verdict_line "$extra" "$keep" 0 "$(dropped_json "$keep")")
-    done
-    printf '%s\n' "$line" >"$VERDICT"
+    if [ ${#LINE} -gt $BUDGET ]; then
+        # Keeping fewer findings only shortens the line (a finding is longer than its count in "dropped").
+        lo=0
+        hi=$NF
+        while [ $lo -lt $hi ]; do
+            mid=$(((lo + hi + 1) / 2))
+            verdict_line "$extra" "$mid" "$(dropped_json "$mid")"
+            if [ ${#LINE} -le $BUDGET ]; then lo=$mid; else hi=$((mid - 1)); fi
+        done
+        verdict_line "$extra" "$lo" "$(dropped_json "$lo")"
+    fi
+    printf '%s\n' "$LINE" >"$VERDICT"
 }
 host_json() {
     printf '"host":{"computer":%s,"physical_host":%s,"vm_id":%s,"vm_id_source":%s,"vm_size":%s}' \
@@ -584,6 +663,7 @@ check() {
         nvidia_gpus  # answers from the first call, if there was one: a hung tool is not asked again
         inventory=",\"gpus\":$(gpu_inventory_json)"
     fi
+    resolve_gpu_refs
     extra="\"checker\":$(js "$CHECKER"),\"aznhc\":$(js "${AZNHC:-missing}"),$(host_json)"
     [ -n "$AZNHC_ERROR" ] && extra="$extra,\"aznhc_error\":$(js "$AZNHC_ERROR" 160)"
     [ -n "$AZNHC_LOG" ] && [ -f "$AZNHC_LOG" ] && extra="$extra,\"aznhc_log\":$(js "${AZNHC_LOG#"$R"}" 120)"
@@ -631,11 +711,12 @@ nccl_trust() {  # only the launcher's address, and only until the expiry time (O
     chown "${AZGPU_ADMIN_USER}:" "$ssh" "$ssh/authorized_keys" 2>/dev/null
     verdict "\"ok\":true"
 }
-nccl_untrust() {
+nccl_untrust() {  # every node after the check, the launcher too: the key accepted, and the key pair made here
     local key=${AZGPU_NCCL_PUBKEY:-}
     if [[ $key =~ $KEY_RE ]]; then
         drop_key "$(admin_home)/.ssh/authorized_keys" "$key"
     fi
+    rm -rf "$(admin_home)/.azgpu-nccl"
     verdict "\"ok\":true"
 }
 nccl_run() {

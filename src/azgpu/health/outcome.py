@@ -49,9 +49,16 @@ def unhealthy_error(report: dict[str, Any], *, cluster: str, resource_group: str
                       f"replace them: 'provision create ... --check --replace-unhealthy'")
     elif inconclusive:
         code = "HEALTH_INCONCLUSIVE"
+        codes = {n.get("reason_code") for n in inconclusive}
         remedy = ("no host fault was found, so nothing was replaced or reported: "
                   + ("a finding every node shares points at the image, the driver or the configuration; "
-                     if any(n.get("reason_code") == "common" for n in inconclusive) else "")
+                     if "common" in codes else "")
+                  + ("the same finding on a second host points at the image, its driver or the configuration; "
+                     if "image" in codes else "")
+                  + ("a finding the image could cause is reported only once a second host passes ('provision "
+                     f"report {where}' checks one first); " if "unconfirmed" in codes else "")
+                  + ("nodes disagree with Azure (or each other) about their rack: nothing was deleted; "
+                     if "rack_identity" in codes else "")
                   + f"see each node's reason ('provision check {where} -o table') and its log under /var/log/azgpu/, "
                     "fix the set-up and run the check again")
     elif nccl and not unreachable:

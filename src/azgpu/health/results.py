@@ -15,12 +15,12 @@ its physical host name (KVP pool 3), VM id and full resource id.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from .impact import impact_category
+from ..bounded import BoundedError, loads
+from .impact import could_be_image, impact_category
 from .script import VERDICT_VERSION
 
 PASSED, FAILED, INCONCLUSIVE, UNREACHABLE = "passed", "failed", "inconclusive", "unreachable"
@@ -104,7 +104,9 @@ class NodeResult:
     failures: tuple[Failure, ...] = ()
     more_failures: int = 0  # failures the node found but left out to fit Run Command's 4 KB
     # unreachable: timeout | conflict | no_verdict | run_command_failed | not_running | no_outbound;
-    # inconclusive: setup | watchdog | aznhc_timeout | image | invalid_verdict | common
+    # inconclusive: setup | watchdog | aznhc_timeout | image | invalid_verdict | common | not_run (a check
+    # could not run) | unconfirmed (a finding the image could cause, not yet seen to pass on a second host) |
+    # rack_identity (its NVLink domain disagrees with Azure's rack or with the other nodes)
     reason_code: str | None = None
     reason: str = ""
     physical_host: str | None = None
@@ -122,6 +124,9 @@ class NodeResult:
     # GB racks: {"clusterUuid", "cliqueId", "state", "status", "complete"} (None on sizes without a fabric)
     fabric: dict[str, Any] | None = None
     dropped: dict[str, int] | None = None  # per fault code (or check) counts of findings left out
+    # Other nodes of the check that name the same physical host: one of them at least is not telling the
+    # truth, so neither is reported to Guest Health Reporting.
+    shared_host: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -153,11 +158,15 @@ class NodeResult:
             "ib_ports_found": self.ib_ports_found, "failures": [f.as_dict() for f in self.failures],
             "more_failures": self.more_failures, "gpus": [g.as_dict() for g in self.gpus],
             "reason_code": self.reason_code, "reason": self.reason, "log": self.log, "seconds": self.seconds,
-            "fabric": self.fabric, "dropped": self.dropped or {},
+            "fabric": self.fabric, "dropped": self.dropped or {}, "shared_host": list(self.shared_host),
         }
 
 
 # ------------------------------------------------------------------------------ Run Command output
+
+
+MAX_STATUSES = 64  # Run Command answers one status (Linux) or two (the spec's StdOut/StdErr shape)
+MAX_MESSAGE = 1 << 20  # a status message holds at most the 4 KB tails of both streams, and some words
 
 
 def output_streams(result: Any) -> tuple[str, str]:
@@ -166,12 +175,18 @@ def output_streams(result: Any) -> tuple[str, str]:
     Linux answers one status whose message is "Enable succeeded: \\n[stdout]\\n...\\n[stderr]\\n..."
     (run-command-extension-linux main/cmds.go, azure-cli#32286); the REST spec's example shows the
     Windows shape, one ComponentStatus/StdOut and one ComponentStatus/StdErr status (S-rc).
+    Whatever else the answer holds (a value that is no list, statuses that are no objects, codes or
+    messages that are no text) is no output: the node then has no verdict, never a traceback.
     """
     statuses = result.get("value") if isinstance(result, dict) else getattr(result, "value", None)
+    if not isinstance(statuses, (list, tuple)):
+        statuses = []
     out, err = [], []
-    for status in statuses or []:
-        code = _field(status, "code") or ""
-        message = _field(status, "message") or ""
+    for status in list(statuses)[:MAX_STATUSES]:
+        code = _field(status, "code")
+        message = _field(status, "message")
+        code = code if isinstance(code, str) else ""
+        message = message[:MAX_MESSAGE] if isinstance(message, str) else ""
         if "/StdOut/" in code:
             out.append(message)
         elif "/StdErr/" in code:
@@ -184,7 +199,11 @@ def output_streams(result: Any) -> tuple[str, str]:
 
 
 def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    if isinstance(obj, dict):
+        return obj.get(name)
+    if isinstance(obj, (str, bytes, int, float, list, tuple)) or obj is None:
+        return None
+    return getattr(obj, name, None)
 
 
 _LINUX = re.compile(r"\[stdout\]\n(?P<out>.*?)\n\[stderr\]\n(?P<err>.*)\Z", re.S)
@@ -201,35 +220,31 @@ class VerdictError(ValueError):
     """A verdict line that azgpu cannot read (another version, or broken)."""
 
 
-class _NotFinite(ValueError):
-    pass
-
-
-def _not_finite(name: str):
-    raise _NotFinite(name)
-
-
 MAX_VERDICT = 16384  # a Run Command tail holds 4,096 bytes; a captured output judged by hand may hold more
+# node_check.sh writes {"failures": [{"gpus": [{...}]}]}: five levels of objects and lists. Anything deeper
+# is not a verdict (a line nested 1,500 arrays deep once ended the gate in RecursionError).
+VERDICT_DEPTH = 5
 
 
 def find_verdict(stdout: str) -> dict[str, Any] | None:
     """The last line of stdout that is azgpu's verdict, or None when there is none.
 
     Run Command keeps only the last 4 KB, so only the end of stdout is trusted; a line cut at its
-    start by that tail does not parse and does not count.
+    start by that tail does not parse and does not count. A line that is too long, nested too deep or
+    holds NaN or Infinity raises VerdictError (bounded.loads: never RecursionError).
     """
+    if not isinstance(stdout, str):
+        return None
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if not line.startswith('{"azgpu_health"'):
             continue
-        if len(line) > MAX_VERDICT:
-            raise VerdictError(f"verdict line of {len(line)} bytes (at most {MAX_VERDICT})")
         try:
-            data = json.loads(line, parse_constant=_not_finite)
-        except _NotFinite as exc:
-            raise VerdictError(f"verdict holding {exc.args[0]}, not a number JSON allows") from None
-        except ValueError:
-            continue
+            data = loads(line, max_bytes=MAX_VERDICT, max_depth=VERDICT_DEPTH, what="the verdict line")
+        except BoundedError as exc:
+            if exc.reason == "syntax":
+                continue
+            raise VerdictError(str(exc)) from None
         if not isinstance(data, dict):
             continue
         if data.get("azgpu_health") != VERDICT_VERSION:
@@ -439,6 +454,17 @@ def from_verdict(node: NodeRef, v: dict[str, Any]) -> NodeResult:
                       reason_code=code, reason=reason, **common)
 
 
+def unconfirmed(node: NodeResult) -> bool:
+    """A failed node whose every host fault the image could cause as well (health.impact.could_be_image):
+    proven only once another host with the same image passes."""
+    if node.status != FAILED:
+        return False
+    faults = [f for f in node.failures if impact_category(f)]
+    dropped = [k for k in (node.dropped or {}) if impact_category(
+        Failure(check=k, kind=_dropped_kind(k), message="", fault_code=k if k.startswith("NHC") else None))]
+    return bool(faults) and not dropped and all(could_be_image(f) for f in faults)
+
+
 def _dropped_kind(key: str) -> str:
     if key.startswith("NHC"):
         return "aznhc"
@@ -454,6 +480,10 @@ def _why_inconclusive(failures: tuple[Failure, ...]) -> tuple[str, str]:
                             "the host; run the check again with a longer --node-timeout")
     if "aznhc_timeout" in kinds:
         return "aznhc_timeout", "AzNHC did not finish in its time: not a finding about the host"
+    if "check_not_run" in kinds:
+        which = next(f for f in failures if f.kind == "check_not_run")
+        return "not_run", (f"a check could not run ({which.summary()}): the node is inconclusive for it, not passed; "
+                           "nothing else was found")
     if "tool_missing" in kinds:
         return "image", f"the image lacks a tool the check needs ({first}): an image fault, not the host's"
     return "setup", (f"only faults of the checks' own set-up (AzNHC's NHCNA: {first}), which say nothing about "
