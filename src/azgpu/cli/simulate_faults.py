@@ -67,13 +67,15 @@ def register(cli: click.Group) -> None:
     @click.option("--gpu-lost", is_flag=True, default=None, help="The driver calls the first GPU lost (no Xid line).")
     @click.option("--no-devices", is_flag=True, default=None,
                   help="nvidia-smi finds no GPU while the PCI bus still shows them.")
+    @click.option("--driver-not-loaded", is_flag=True, default=None,
+                  help="nvidia-smi answers that the NVIDIA driver is not loaded (exit 9).")
     @click.option("--fabric-incomplete", is_flag=True, default=None, help="GB sizes: NVLink fabric state not Completed.")
     @click.option("--imex-missing", is_flag=True, default=None, help="GB sizes: no IMEX channel.")
     @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
     @common
     def fault_cmd(obj, name, instances, next_count, gpus, ib_down, ib_rate, ib_port, xid, nvidia_smi_hang,
-                  nvlink_down, run_command, ecc, row_remap, gpu_lost, no_devices, fabric_incomplete, imex_missing,
-                  simulate_state):
+                  nvlink_down, run_command, ecc, row_remap, gpu_lost, no_devices, driver_not_loaded, fabric_incomplete,
+                  imex_missing, simulate_state):
         """Make simulated nodes unhealthy (a GPU missing, an IB port down or slow, an Xid, a hang ...)."""
         if bool(instances) == (next_count is not None):
             raise InputError("name the nodes with --instance, or the next ones to be created with --next N",
@@ -81,7 +83,8 @@ def register(cli: click.Group) -> None:
         fault = {"gpus": gpus, "ib_down": True if ib_down == "first" else ib_down, "ib_rate": ib_rate,
                  "ib_port": ib_port, "xid": xid, "nvidia_smi_hang": nvidia_smi_hang, "nvlink_down": nvlink_down,
                  "run_command": run_command, "ecc": ecc, "row_remap": row_remap, "gpu_lost": gpu_lost,
-                 "no_devices": no_devices, "fabric_incomplete": fabric_incomplete, "imex_missing": imex_missing}
+                 "no_devices": no_devices, "fabric_incomplete": fabric_incomplete, "imex_missing": imex_missing,
+                 "driver_not_loaded": driver_not_loaded}
         fake = _fake(simulate_state, new=next_count is not None)
         try:
             if next_count is not None:

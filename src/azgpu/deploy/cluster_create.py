@@ -190,7 +190,8 @@ def _health_gate(session, plan: Plan, resource_group: str, result: CreateResult,
             result.spare_racks = {"requested": gate.spare_racks, "removed": pruned}
     else:
         outcome = health_gate.gate(session, cluster, resource_group, gate.node, replace=replace,
-                                   max_rounds=gate.max_rounds, before_delete=before_delete, on_round=on_round)
+                                   max_rounds=gate.max_rounds, before_delete=before_delete, on_round=on_round,
+                                   on_notice=on_notice)
     result.health = outcome
 
 

@@ -119,6 +119,9 @@ def not_reportable(node: NodeResult) -> str | None:
         return "only failures of the check's own set-up (AzNHC's NHCNA), which say nothing about the host"
     if not (node.physical_host or node.vm_id or node.node_vm_id):
         return "the node gave neither its PhysicalHostName nor a VM id, one of which every HPC report needs"
+    if node.shared_host:
+        return (f"{', '.join(node.shared_host)} name(s) the same physical host ({node.physical_host}): one of them is "
+                "not telling the truth, so neither is reported")
     return None
 
 
@@ -566,10 +569,16 @@ def report(session, name: str, resource_group: str, options: ReportOptions = Rep
     """Check the cluster's nodes (or only `nodes`: computer names, SCALESET/ID, instance ids or resource
     ids) as `provision check` does and
     file a report for each one proven faulty; nothing is deleted. Reporting is checked before a node is."""
+    from . import second_host
+
     reporter = Reporter(session, insight_timeout=options.insight_timeout, confirm=options.confirm, on_event=on_event)
     reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
     instances = _node_ids(session, name, resource_group, tuple(nodes)) if nodes else None
     health = health_gate.check(session, name, resource_group, check, instances=instances, on_node=on_node)
+    if instances is not None:  # the nodes named only: what no node can say about itself is judged here
+        health.nodes = health_gate.judged(health.nodes)
+    # A finding the image could cause is reported only once a second host with the same image passed.
+    health.nodes = second_host.confirm(session, resource_group, health.nodes, check, on_notice=on_event)
     # Only a node proven faulty is reported: not one that did not answer or answered inconclusively.
     entries = reporter.report(health.failed) if health.failed else []
     return ReportResult(name, resource_group, health, entries)

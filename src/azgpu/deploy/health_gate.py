@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AzgpuError, InputError
+from ..errors import AzgpuError
 from ..health.impact import impact_category
-from ..health.limits import MAX_NODE_TIMEOUT, MAX_PARALLEL, MAX_ROUNDS, MIN_NODE_TIMEOUT, NODE_TIMEOUT, PARALLEL
-from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
+from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
+from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult, unconfirmed
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
 from ..health.trust import valid_nccl_pubkey
 from ..profiles import Size, find_size, load_profile
@@ -92,20 +92,11 @@ class HealthReport:
 def validate_options(*, parallel: int = PARALLEL, node_timeout: float = NODE_TIMEOUT,
                      max_rounds: int = MAX_ROUNDS) -> None:
     """Refuse out-of-range options before anything runs (create checks them before it deploys)."""
-    _options(parallel, node_timeout)
-    if not 1 <= max_rounds <= 10:
-        raise InputError(f"--max-rounds {max_rounds} is out of range", code="INVALID_MAX_ROUNDS",
-                         remedy="use 1 to 10 replacement rounds (default 3)")
+    check_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
 
 
 def _options(parallel: int, node_timeout: float) -> None:
-    if not 1 <= parallel <= MAX_PARALLEL:
-        raise InputError(f"--parallel {parallel} is out of range", code="INVALID_PARALLEL",
-                         remedy=f"use 1 to {MAX_PARALLEL} Run Commands at a time (default {PARALLEL})")
-    if not MIN_NODE_TIMEOUT <= node_timeout <= MAX_NODE_TIMEOUT:
-        raise InputError(f"--node-timeout {node_timeout:g} is out of range", code="INVALID_NODE_TIMEOUT",
-                         remedy=f"use {MIN_NODE_TIMEOUT:g} to {MAX_NODE_TIMEOUT:g} seconds (Run Command stops a "
-                                f"script after 90 minutes; default {NODE_TIMEOUT:g})")
+    check_options(parallel=parallel, node_timeout=node_timeout)
 
 
 def _expectations(vmss: Any) -> Expectations:
@@ -164,6 +155,11 @@ def _settings(exp: Expectations, node_timeout: float) -> dict[str, Any]:
     return {**exp.settings(), "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(node_timeout)}
 
 
+def check_body(vmss: Any, node_timeout: float) -> dict[str, Any]:
+    """The Run Command body that checks a node of this scale set (its size's expectations)."""
+    return run_command_body("check", _settings(_expectations(vmss), node_timeout))
+
+
 def signature(node: NodeResult) -> frozenset:
     """What a node's host faults say, without the node's own ids (bus ids, ports and serials differ between
     hosts): the same signature on every node is not a property of any one host."""
@@ -191,6 +187,36 @@ def _common_failures(results: list[NodeResult]) -> list[NodeResult]:
                               "reason": f"every node that answered ({len(answered)}) shows the same finding ({shown}): "
                                         "the image, the driver or the configuration rather than this host"})
         out.append(r)
+    return out
+
+
+def judged(results: list[NodeResult]) -> list[NodeResult]:
+    """What no node can say about itself: a finding the image could cause is proven only by another host of
+    its scale set that passed (else the node is inconclusive, `unconfirmed`, until second_host.confirm has
+    checked one), and two nodes naming one physical host are both marked (neither is reported)."""
+    passed_sets = {r.scale_set for r in results if r.status == PASSED}
+    out = []
+    for r in results:
+        if unconfirmed(r) and r.scale_set not in passed_sets:
+            r = dataclasses.replace(r, status=INCONCLUSIVE, reason_code="unconfirmed", reason=(
+                f"{r.summary()}: a finding the image (its driver or tools) could cause as well, and no other host of "
+                f"{r.scale_set} passed to show it is this host's; nothing is replaced or reported until a second host "
+                "passes ('provision report' and 'create --replace-unhealthy' check one first)"))
+        out.append(r)
+    return shared_hosts(out)
+
+
+def shared_hosts(results: list[NodeResult]) -> list[NodeResult]:
+    """Nodes that name the same physical host (PhysicalHostName, KVP pool 3), each with the others' names."""
+    by_host: dict[str, list[str]] = {}
+    for r in results:
+        if r.physical_host:
+            by_host.setdefault(r.physical_host.lower(), []).append(r.computer_name)
+    out = []
+    for r in results:
+        names = by_host.get((r.physical_host or "").lower(), [])
+        others = tuple(n for n in names if n != r.computer_name) if len(names) > 1 else ()
+        out.append(dataclasses.replace(r, shared_host=others) if others != r.shared_host else r)
     return out
 
 
@@ -225,7 +251,7 @@ def check(session, name: str, resource_group: str, options: CheckOptions = Check
         sets = []
         for vmss in scale_sets:
             exp = _expectations(vmss)
-            body = run_command_body("check", _settings(exp, node_timeout))
+            body = check_body(vmss, node_timeout)
             listed = list_instances(session, resource_group, vmss)
             sets.append({"name": vmss.name, "size": vmss.sku.name, "capacity": vmss.sku.capacity,
                          "instances": [i.instance_id for i in listed], "expected": exp.__dict__})
@@ -240,7 +266,7 @@ def check(session, name: str, resource_group: str, options: CheckOptions = Check
     results = run_all(session, resource_group, jobs, node_timeout, parallel, on_node)
     results = _note_outbound(results, {o["scale_set"]: o for o in outbound})
     if instances is None:  # a partial check (the replacements of a round) is judged by the gate
-        results = _common_failures(results)
+        results = judged(_common_failures(results))
     report = HealthReport(name, resource_group, results, sets, outbound)
     if nccl:
         report.nccl = nccl_check(session, resource_group, scale_sets, report, node_timeout)
@@ -295,35 +321,10 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
         base = {**exp.settings(), "AZGPU_ADMIN_USER": admin}
         entry.update(launcher=launcher.computer_name)
         key = check_node_raw(session, resource_group, launcher, "nccl-keygen", base, timeout)
-        if not key.get("ok") or not key.get("pubkey"):
-            out.append({**entry, "status": "error", "message": f"no key on the launcher: {key.get('error')}"})
+        ran = _nccl_steps(session, resource_group, launcher, others, key, base, ips, profile, timeout, admin)
+        if "error" in ran and "ok" not in ran:
+            out.append({**entry, "status": "error", "message": ran["error"]})
             continue
-        if not valid_nccl_pubkey(key["pubkey"]):
-            # Written into every other node's authorized_keys: only one exact key line, never what else it says.
-            out.append({**entry, "status": "error", "message": "the launcher answered with something other than one "
-                                                              "ed25519 public key line: refused, nothing was trusted"})
-            continue
-        expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=NCCL_KEY_HOURS))
-        trust = {**base, "AZGPU_NCCL_PUBKEY": key["pubkey"], "AZGPU_NCCL_FROM": ips[launcher.instance_id],
-                 "AZGPU_NCCL_EXPIRY": expiry.strftime("%Y%m%d%H%M")}
-        try:
-            with ThreadPoolExecutor(max_workers=min(PARALLEL, len(others))) as pool:
-                trusted = list(pool.map(lambda n: check_node_raw(session, resource_group, n, "nccl-trust", trust,
-                                                                 timeout), others))
-            refused = [t.get("error") for t in trusted if not t.get("ok")]
-            if refused:
-                out.append({**entry, "status": "error", "message": f"could not set up ssh: {refused[0]}"})
-                continue
-            hosts = " ".join(ips[n.instance_id] for n in nodes)
-            env = " ".join(f"{k}={v}" for k, v in (profile.nccl.get("env") or {}).items())
-            ran = check_node_raw(session, resource_group, launcher, "nccl-run",
-                                 {**base, "AZGPU_NCCL_HOSTS": hosts, "AZGPU_NCCL_ENV": env,
-                                  "AZGPU_NCCL_TIMEOUT": int(max(60, timeout - 60))}, timeout)
-        finally:
-            with ThreadPoolExecutor(max_workers=min(PARALLEL, len(others))) as pool:
-                list(pool.map(lambda n: check_node_raw(session, resource_group, n, "nccl-untrust",
-                                                       {"AZGPU_ADMIN_USER": admin, "AZGPU_NCCL_PUBKEY": key["pubkey"]},
-                                                       timeout), others))
         if not ran.get("ok"):
             out.append({**entry, "status": "error", "message": f"all_reduce_perf did not run: {ran.get('error')}"})
             continue
@@ -339,6 +340,43 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
             note = "" if exp.nccl_busbw_gbps else f" (no documented figure for {vmss.sku.name}: not judged)"
             out.append({**entry, "status": PASSED, "message": f"bus bandwidth {busbw} GB/s{note}"})
     return out
+
+
+def _nccl_steps(session, resource_group: str, launcher: Instance, others: list[Instance], key: dict, base: dict,
+                ips: dict[str, str], profile, timeout: float, admin: str) -> dict[str, Any]:
+    """Trust the launcher's key on the others, run all_reduce_perf, and always clean up after: the others
+    forget the key, and the launcher drops its key pair (it made the private key; nothing else needs it).
+    all_reduce_perf's verdict, or {"error": why} when it never ran."""
+    pubkey = key.get("pubkey") if key.get("ok") and valid_nccl_pubkey(key.get("pubkey")) else ""
+    trusted_any = False
+    try:
+        if not key.get("ok") or not key.get("pubkey"):
+            return {"error": f"no key on the launcher: {key.get('error')}"}
+        if not pubkey:
+            # Written into every other node's authorized_keys: only one exact key line, never what else it says.
+            return {"error": "the launcher answered with something other than one ed25519 public key line: refused, "
+                             "nothing was trusted"}
+        expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=NCCL_KEY_HOURS))
+        trust = {**base, "AZGPU_NCCL_PUBKEY": pubkey, "AZGPU_NCCL_FROM": ips[launcher.instance_id],
+                 "AZGPU_NCCL_EXPIRY": expiry.strftime("%Y%m%d%H%M")}
+        trusted_any = True
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(others))) as pool:
+            trusted = list(pool.map(lambda n: check_node_raw(session, resource_group, n, "nccl-trust", trust,
+                                                             timeout), others))
+        refused = [t.get("error") for t in trusted if not t.get("ok")]
+        if refused:
+            return {"error": f"could not set up ssh: {refused[0]}"}
+        hosts = " ".join(ips[n.instance_id] for n in [launcher, *others])
+        env = " ".join(f"{k}={v}" for k, v in (profile.nccl.get("env") or {}).items())
+        return check_node_raw(session, resource_group, launcher, "nccl-run",
+                              {**base, "AZGPU_NCCL_HOSTS": hosts, "AZGPU_NCCL_ENV": env,
+                               "AZGPU_NCCL_TIMEOUT": int(max(60, timeout - 60))}, timeout)
+    finally:
+        cleanup = {"AZGPU_ADMIN_USER": admin, "AZGPU_NCCL_PUBKEY": pubkey}
+        targets = [launcher, *(others if trusted_any else [])]
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(targets))) as pool:
+            list(pool.map(lambda n: check_node_raw(session, resource_group, n, "nccl-untrust", cleanup, timeout),
+                          targets))
 
 
 def replaceable(node: NodeResult) -> bool:
@@ -413,13 +451,19 @@ def gate(session, name: str, resource_group: str, options: CheckOptions = CheckO
          max_rounds: int = MAX_ROUNDS, before_delete: Callable[[list[NodeResult]], None] | None = None,
          on_node: Callable[[NodeResult], None] | None = None,
          on_round: Callable[[dict[str, Any]], None] | None = None,
-         on_start: Callable[[int], None] | None = None) -> GateResult:
+         on_start: Callable[[int], None] | None = None,
+         on_notice: Callable[[str], None] | None = None) -> GateResult:
     """Check the cluster; with replace, delete the nodes that fail, scale back out and check the new
     ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
-    (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted."""
+    (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted.
+    With replace, a finding the image could cause is first confirmed on a second host (second_host)."""
+    from . import second_host
+
     node_timeout = options.node_timeout
     validate_options(parallel=options.parallel, node_timeout=node_timeout, max_rounds=max_rounds)
     report = check(session, name, resource_group, options, on_node=on_node, on_start=on_start)
+    if replace:
+        report.nodes = second_host.confirm(session, resource_group, report.nodes, options, on_notice=on_notice)
     rounds = [_round(0, report.nodes, "check")]
     previous: set = set()
     if on_round:
@@ -460,15 +504,17 @@ def gate(session, name: str, resource_group: str, options: CheckOptions = CheckO
         again = check(session, name, resource_group, dataclasses.replace(options, nccl=False), instances=new,
                       on_node=on_node, on_start=on_start)
         gone = {n.resource_id.lower() for n in bad}
-        nodes = [n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes
+        fresh_ids = {n.resource_id.lower() for n in again.nodes}
+        nodes = judged([n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes)
+        nodes = second_host.confirm(session, resource_group, nodes, options, only=fresh_ids, on_notice=on_notice)
         report = HealthReport(name, resource_group,
                               sorted(nodes, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit()
                                                            else 0)), again.scale_sets, again.outbound)
         if options.nccl:
             vmss = [resource_types.VMSS.get(session, resource_group, s["name"]) for s in report.scale_sets]
             report.nccl = nccl_check(session, resource_group, vmss, report, node_timeout)
-        checked = again.nodes
-        rounds.append(_round(len(rounds), again.nodes, f"replaced {len(bad)}"))
+        checked = [n for n in report.nodes if n.resource_id.lower() in fresh_ids]
+        rounds.append(_round(len(rounds), checked, f"replaced {len(bad)}"))
         if on_round:
             on_round(rounds[-1])
     return GateResult(report, rounds, replaced, stopped)

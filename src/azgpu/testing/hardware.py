@@ -68,7 +68,7 @@ MODELS: dict[str, Model] = {
 }
 NO_GPU = Model("none", 0)
 FAULT_KEYS = ("gpus", "ib_down", "ib_rate", "ib_port", "xid", "nvidia_smi_hang", "nvlink_down", "run_command", "ecc",
-              "row_remap", "gpu_lost", "no_devices", "fabric_incomplete", "imex_missing")
+              "row_remap", "gpu_lost", "no_devices", "fabric_incomplete", "imex_missing", "driver_not_loaded")
 ROW_REMAP_FAULTS = ("pending", "failure")
 RUN_COMMAND_FAULTS = ("timeout", "no_verdict")
 
@@ -131,12 +131,14 @@ def apply_fault(node: dict, *, gpus: int | None = None, ib_down: bool | str | in
                 ib_rate: int | None = None, ib_port: str | int | None = None, xid: int | None = None,
                 nvidia_smi_hang: bool = False, nvlink_down: bool = False, run_command: str | None = None,
                 ecc: int | None = None, row_remap: str | None = None, gpu_lost: bool = False,
-                no_devices: bool = False, fabric_incomplete: bool = False, imex_missing: bool = False) -> None:
+                no_devices: bool = False, fabric_incomplete: bool = False, imex_missing: bool = False,
+                driver_not_loaded: bool = False) -> None:
     """Break a node: gpus=7 (one missing), ib_down=True|'mlx5_ib3'|3, ib_rate=100 (on ib_port or the
     first port), xid=79, nvidia_smi_hang, nvlink_down, run_command='timeout'|'no_verdict'; ecc=N
     uncorrectable SRAM errors on the first GPU, row_remap='pending'|'failure' there, gpu_lost (the driver
     calls the first GPU lost, no Xid line), no_devices (the driver lists none, the PCI bus still shows
-    them); on GB sizes fabric_incomplete (NVLink fabric not Completed) and imex_missing (no IMEX channel)."""
+    them), driver_not_loaded (nvidia-smi exits 9, "NVIDIA driver is not loaded"); on GB sizes fabric_incomplete
+    (NVLink fabric not Completed) and imex_missing (no IMEX channel)."""
     m = model(node["size"])
     _gpu_faults(node, ecc=ecc, row_remap=row_remap, gpu_lost=gpu_lost, no_devices=no_devices,
                 fabric_incomplete=fabric_incomplete, imex_missing=imex_missing)
@@ -164,6 +166,11 @@ def apply_fault(node: dict, *, gpus: int | None = None, ib_down: bool | str | in
     if nvlink_down:
         node["nvlink"] = "down"
         node["faults"].append("NVLink down")
+    if driver_not_loaded:
+        if m.vendor != "nvidia":
+            raise ValueError(f"{node['size']} has no NVIDIA driver")
+        node["nvidia_smi"] = "driver_not_loaded"
+        node["faults"].append("NVIDIA driver not loaded")
     if run_command is not None:
         if run_command not in RUN_COMMAND_FAULTS:
             raise ValueError(f"run_command={run_command!r}: one of {RUN_COMMAND_FAULTS}")
@@ -361,6 +368,11 @@ def aznhc_log(node: dict, vm_size: str) -> tuple[str, int]:
 
     if node["nvidia_smi"] == "hang":
         result(False, "", "check_nvsmi_healthmon:  nvidia-smi:  Caught fatal signal 9. FaultCode: NHC2015")
+    elif node["nvidia_smi"] == "driver_not_loaded":
+        # csc_nvidia_smi.nhc's die for nvidia-smi's exit 9; azure_gpu_count.nhc counts `nvidia-smi --list-gpus`
+        # lines, none when the tool prints its error on stderr (which stream it uses is not documented).
+        result(False, "", f"-e check_gpu_count: Expected to see {m.gpus} but found 0. FaultCode: NHC2009")
+        result(False, "", "check_nvsmi_healthmon:  nvidia-smi:  NVIDIA driver not loaded. FaultCode: NHCNA")
     elif node["nvidia_smi"] == "no_devices":
         result(False, "", f"-e check_gpu_count: Expected to see {m.gpus} but found 0. FaultCode: NHC2009")
     elif any(g.get("lost") for g in present):

@@ -273,6 +273,9 @@ def _hardware(box: Sandbox, node: dict) -> None:
                               "system to recover this GPU\n", 15)
         if node["nvidia_smi"] == "no_devices":
             cases[0] = ("-q", "No devices were found\n", 6)
+        if node["nvidia_smi"] == "driver_not_loaded":  # nvidia-smi(1) RETURN VALUE 9: the driver is not loaded
+            cases = [("*", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+                           "that the latest NVIDIA driver is installed and running.\n\n", 9)]
         # A hung nvidia-smi: the stub answers as timeout(1) does when it kills one, at once.
         if node["nvidia_smi"] == "hang":
             cases = [("*", "", 124)]
