@@ -1,5 +1,6 @@
-"""Racks proven from the nodes: grouping by the NVLink fabric each node reports, cross-checked with
-the interconnect subgroup Azure reports, with exclusions and short racks visible."""
+"""Racks: Azure's interconnect subgroups where Azure reports them, the NVLink fabric each node reports as
+evidence (a node that disagrees is disputed), the nodes' own grouping where Azure reports nothing, with
+exclusions and short racks visible."""
 
 from __future__ import annotations
 
@@ -35,13 +36,39 @@ def test_same_cluster_uuid_but_another_clique_is_another_domain():
     assert [len(r["nodes"]) for r in racks.group("c1", [domain(18)], {}, 18, fabrics=fabrics)] == [9, 9]
 
 
-def test_azures_subgroups_agree_or_the_disagreement_is_shown():
+def test_azures_subgroups_are_the_racks_and_a_node_that_disagrees_is_disputed():
     fabrics = {f"n{i:02d}": fab("A" if i else "STRAY") for i in range(18)}
     signals = {f"n{i:02d}": {"subgroup": "S1", "block": None} for i in range(18)}
-    out = racks.group("c1", [domain(18)], signals, 18, fabrics=fabrics)
-    assert [(len(r["nodes"]), r["short"], r["agrees_with_azure"]) for r in out] == [(1, 17, False), (17, 1, False)]
+    (rack,) = racks.group("c1", [domain(18)], signals, 18, fabrics=fabrics)
+    assert (rack["basis"], len(rack["nodes"]), rack["short"], rack["agrees_with_azure"]) == ("reported", 18, 0, False)
+    assert [d["hostname"] for d in rack["disputed"]] == ["n00"] and "STRAY/32766" in rack["disputed"][0]["reason"]
     whole = racks.group("c1", [domain(18)], signals, 18, fabrics={f"n{i:02d}": fab("A") for i in range(18)})
-    assert whole[0]["agrees_with_azure"] is True and whole[0]["short"] == 0
+    assert whole[0]["agrees_with_azure"] is True and whole[0]["short"] == 0 and "disputed" not in whole[0]
+
+
+def test_two_nodes_swapping_their_rack_identity_are_both_disputed_and_no_rack_spans_two():
+    # n00 sits in Azure's rack S0 and claims S1's NVLink domain B; n18 sits in S1 and claims A.
+    fabrics = {f"n{i:02d}": fab("A" if (i < 18) != (i in (0, 18)) else "B") for i in range(36)}
+    signals = {f"n{i:02d}": {"subgroup": "S0" if i < 18 else "S1", "block": None} for i in range(36)}
+    assert racks.disputes([domain(36)], signals, fabrics, 18).keys() == {"n00", "n18"}
+    out = racks.group("c1", [domain(36)], signals, 18, fabrics=fabrics)
+    assert [(r["id"], r["nodes"][0], r["nodes"][-1], len(r["nodes"])) for r in out] == [
+        ("S0", "n00", "n17", 18), ("S1", "n18", "n35", 18)]
+    # Without Azure's subgroups the nodes alone would have made two "whole" racks across Azure's two.
+    alone = racks.group("c1", [domain(36)], {}, 18, fabrics=fabrics)
+    assert sorted(len(r["nodes"]) for r in alone) == [18, 18] and any({"n00", "n19"} <= set(r["nodes"]) for r in alone)
+
+
+def test_one_domain_claimed_by_two_of_azures_racks_disputes_them_all():
+    fabrics = {f"n{i:02d}": fab("A") for i in range(36)}
+    signals = {f"n{i:02d}": {"subgroup": "S0" if i < 18 else "S1", "block": None} for i in range(36)}
+    assert len(racks.disputes([domain(36)], signals, fabrics, 18)) == 36
+
+
+def test_without_azure_more_nodes_in_one_domain_than_a_rack_holds_are_disputed():
+    fabrics = {f"n{i:02d}": fab("A" if i < 19 else "B") for i in range(36)}
+    disputed = racks.disputes([domain(36)], {}, fabrics, 18)
+    assert sorted(disputed) == [f"n{i:02d}" for i in range(19)] and "19 nodes report" in disputed["n00"]
 
 
 def test_a_node_whose_fabric_is_not_complete_joins_its_subgroups_rack_and_is_named():

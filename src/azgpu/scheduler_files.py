@@ -249,7 +249,8 @@ def _assumed_note(out: dict[str, Any]) -> list[str]:
                   "# or run 'provision check' to measure them."]
     if "reported" in bases:
         lines.append("# Blocks marked 'reported' follow the interconnect subgroup or block Azure reported for "
-                     "each VM (Compute API 2026-03-01+), not measured on the nodes.")
+                     "each VM (Compute API 2026-03-01+); where the health check ran, each node's NVLink domain was "
+                     "checked against them, and a node that disagrees is left out.")
     for item in out.get("excluded_nodes", ()):
         lines.append(f"# Left out: {item['hostname']} ({item['reason']}).")
     return lines

@@ -12,9 +12,9 @@ from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_a
 
 GB300_FAMILY = "standardNDISRGB300V6Family"
 REPORT = ("--check", "--replace-unhealthy", "--report-to-azure", "--yes", "--insight-timeout", "60")
-# The health gate reads each node's NVLink fabric (NodeResult.fabric), so the racks of a checked
-# cluster rest on what the nodes measured, not on Azure's interconnect subgroups ("reported").
-BASIS = "measured"
+# Azure reports each instance's interconnect subgroup (Compute 2026-03-01, read from the REST answer): the
+# racks are Azure's ("reported"), and what each node's GPUs report (NodeResult.fabric) is checked against them.
+BASIS = "reported"
 
 
 @pytest.fixture
@@ -62,22 +62,38 @@ def test_without_spare_racks_a_bad_node_is_reported_left_out_and_its_rack_named_
     assert len([x for x in out.splitlines() if x and not x.startswith("#")]) == 35
 
 
-def reads_interconnect_view() -> bool:
-    from azure.mgmt.compute import models
-
-    known = getattr(models.VirtualMachineScaleSetVMInstanceView, "_attribute_map", None)
-    return known is None or "interconnect_instance_view" in known
-
-
-def test_a_rack_short_of_one_node_in_its_nvlink_domain_is_visible(cli, azure, racks_quota):
+def test_a_node_outside_its_racks_nvlink_domain_is_inconclusive_and_left_out(cli, azure, racks_quota):
     azure.short_rack_next()
     rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "--check")
+    assert rc == 1 and "HEALTH_INCONCLUSIVE" in err and "Traceback" not in err
+    result = json.loads(out)
+    # The stray node's GPUs report another NVLink domain than its rack-mates': Azure's rack holds it, the node
+    # disagrees, so it is inconclusive and left out of the rack's block.
+    (stray,) = [n for n in result["health"]["nodes"] if n["status"] != "passed"]
+    assert (stray["status"], stray["reason_code"]) == ("inconclusive", "rack_identity")
+    assert sorted(len(r["nodes"]) for r in result["racks"]) == [17, 18]
+    assert any(r.get("agrees_with_azure") is False for r in result["racks"])
+
+
+def test_two_nodes_swapping_rack_identities_delete_nothing_and_exit_non_zero(cli, azure, racks_quota):
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=36), "-o", "none")
     assert rc == 0, err
-    racks = json.loads(out)["racks"]
-    # The stray node's GPUs report another NVLink domain than its rack-mates'.
-    assert sorted(len(r["nodes"]) for r in racks) == [1, 17, 18]
-    if reads_interconnect_view():  # azure-mgmt-compute 34 (the floor) reads no subgroup to cross-check with
-        assert any(r.get("agrees_with_azure") is False for r in racks)
+    azure.swap_fabric("c1-vmss000/0", "c1-vmss000/18")  # compromised: each reports the other rack's ClusterUUID
+    since = len(azure.requests)
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=18), "--spare-racks", "1", *REPORT)
+    assert rc == 1, err
+    assert "HEALTH_INCONCLUSIVE" in err and "Traceback" not in err and "while Azure places it in rack" in err
+    result = json.loads(out)
+    bad = sorted((n["instance_id"], n["status"], n["reason_code"]) for n in result["health"]["nodes"]
+                 if n["status"] != "passed")
+    assert bad == [("0", "inconclusive", "rack_identity"), ("18", "inconclusive", "rack_identity")]
+    assert capacity(azure) == [36] and result["spare_racks"]["removed"] == []
+    assert not [r for r in calls(azure, "POST", since=since) if r.path.lower().endswith("/delete")]
+    assert not calls(azure, "PUT", since=since, path="Microsoft.Impact")  # nothing reported either
+    assert [len(r["nodes"]) for r in result["racks"]] == [17, 17]  # each rack: Azure's, its disputed node left out
+    rc, out, err = cli("check", *cluster_args())
+    assert rc == 1 and "HEALTH_INCONCLUSIVE" in err
+    assert sorted(n["instance_id"] for n in json.loads(out)["nodes"] if n["status"] == "inconclusive") == ["0", "18"]
 
 
 def test_spare_racks_need_a_rack_profile(cli, azure):

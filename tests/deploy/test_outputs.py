@@ -13,8 +13,7 @@ from pathlib import Path
 
 import hostlist as oracle
 import pytest
-from azure.mgmt.compute import models as compute_models
-from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create_args, model, request, sdk_has
+from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create_args, model, request
 
 from azgpu import racks
 from deploy_support import create
@@ -261,8 +260,6 @@ def test_two_gb300_racks_are_two_blocks_of_18(azure, session, cli):
     assert len({b["blockname"] for b in blocks}) == 2
 
 
-@pytest.mark.skipif(not sdk_has(compute_models, "InterconnectBlockProfile"),
-                    reason="this azure-mgmt-compute does not know interconnect subgroups")
 def test_two_gb300_racks_follow_the_interconnect_subgroup_azure_reports(azure, session, cli):
     two_racks(azure, session)
     out = json.loads(outputs(cli))
@@ -280,13 +277,8 @@ def test_gb300_lists_instances_with_their_instance_view_once_per_scale_set(azure
     assert [r.query.get("$expand") for r in listings] == ["instanceView"]
 
 
-# Interconnect blocks and subgroups exist in Compute 2026-03-01 and the SDKs that speak it; with an
-# older azure-mgmt-compute the fields are not read and racks are assumed (README, outputs).
-needs_interconnect = pytest.mark.skipif(not sdk_has(compute_models, "InterconnectBlockProfile"),
-                                        reason="this azure-mgmt-compute does not know interconnect blocks")
-
-
-@needs_interconnect
+# Interconnect blocks and subgroups exist in Compute 2026-03-01: azgpu reads them from the REST answer at its own
+# api-version, so they count whichever azure-mgmt-compute is installed.
 def test_racks_follow_the_interconnect_block_of_each_instance(azure, session, cli):
     """Scale sets allocated from interconnect blocks (Compute 2026-03-01): every instance names its block."""
     sub = azure.subscription_id
@@ -307,18 +299,24 @@ def test_racks_follow_the_interconnect_block_of_each_instance(azure, session, cl
         ("c1-vmss100", "icb0", 3), ("c1-vmss101", "icb1", 3)]
 
 
-@needs_interconnect
-def test_rack_signals_are_read_from_a_scale_set_vm_as_the_sdk_deserializes_it():
-    from azure.mgmt.compute.models import VirtualMachineScaleSetVM
+def test_rack_signals_are_read_from_the_rest_answer_whatever_sdk_is_installed():
+    from azgpu.deploy.lifecycle import interconnect
+    from azgpu.errors import AzureError
 
-    vm = model(VirtualMachineScaleSetVM, {  # the shape of Compute 2026-03-01's VirtualMachineScaleSetVM
+    vm = {  # the shape of Compute 2026-03-01's VirtualMachineScaleSetVM (REST body)
         "instanceId": "3", "location": "eastus",
         "properties": {"osProfile": {"computerName": "c1-000-000003"},
                        "interconnectBlockProfile": {"interconnectBlock": {"id": "/x/interconnectBlocks/icb1"}},
-                       "instanceView": {"interconnectInstanceView": {"interconnectSubgroupId": "0f0b-aaf1"}}}})
+                       "instanceView": {"interconnectInstanceView": {"interconnectSubgroupId": "0f0b-aaf1"}}}}
     assert interconnect(vm) == {"subgroup": "0f0b-aaf1", "block": "/x/interconnectBlocks/icb1"}
-    assert interconnect(model(VirtualMachineScaleSetVM, {"instanceId": "4", "location": "eastus", "properties": {}})) == {
-        "subgroup": None, "block": None}
+    assert interconnect({"instanceId": "4", "location": "eastus", "properties": {}}) == {"subgroup": None,
+                                                                                            "block": None}
+    for bad in ({"properties": {"instanceView": {"interconnectInstanceView": {"interconnectSubgroupId": 7}}}},
+                {"properties": {"instanceView": {"interconnectInstanceView": {"interconnectSubgroupId": "../x"}}}},
+                {"properties": {"instanceView": []}}, {"properties": "x"}, "x"):
+        with pytest.raises(AzureError) as info:
+            interconnect(bad)
+        assert info.value.code == "ARM_ANSWER_INVALID"
 
 
 # ------------------------------------------------------------------------------------ public IP bodies

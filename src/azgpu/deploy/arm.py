@@ -6,11 +6,11 @@ that reads a resource until the operation on it ends).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from typing import Any
 
+from ..bounded import BoundedError, loads
 from ..errors import AzgpuError, AzureError
 from ..plan import MANAGED_BY
 from ..resource_types import ResourceType
@@ -150,11 +150,40 @@ def _rest_client(session):
     return client
 
 
+# The largest answer azgpu reads from Azure as JSON: a what-if of a large cluster in full resource payloads
+# runs to megabytes; anything beyond this is not an answer azgpu can use.
+MAX_ANSWER = 32 * 1024 * 1024
+INVALID_ANSWER_REMEDY = ("nothing more was sent; re-run the command, and if Azure keeps answering so, run it with "
+                         "--debug and report what it shows")
+
+
+def invalid_answer(what: str, problem: str) -> AzureError:
+    """The error for an answer from Azure that azgpu cannot read (not JSON, too large or deep, wrong types)."""
+    return AzureError(f"{what}: Azure's answer {problem}", code="ARM_ANSWER_INVALID", remedy=INVALID_ANSWER_REMEDY)
+
+
+def arm_url(url: Any) -> bool:
+    """A URL Azure may send azgpu on to (a nextLink, Location, Azure-AsyncOperation): HTTPS to Resource
+    Manager itself. The session's token goes with every request, so nothing else is followed."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or len(url) > 8192 or not url.isprintable():
+        return False
+    try:
+        parts = urlsplit(url)
+        return parts.scheme == "https" and parts.netloc.lower() == BASE.split("://", 1)[1] and parts.port is None
+    except ValueError:
+        return False
+
+
 def send(session, method: str, path: str, api_version: str, body: Any = None, url: str | None = None):
     """One REST request to ARM for what no SDK client covers (Guest Health Reporting, permissions):
-    the HttpResponse, whatever its status."""
+    the HttpResponse, whatever its status. `url` (a nextLink, a status URL from Azure's answer) must be
+    Resource Manager's own (arm_url), else ARM_ANSWER_INVALID and nothing is sent."""
     from azure.core.rest import HttpRequest
 
+    if url is not None and not arm_url(url):
+        raise invalid_answer(f"{method} {path}", f"points azgpu to {ascii(str(url)[:100])}, which is not {BASE}")
     target = url or f"{BASE}{path}?api-version={api_version}"
     request = HttpRequest(method, target, json=body) if body is not None else HttpRequest(method, target)
     try:
@@ -166,11 +195,27 @@ def send(session, method: str, path: str, api_version: str, body: Any = None, ur
 
 
 def json_body(response) -> dict[str, Any]:
+    """The answer's JSON object, or {} when it holds none (an error page, an empty body, or something too
+    large or deep to read: bounded.loads, never RecursionError). For an answer that must be read, see answer()."""
     try:
-        data = json.loads(response.text() or "{}")
-    except ValueError:
+        data = loads(response.text() or "{}", max_bytes=MAX_ANSWER)
+    except BoundedError:
         data = {}
     return data if isinstance(data, dict) else {}
+
+
+def answer(response, what: str) -> dict[str, Any]:
+    """A successful answer's JSON object; ARM_ANSWER_INVALID when it is not one azgpu can read."""
+    text = response.text() or ""
+    if not text.strip():
+        return {}
+    try:
+        data = loads(text, max_bytes=MAX_ANSWER, what="")
+    except BoundedError as exc:
+        raise invalid_answer(what, str(exc).strip()) from None
+    if not isinstance(data, dict):
+        raise invalid_answer(what, f"is {type(data).__name__}, not a JSON object")
+    return data
 
 
 def _matches(pattern: str, action: str) -> bool:

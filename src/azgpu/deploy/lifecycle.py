@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
@@ -19,7 +20,9 @@ from ..resource_types import INSTANCES, is_type
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from ..naming import Names
 from ..plan import MANAGED_BY
-from .arm import CREATED_TAG, TERMINAL, is_azgpu, is_not_found, is_ours, list_group, to_azure_error, until_settled
+from ..bounded import BoundedError, array, obj, text
+from .arm import BASE, CREATED_TAG, TERMINAL, answer, invalid_answer, is_azgpu, is_not_found, is_ours, list_group, \
+    send, to_azure_error, until_settled
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
 from .session import result_of
 
@@ -160,20 +163,81 @@ def public_ips(addresses: list[Any]) -> dict[str, str | None]:
     return found
 
 
-def interconnect(vm: Any) -> dict[str, str | None]:
-    """What Azure says about a scale-set VM's rack (azgpu.racks): absent before Compute API
-    2026-03-01 and on clusters placed without interconnect groups or blocks."""
-    view = getattr(getattr(vm, "instance_view", None), "interconnect_instance_view", None)
-    block = getattr(getattr(vm, "interconnect_block_profile", None), "interconnect_block", None)
-    return {"subgroup": getattr(view, "interconnect_subgroup_id", None), "block": getattr(block, "id", None)}
+_SUBGROUP_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z-]{0,63}")  # a GUID (Compute 2026-03-01: "the ID (GUID)")
+_BLOCK_ID = re.compile(r"/[!-~]{1,511}")
+
+
+def interconnect(vm: dict[str, Any], what: str = "the scale set's instances") -> dict[str, str | None]:
+    """What Azure says about a scale-set VM's rack (azgpu.racks), from the REST body of the instance (Compute API
+    2026-03-01+: properties.instanceView.interconnectInstanceView.interconnectSubgroupId and
+    properties.interconnectBlockProfile.interconnectBlock.id); absent on clusters placed without interconnect
+    groups or blocks. Read from the REST answer, not an SDK model: whether a rack is deleted rests on it, and it
+    must not depend on which azure-mgmt-compute is installed. ARM_ANSWER_INVALID for ids of another shape."""
+    try:
+        props = obj(vm.get("properties"), "an instance's properties") if isinstance(vm, dict) else None
+        if props is None:
+            raise BoundedError("an instance is not an object")
+        view = obj(obj(props.get("instanceView"), "its instanceView").get("interconnectInstanceView"),
+                   "its interconnectInstanceView")
+        block = obj(obj(props.get("interconnectBlockProfile"), "its interconnectBlockProfile").get("interconnectBlock"),
+                    "its interconnectBlock")
+        subgroup = text(view.get("interconnectSubgroupId"), "its interconnectSubgroupId", 64)
+        block_id = text(block.get("id"), "its interconnectBlock id", 512)
+    except BoundedError as exc:
+        raise invalid_answer(what, str(exc)) from None
+    if subgroup is not None and not _SUBGROUP_ID.fullmatch(subgroup):
+        raise invalid_answer(what, f"names an interconnect subgroup {ascii(subgroup)}, which is not an id")
+    if block_id is not None and not _BLOCK_ID.fullmatch(block_id):
+        raise invalid_answer(what, f"names an interconnect block {ascii(block_id[:80])}, which is not a resource id")
+    return {"subgroup": subgroup or None, "block": block_id or None}
+
+
+def rack_instances(session, resource_group: str, scale_set: str) -> list[tuple[str, str, dict[str, str | None]]]:
+    """(instance id, computer name, interconnect(vm)) of every instance of the scale set, read at azgpu's Compute
+    api-version (VirtualMachineScaleSetVMs_List with $expand=instanceView, nextLink pages bounded)."""
+    path = f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}{INSTANCES.provider_path(scale_set)}"
+    what = f"the instances of {scale_set}"
+    found: list[tuple[str, str, dict[str, str | None]]] = []
+    url = f"{BASE}{path}?$expand=instanceView&api-version={INSTANCES.api_version}"
+    for _ in range(1000):
+        response = send(session, "GET", path, INSTANCES.api_version, url=url)
+        if response.status_code != 200:
+            from azure.core.exceptions import HttpResponseError
+
+            raise to_azure_error(HttpResponseError(response=response), what)
+        data = answer(response, what)
+        try:
+            items = array(data.get("value"), "its value")
+            for vm in items:
+                signal = interconnect(vm, what)
+                props = vm["properties"]
+                name = text(obj(props.get("osProfile"), "its osProfile").get("computerName"), "its computer name", 80)
+                instance = text(vm.get("instanceId"), "its instanceId", 20) or ""
+                found.append((instance, name or text(vm.get("name"), "its name", 80) or instance, signal))
+        except BoundedError as exc:
+            raise invalid_answer(what, str(exc)) from None
+        url = data.get("nextLink")
+        if not url:
+            break
+    return found
+
+
+def rack_signals(session, resource_group: str, scale_set: str) -> dict[str, dict[str, str | None]]:
+    """computer name -> interconnect(vm) for every instance of the scale set (rack_instances)."""
+    return {name: signal for _, name, signal in rack_instances(session, resource_group, scale_set)}
 
 
 def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> tuple[list[dict], dict]:
     """The scale set's nodes in instance order, and what Azure reports about their racks. The
     instance view (the rack's subgroup) is asked for only where there are racks to find."""
-    vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=racks)
-    names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name) for vm in vms}
-    signals = {names[vm.instance_id]: interconnect(vm) for vm in vms} if racks else {}
+    if racks:  # one listing, with the racks Azure reports (read from the REST answer: see interconnect)
+        listed = rack_instances(session, resource_group, vmss.name)
+        names = {instance: name for instance, name, _ in listed}
+        signals = {name: signal for _, name, signal in listed}
+    else:
+        names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name)
+                 for vm in INSTANCES.list(session, resource_group, vmss.name)}
+        signals = {}
     nodes, has_public = [], False
     for nic in session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(resource_group, vmss.name):
         instance = (nic.virtual_machine.id.rsplit("/", 1)[-1]) if nic.virtual_machine else ""

@@ -13,31 +13,44 @@ at most N racks' worth of instances, after reporting their bad hosts (docs/gb-ra
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ..health.results import INCONCLUSIVE
 from ..profiles import find_size
 from ..rack_record import save
-from ..racks import fabric_of, group
-from ..resource_types import INSTANCES, VMSS
+from ..racks import SUBGROUP, disputes, fabric_of, group
+from ..resource_types import VMSS
 from . import health_gate
 from .interface import CheckOptions
 from .arm import to_azure_error
-from .lifecycle import interconnect
+from .lifecycle import rack_signals
 
 NOT_DELETED = "failed the health check; not deleted: Azure creates vertical-connect scale sets only in whole racks"
+RACK_IDENTITY = "rack_identity"
 
 
 def _signals(session, resource_group: str, scale_sets: list[str]) -> dict[str, dict[str, str | None]]:
     found: dict[str, dict[str, str | None]] = {}
     try:
         for name in scale_sets:
-            for vm in INSTANCES.list(session, resource_group, name, instance_view=True):
-                host = vm.os_profile.computer_name if vm.os_profile else vm.name
-                found[host] = interconnect(vm)
-    except Exception as exc:
+            found.update(rack_signals(session, resource_group, name))
+    except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
         raise to_azure_error(exc, "reading the racks Azure reports") from None
     return found
+
+
+def identity(report, signals: dict[str, dict[str, str | None]], per_rack: int) -> dict[str, str]:
+    """Mark the nodes whose NVLink domain disagrees with Azure's rack (or with the other nodes) inconclusive in
+    the report: what a node says about its rack is evidence, not an instruction. hostname -> why."""
+    fabrics = {n.computer_name: fabric_of(n) for n in report.nodes}
+    disputed = disputes(_domains(report.nodes), signals, fabrics, per_rack)
+    if disputed:
+        report.nodes = [dataclasses.replace(n, status=INCONCLUSIVE, reason_code=RACK_IDENTITY, reason=(
+            f"{disputed[n.computer_name]}: its rack is in doubt, so it is neither deleted nor reported"))
+            if n.computer_name in disputed else n for n in report.nodes]
+    return disputed
 
 
 def _domains(nodes: list[Any]) -> list[dict[str, Any]]:
@@ -50,10 +63,9 @@ def _domains(nodes: list[Any]) -> list[dict[str, Any]]:
             for name, members in sorted(by_set.items())]
 
 
-def measure(session, cluster: str, resource_group: str, nodes: list[Any], per_rack: int,
+def measure(signals: dict[str, dict[str, str | None]], cluster: str, nodes: list[Any], per_rack: int,
             excluded: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """The racks of the checked nodes: by the fabric each node reported, cross-checked with Azure."""
-    signals = _signals(session, resource_group, sorted({n.scale_set for n in nodes}))
+    """The racks of the checked nodes: Azure's where it reports them, the nodes' fabric as evidence."""
     fabrics = {n.computer_name: fabric_of(n) for n in nodes}
     return group(cluster, _domains(nodes), signals, per_rack, fabrics=fabrics, excluded=excluded)
 
@@ -68,8 +80,10 @@ def for_check(session, cluster: str, resource_group: str, report) -> list[dict[s
         return None
     if not vertical:
         return None
+    signals = _signals(session, resource_group, sorted({n.scale_set for n in report.nodes}))
+    identity(report, signals, vertical["rack"])
     excluded = {n.computer_name: n.summary() for n in report.nodes if not n.passed}
-    racks = measure(session, cluster, resource_group, report.nodes, vertical["rack"], excluded=excluded)
+    racks = measure(signals, cluster, report.nodes, vertical["rack"], excluded=excluded)
     save(getattr(session, "subscription_id", "") or "", resource_group, cluster, report.nodes, excluded)
     return racks
 
@@ -80,7 +94,8 @@ def choose(racks: list[dict[str, Any]], bad: set[str], per_rack: int, wanted: in
     at most `spare` racks' worth of instances go, and a scale set only ever loses whole racks' worth."""
     def whole_and_healthy(rack: dict[str, Any]) -> bool:
         return (len(rack["nodes"]) == per_rack and not bad & set(rack["nodes"])
-                and rack.get("agrees_with_azure", True) and not rack.get("fabric_not_complete"))
+                and rack.get("agrees_with_azure", True) and not rack.get("fabric_not_complete")
+                and not rack.get("disputed"))
 
     good = [r for r in racks if whole_and_healthy(r)]
     keep = good[:wanted]
@@ -115,7 +130,6 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
     outcome = health_gate.gate(session, cluster, resource_group, options, replace=False, max_rounds=max_rounds,
                                on_round=on_round)
     report = outcome.report
-    bad = {n.computer_name for n in report.nodes if not n.passed}
     reported: set[str] = set()
 
     def report_to_azure(nodes: list[Any]) -> None:
@@ -124,13 +138,22 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
             before_delete(proven)
             reported.update(n.computer_name for n in proven)
 
-    racks = measure(session, cluster, resource_group, report.nodes, per_rack)
+    signals = _signals(session, resource_group, sorted({n.scale_set for n in report.nodes}))
+    disputed = identity(report, signals, per_rack)
+    bad = {n.computer_name for n in report.nodes if not n.passed}
+    racks = measure(signals, cluster, report.nodes, per_rack)
     pruned: list[dict[str, Any]] = []
     stopped = None
-    if spare_racks:
+    if spare_racks and disputed:
+        # What decides a rack's deletion must come from Azure and agree with every node: while a node disputes
+        # its rack, nothing is removed (two nodes swapping ClusterUUIDs must not make azgpu delete across racks).
+        stopped = (f"{len(disputed)} node(s) disagree with Azure or each other about their rack "
+                   f"({'; '.join(f'{h}: {why}' for h, why in sorted(disputed.items())[:2])}): no rack was removed")
+    elif spare_racks:
         wanted = max(0, plan.spec.nodes // per_rack - spare_racks)
         keep, remove, stopped = choose(racks, bad, per_rack, wanted, spare_racks)
         if remove:
+            _one_rack_each(remove, signals)
             doomed = [n for n in report.nodes if any(n.computer_name in r["nodes"] for r in remove)]
             report_to_azure(doomed)  # while the VMs still exist, as the single-node gate does
             on_notice(f"removing {len(remove)} rack(s), {len(doomed)} instance(s): "
@@ -145,7 +168,7 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
         if replace:
             report_to_azure(left)
         excluded = {n.computer_name: f"{n.summary()}; {NOT_DELETED}" for n in left}
-    racks = measure(session, cluster, resource_group, report.nodes, per_rack, excluded=excluded)
+    racks = measure(signals, cluster, report.nodes, per_rack, excluded=excluded)
     if left:
         short = [r["name"] for r in racks if r["short"]]
         stopped = stopped or (f"{len(left)} node(s) left out of the hostfiles and scheduler files, rack(s) "
@@ -153,6 +176,19 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
                               + ("" if replace else "; --replace-unhealthy --report-to-azure reports them to Azure"))
     save(getattr(session, "subscription_id", "") or "", resource_group, cluster, report.nodes, excluded)
     return outcome, racks, pruned, stopped
+
+
+def _one_rack_each(remove: list[dict[str, Any]], signals: dict[str, dict[str, str | None]]) -> None:
+    """The last check before a delete: each rack to remove is one of Azure's racks (or, where Azure reports none,
+    one the nodes agree on), never a mix. Raises rather than delete across racks."""
+    from ..errors import AzureError
+
+    for rack in remove:
+        subgroups = {(signals.get(h) or {}).get("subgroup") for h in rack["nodes"]}
+        if rack.get("disputed") or (rack["source"] == SUBGROUP and len(subgroups) != 1):
+            raise AzureError(f"rack {rack['name']} is not one of Azure's racks ({len(subgroups)} interconnect subgroups)",
+                             code="RACK_IDENTITY_UNCERTAIN", remedy="nothing was removed; run 'provision check' to see "
+                             "which nodes disagree with Azure about their rack")
 
 
 def _why(rack: dict[str, Any], bad: set[str], per_rack: int) -> str:

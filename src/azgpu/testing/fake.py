@@ -362,6 +362,12 @@ class FakeAzure:
         with self._change():
             return node_faults.fabric_incomplete(self._backend, instance, state, status)
 
+    def swap_fabric(self, first: str, second: str) -> None:
+        """Two compromised nodes of rack sizes that report each other's NVLink fabric (ClusterUUID and
+        CliqueId in nvidia-smi -q); Azure keeps reporting each in the rack it placed it in."""
+        with self._change():
+            node_faults.swap_fabric(self._backend, first, second)
+
     def short_rack_next(self, count: int = 1) -> None:
         """The next `count` racks filled are one node short: their first VM is reported in the rack's
         interconnect subgroup, but its GPUs join an NVLink domain of their own."""

@@ -65,6 +65,21 @@ def fabric_incomplete(backend: Backend, instance: str, state: str, status: str) 
     return found
 
 
+def swap_fabric(backend: Backend, first: str, second: str) -> tuple[dict, dict]:
+    """Two compromised nodes that report each other's NVLink fabric (ClusterUUID, CliqueId): what their
+    nvidia-smi -q prints is theirs to forge; Azure's interconnect subgroups stay where Azure placed them."""
+    a = backend.store.nodes[vm_id(backend, first).lower()]
+    b = backend.store.nodes[vm_id(backend, second).lower()]
+    if "fabric" not in a or "fabric" not in b:
+        raise ValueError("both nodes must be of a rack size (GB200/GB300)")
+    fa, fb = dict(a["fabric"]), dict(b["fabric"])
+    a["fabric"].update(clusterUuid=fb["clusterUuid"], cliqueId=fb["cliqueId"])
+    b["fabric"].update(clusterUuid=fa["clusterUuid"], cliqueId=fa["cliqueId"])
+    for n in (a, b):
+        n.setdefault("faults", []).append("reports another rack's NVLink fabric")
+    return a, b
+
+
 def short_rack_next(backend: Backend, count: int) -> None:
     if count < 1:
         raise ValueError("count must be at least 1")
