@@ -25,8 +25,14 @@ NAME = re.compile(r"[A-Za-z0-9][-\w.]{0,78}[\w]|[A-Za-z0-9]")
 
 
 def parse_group_id(text: str) -> dict[str, str] | None:
+    """The group's subscription, resource group and name, or None: the parts go into request paths, so a
+    resource group Azure would refuse ('..', a trailing period) or a name of dots is not a group id."""
+    from . import naming
+
     match = GROUP_ID.fullmatch((text or "").strip().rstrip("/"))
-    return match.groupdict() if match else None
+    if not match or naming.check("resource_group", match["rg"]) or not NAME.fullmatch(match["name"]):
+        return None
+    return match.groupdict()
 
 
 def group_option_findings(req, infiniband: bool) -> list[Finding]:

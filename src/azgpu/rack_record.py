@@ -53,15 +53,61 @@ def save(subscription: str, resource_group: str, cluster: str, nodes: list[Any],
     return target
 
 
+MAX_RECORD = 16 * 1024 * 1024  # a record of thousands of nodes is a few hundred KB
+
+
 def load(subscription: str, resource_group: str, cluster: str) -> dict[str, Any] | None:
-    """The record, or None when there is none or it cannot be read as one (then racks are not measured)."""
+    """The record, or None when there is none (or it is of another version: then racks are not measured).
+    A record whose entries are not what save() writes raises RACK_RECORD_INVALID, naming the file."""
+    from .bounded import BoundedError, loads
+
+    where = path(subscription, resource_group, cluster)
     try:
-        record = json.loads(path(subscription, resource_group, cluster).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = where.read_bytes()
+    except OSError:
         return None
-    if not isinstance(record, dict) or record.get("version") != VERSION or not isinstance(record.get("nodes"), dict):
+    try:
+        record = loads(raw, max_bytes=MAX_RECORD, what="the record")
+    except BoundedError as exc:
+        raise _invalid(where, str(exc)) from None
+    if not isinstance(record, dict) or record.get("version") != VERSION:
         return None
+    problem = _problem(record)
+    if problem:
+        raise _invalid(where, problem)
     return record
+
+
+def _invalid(where: Path, problem: str):
+    from .errors import InputError
+
+    return InputError(f"the racks recorded in '{where}' cannot be used: {problem}", code="RACK_RECORD_INVALID",
+                      remedy="run 'provision check' on the cluster to measure its racks again (it rewrites the "
+                             "file), or delete the file")
+
+
+_FABRIC = {"clusterUuid": str, "cliqueId": int, "state": str, "status": str, "complete": bool}
+
+
+def _problem(record: dict[str, Any]) -> str | None:
+    nodes, excluded = record.get("nodes"), record.get("excluded", {})
+    if not isinstance(nodes, dict) or not isinstance(excluded, dict):
+        return "'nodes' and 'excluded' must be objects"
+    for name, entry in nodes.items():
+        if not isinstance(entry, dict):
+            return f"node {name[:80]!r} is not an object"
+        for key, kind in (("status", str), ("physical_host", str), ("fabric", dict)):
+            if entry.get(key) is not None and not isinstance(entry[key], kind):
+                return f"node {name[:80]!r} has a malformed '{key}'"
+        for key, value in (entry.get("fabric") or {}).items():
+            if key not in _FABRIC or (value is not None and (not isinstance(value, _FABRIC[key])
+                                                              or isinstance(value, bool) != (_FABRIC[key] is bool))):
+                return f"node {name[:80]!r} has a malformed fabric ({key[:40]!r})"
+    if not all(isinstance(v, str) for v in excluded.values()):
+        return "'excluded' holds reasons that are not text"
+    if record.get("measured_at") is not None and not isinstance(record["measured_at"], str):
+        return "'measured_at' is not text"
+    return None
 
 
 def forget(subscription: str, resource_group: str, cluster: str) -> None:

@@ -82,7 +82,8 @@ def _keys(nodes: list[dict], signals: dict, fabrics: dict, rack_size: int) -> li
     """(source, group key, rack id) per node: Azure's subgroup where it reports one for every node; else the
     node's own measurement, else Azure's block, else its place in instance order."""
     if _reported(nodes, signals):
-        return [(SUBGROUP, f"s:{signals[n['hostname']]['subgroup']}", signals[n["hostname"]]["subgroup"]) for n in nodes]
+        ids = [signals[n["hostname"]]["subgroup"] for n in nodes]
+        return [(SUBGROUP, f"s:{subgroup}", subgroup) for subgroup in ids]
     keys = []
     complete_block = all(signals.get(n["hostname"], {}).get("block") for n in nodes)
     for index, n in enumerate(nodes):

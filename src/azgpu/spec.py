@@ -282,6 +282,13 @@ def _check_tags(tags: dict[str, str]) -> list[Finding]:
 ZONES = ("1", "2", "3")
 
 
+def location_findings(loc: str, flag: str = "-l/--location") -> list[Finding]:
+    """A location given to a command that reads Azure (quota status, capacity): a region name Azure has, checked
+    before it goes into a request's path (a '../x' would address something else)."""
+    return [Finding(code=f.code, message=f"{flag}: {f.message}", remedy=f.remedy, source=f.source, field=f.field)
+            for f in _check_location(loc, "create")]
+
+
 def check_fallbacks(zones, locations) -> list[Finding]:
     """--zones and --fallback-locations, checked before anything is created: a bad one would otherwise
     surface only after a capacity error, once the first attempt's scale sets were already removed."""

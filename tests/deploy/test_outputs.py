@@ -300,7 +300,6 @@ def test_racks_follow_the_interconnect_block_of_each_instance(azure, session, cl
 
 
 def test_rack_signals_are_read_from_the_rest_answer_whatever_sdk_is_installed():
-    from azgpu.deploy.lifecycle import interconnect
     from azgpu.errors import AzureError
 
     vm = {  # the shape of Compute 2026-03-01's VirtualMachineScaleSetVM (REST body)

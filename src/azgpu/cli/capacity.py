@@ -6,16 +6,32 @@ simulated Microsoft.Quota answers.
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 
 import click
 
-from ..errors import InputError, ValidationFailed
+from ..errors import Finding, InputError, ValidationFailed
 from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP, QUOTA
 from . import options
 from ..output import terminal_text
 from .options import ListOption, azure_options, common, emit, log, make_request, request_options, validated_with
+
+
+# A quota request's id as Microsoft.Quota names it (a GUID in the REST spec's examples): it goes into the path.
+REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,127}")
+MAX_QUOTA_TIMEOUT = 86400.0  # a day: Microsoft.Quota settles a request in minutes, or hands it to support
+
+
+def _timeout_findings(timeout: float) -> list[Finding]:
+    """quota request --timeout: finite seconds from 0 (read the state once) to a day."""
+    if isinstance(timeout, (int, float)) and math.isfinite(timeout) and 0 <= timeout <= MAX_QUOTA_TIMEOUT:
+        return []
+    return [Finding(code="INVALID_TIMEOUT", message=f"--timeout must be 0 to {MAX_QUOTA_TIMEOUT:g} seconds, not "
+                    f"{timeout:g}", remedy="pass e.g. --timeout 600, or 0 to read each request's state once",
+                    field="timeout")]
 
 
 def _need_location(request) -> None:
@@ -70,7 +86,8 @@ def register(cli: click.Group) -> None:
 
         request = make_request(values)
         _need_location(request)
-        validated_with(request, "quota", [f for f in check_fallbacks((), fallback_locations) if f.is_error])
+        validated_with(request, "quota", [f for f in check_fallbacks((), fallback_locations) if f.is_error]
+                       + _timeout_findings(timeout))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             try:
                 result = request_increases(session, request, fallback_locations=list(fallback_locations),
@@ -94,7 +111,17 @@ def register(cli: click.Group) -> None:
     def status_cmd(obj, location, request_id, subscription, simulate, simulate_latency, simulate_state):
         """The state of quota requests: Accepted, InProgress, Succeeded, Failed (exit 1 for a failed --id)."""
         from ..deploy import quota_requests as qr
+        from ..spec import location_findings
 
+        # Both go into the request's path: checked before anything is sent.
+        bad = location_findings(location) + options.number_findings(latency=simulate_latency)
+        if request_id is not None and not REQUEST_ID.fullmatch(request_id):
+            bad.append(Finding(code="INVALID_QUOTA_REQUEST_ID",
+                               message=f"--id {request_id!r} is not a quota request id",
+                               remedy="pass the id 'provision quota request' printed (letters, digits and '-')",
+                               field="request_id"))
+        if bad:
+            raise ValidationFailed(bad)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             if request_id is None:
                 emit([r.as_dict() for r in qr.listed(session, location)], obj)
@@ -127,7 +154,14 @@ def register(cli: click.Group) -> None:
         from ..deploy.capacity_report import OK, report
         from ..errors import AzureError
 
+        from ..spec import check_fallbacks, location_findings
+
         vm = _size_of(profile, size)
+        # A location Azure does not have is bad input, not a capacity that is "blocked".
+        bad = location_findings(location) + check_fallbacks((), fallback_locations) + \
+            options.number_findings(latency=simulate_latency)
+        if bad:
+            raise ValidationFailed(bad)
         if capacity_reservation_group and parse_group_id(capacity_reservation_group) is None:
             raise InputError(f"--capacity-reservation-group '{capacity_reservation_group}' is not a capacity "
                              "reservation group resource ID", code="INVALID_CAPACITY_RESERVATION_GROUP",

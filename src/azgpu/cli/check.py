@@ -139,15 +139,21 @@ class Progress:
 
 def _judge_output(obj: dict, path: str, size: str) -> None:
     """check --from-output FILE --size SIZE: one captured output judged as the gate judges it."""
+    from pathlib import Path
+
+    from ..bounded_read import read_bounded
     from ..errors import InputError
     from ..health.judging import judge
     from ..health.outcome import unhealthy_error
 
+    limit = 4 * 1024 * 1024
     try:
-        with (sys.stdin if path == "-" else open(path, encoding="utf-8", errors="replace")) as handle:
-            text = handle.read(4 * 1024 * 1024)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", code="UNREADABLE_FILE",
+        if path == "-":
+            text = sys.stdin.read(limit)
+        else:  # a FIFO would wait for a writer, /dev/zero never end: only a regular file's first 4 MB are read
+            text = read_bounded(Path(path), limit=limit)[:limit].decode("utf-8", errors="replace")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}", code="UNREADABLE_FILE",
                          remedy="give the file that holds the node script's output (or - for stdin)") from None
     result = judge(text, size, name=path)
     data = {"nodes_checked": 1, "healthy": result.passed, result.status: 1, "nodes": [result.as_dict()]}
@@ -176,7 +182,10 @@ def register(cli: click.Group) -> None:
         Run Command; exit 0 only when every node passed. Only a failed node (a host fault) is ever replaced or
         reported; inconclusive and unreachable nodes are shown with their reason."""
         from ..errors import InputError
+        from ..health.limits import check_options
 
+        # Every option first: before a lock is taken, a request is sent or a script is printed.
+        check_options(parallel=node_check.parallel, node_timeout=node_check.node_timeout)
         if from_output or print_script:
             if not size:
                 raise InputError("--size is required with --from-output and --print-script", code="MISSING_ARGUMENT",

@@ -56,6 +56,14 @@ def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool
     return out
 
 
+def _node_names(nodes) -> None:
+    """--node values: a computer name, SCALESET/INSTANCE_ID, an instance id or a resource id, as printable text."""
+    for node in nodes:
+        if not node or len(node) > 400 or not node.isprintable() or node.strip() != node:
+            raise InputError(f"--node {node!r} is not a node name or id", code="INVALID_NODE",
+                             remedy="give the computer name or SCALESET/INSTANCE_ID ('provision status' lists them)")
+
+
 def _need_confirmation(yes: bool) -> None:
     if not yes and not sys.stdin.isatty():
         raise InputError("a Guest Health Report can send a host to repair, and there is no terminal to ask",
@@ -128,8 +136,13 @@ def register(cli: click.Group) -> None:
         """
         from ..deploy import CheckOptions, ReportOptions, ghr, report
 
-        cluster_args(name, resource_group)
+        from ..health.limits import check_options
+
+        # Every option of its own before Azure is asked anything (the reporting preflight comes first there).
+        cluster_args(name, resource_group, latency=simulate_latency)
+        check_options(parallel=parallel, node_timeout=node_timeout)
         ghr.validate_options(insight_timeout=insight_timeout)
+        _node_names(nodes)
         _need_confirmation(yes)
         check = CheckOptions(**{k: v for k, v in (("parallel", parallel), ("node_timeout", node_timeout))
                                 if v is not None})

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..bounded import BoundedError, loads
+from ..bounded import BoundedError, loads, retry_after_of
 from ..errors import AzgpuError, AzureError
 from ..plan import MANAGED_BY
 from ..resource_types import ResourceType
@@ -23,6 +23,9 @@ CREATED_TAG = "azgpu-created"
 BASE = "https://management.azure.com"
 SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"  # read by preflight, reserve, capacity
 EXPAND = "createdTime,changedTime,provisioningState"
+# The longest wait between two status reads of a long-running operation, whatever Retry-After says (a create
+# of GPU scale sets is followed for hours; a poll every minute at most is plenty).
+MAX_POLL_WAIT = 60.0
 
 
 def norm_family(name: str) -> str:
@@ -92,6 +95,12 @@ def wait_first_polling(interval: float | None, *, default: float = 30,
 
     class WaitFirstPolling(ARMPolling):
         _waited = False
+
+        def _extract_delay(self) -> float:
+            # Retry-After as bounded.retry_after reads it: 'abc', '-5', 'inf', 'nan' are the poller's own
+            # interval, and no answer makes a poll wait longer than MAX_POLL_WAIT.
+            return retry_after_of(self._pipeline_response.http_response.headers, default=self._timeout,
+                                  maximum=MAX_POLL_WAIT)
 
         def _delay(self) -> None:
             if before_delay is not None:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..bounded import BoundedError, array, obj, retry_after_of, text
 from ..errors import AzureError
 from ..render.arm import SCHEMA, arm_value
 from ..resource_types import DEPLOYMENT, RESOURCE_GROUP
+from .arm import BASE, answer, arm_url, invalid_answer
 from .azure_errors import AuthError, translate
 
 API_VERSION = DEPLOYMENT.api_version  # deployments (validate, whatIf)
@@ -29,6 +31,9 @@ WHATIF_ACTION = DEPLOYMENT.action("whatIf/action")
 SKIP_REMEDY = (f"ask for a role that grants {DEPLOYMENT.action('*')} on the resource group or subscription "
                "(Contributor does), or pass --no-arm-validate to skip Azure's template validation and what-if")
 POLLS = 120  # at most this many status reads of one what-if (ARM answers within seconds to minutes)
+POLL_TIME = 1800.0  # and at most this long in all: a check still running then is an error, never a pass
+DEFAULT_POLL = 5.0  # seconds between status reads when Azure names none
+MAX_POLL_WAIT = 60.0  # the longest Retry-After followed between two reads
 
 
 def deployment_name(cluster: str) -> str:
@@ -67,8 +72,11 @@ def request(deployer, *, group_exists: bool, location: str) -> tuple[str, dict[s
             {"location": location, "properties": {"template": template, "parameters": {}, "mode": "Incremental"}})
 
 
-def _post(session, path: str, body: dict[str, Any]) -> Any:
-    """POST, then follow a 202's Location until the answer; an error answer raises HttpResponseError."""
+def _post(session, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
+    """POST, then follow a 202's Location until the answer (each wait Retry-After as bounded.retry_after reads
+    it, at most POLLS reads and POLL_TIME seconds); the answer's JSON object. An error answer raises
+    HttpResponseError; an answer azgpu cannot read, or one still running when azgpu stops following it,
+    raises a coded AzureError: never read as a success with nothing in it."""
     from azure.core.exceptions import HttpResponseError
     from azure.core.rest import HttpRequest
 
@@ -79,17 +87,31 @@ def _post(session, path: str, body: dict[str, Any]) -> Any:
     endpoint = getattr(resources._config, "base_url", None) or client._base_url
     response = client.send_request(HttpRequest("POST", endpoint.rstrip("/") + path,
                                                params={"api-version": API_VERSION}, json=body))
-    for _ in range(POLLS):
-        if response.status_code != 202:
-            break
-        location = response.headers.get("Location")
-        if not location:
-            break
-        session.pause(float(response.headers.get("Retry-After") or 5))
+    start = session.clock()
+    polls = 0
+    while response.status_code == 202:
+        location = response.headers.get("Location") or ""
+        if location.startswith("/"):  # the spec's examples write it as a path below Resource Manager
+            location = BASE + location
+        if not arm_url(location):
+            raise invalid_answer(what, "accepted the request (202) without a Resource Manager Location to follow it "
+                                       f"({ascii(location[:100]) if location else 'none'})")
+        if polls >= POLLS or session.clock() - start >= POLL_TIME:
+            raise AzureError(f"{what}: still running after {polls} status reads ({session.clock() - start:g} s); its "
+                             "answer was not read, so nothing is known to be valid", code="ARM_CHECK_INCOMPLETE",
+                             remedy="re-run (nothing was written), or pass --no-arm-validate to go on without "
+                                    "Azure's template checks")
+        session.pause(retry_after_of(response.headers, default=DEFAULT_POLL, maximum=MAX_POLL_WAIT))
         response = client.send_request(HttpRequest("GET", location))
+        polls += 1
     if response.status_code >= 400:
         raise HttpResponseError(response=response)
-    return response.json() if response.content else {}
+    if response.status_code != 200:
+        raise invalid_answer(what, f"is HTTP {response.status_code}, not 200 with a result")
+    data = answer(response, what)
+    if not data:
+        raise invalid_answer(what, "is empty: no result")
+    return data
 
 
 def _error(exc: Exception, action: str, what: str) -> AzureError:
@@ -103,31 +125,106 @@ def _error(exc: Exception, action: str, what: str) -> AzureError:
 def _ask(session, path: str, body: dict[str, Any], action: str, what: str) -> dict[str, Any]:
     """One of ARM's template checks; an SDK error comes back as azgpu's, naming the missing action."""
     try:
-        return _post(session, path, body)
+        return _post(session, path, body, what)
     except AzureError:
         raise
     except Exception as exc:
         raise _error(exc, action, what) from None
 
 
+def _error_of(value: Any, what: str) -> tuple[str, str] | None:
+    """(code, message) of an answer's ErrorResponse, None when it has none; ARM_ANSWER_INVALID for another shape."""
+    if value is None:
+        return None
+    try:
+        error = obj(value, "its error")
+        return (text(error.get("code"), "its error code", 200) or "", text(error.get("message"), "its error message")
+                or "")
+    except BoundedError as exc:
+        raise invalid_answer(what, str(exc)) from None
+
+
 def validate(session, deployer, *, group_exists: bool, location: str) -> dict[str, Any]:
-    """Azure's template validation of the cluster; raises the mapped error (policy, property, quota ...)."""
+    """Azure's template validation of the cluster; raises the mapped error (policy, property, quota ...).
+    The answer is a DeploymentValidateResult (REST spec, deployments 2025-04-01): its types are checked, and
+    one that is not one is ARM_ANSWER_INVALID, never a validation that passed."""
+    what = "Azure's template validation"
     path, body = request(deployer, group_exists=group_exists, location=location)
-    answer = _ask(session, path + "/validate", body, VALIDATE_ACTION, "Azure's template validation")
-    if isinstance(answer.get("error"), dict):  # older api-versions answered 200 with the error inside
-        raise AzureError(f"Azure's template validation: {answer['error'].get('code')}: {answer['error'].get('message')}",
-                         code="ARM_VALIDATION_FAILED", remedy="fix what the message names and re-run")
-    validated = (answer.get("properties") or {}).get("validatedResources") or []
+    answer_ = _ask(session, path + "/validate", body, VALIDATE_ACTION, what)
+    error = _error_of(answer_.get("error"), what)
+    if error:  # older api-versions answered 200 with the error inside
+        raise AzureError(f"{what}: {error[0]}: {error[1]}", code="ARM_VALIDATION_FAILED",
+                         remedy="fix what the message names and re-run")
+    try:
+        props = obj(answer_.get("properties"), "its properties")
+        if not props:
+            raise BoundedError("holds no properties (no validated deployment)")
+        state = text(props.get("provisioningState"), "its provisioningState", 64)
+        validated = array(props.get("validatedResources"), "its validatedResources")
+        for i, item in enumerate(validated):
+            text(obj(item, f"validatedResources[{i}]").get("id"), f"validatedResources[{i}].id", 2000)
+    except BoundedError as exc:
+        raise invalid_answer(what, str(exc)) from None
+    if state and state.lower() not in ("succeeded", "accepted"):
+        raise invalid_answer(what, f"says the validation is {ascii(state)}, not Succeeded")
     return {"scope": "resource group" if group_exists else "subscription", "validated_resources": len(validated)}
 
 
+CHANGE_TYPES = {"Create", "Delete", "Ignore", "Deploy", "NoChange", "Modify", "Unsupported"}  # WhatIfChange
+PROPERTY_CHANGE_TYPES = {"Create", "Delete", "Modify", "Array", "NoEffect"}  # WhatIfPropertyChange
+MAX_CHANGES = 10000
+
+
+def _changes(value: Any, what: str) -> list[dict[str, Any]]:
+    """ARM's `changes`, each WhatIfChange checked as the REST spec types it (the strings are text, the deltas
+    lists of property changes, nested through `children`); ARM_ANSWER_INVALID otherwise."""
+    try:
+        changes = array(value, "its changes", MAX_CHANGES)
+        for i, change in enumerate(changes):
+            where = f"changes[{i}]"
+            change = obj(change, where)
+            text(change.get("resourceId"), f"{where}.resourceId", 2000, optional=False)
+            kind = text(change.get("changeType"), f"{where}.changeType", 32, optional=False)
+            if kind not in CHANGE_TYPES:
+                raise BoundedError(f"{where}.changeType is {ascii(kind[:40])}, not one the REST spec defines")
+            text(change.get("unsupportedReason"), f"{where}.unsupportedReason")
+            for side in ("before", "after"):
+                after = obj(change.get(side), f"{where}.{side}")
+                text(after.get("apiVersion"), f"{where}.{side}.apiVersion", 32)
+            stack = [(change.get("delta"), f"{where}.delta")]
+            while stack:  # nested property changes, without recursion (depth is bounded by the parse)
+                items, at = stack.pop()
+                for j, delta in enumerate(array(items, at, MAX_CHANGES)):
+                    delta = obj(delta, f"{at}[{j}]")
+                    text(delta.get("path"), f"{at}[{j}].path", 2000, optional=False)
+                    if text(delta.get("propertyChangeType"), f"{at}[{j}].propertyChangeType", 32) not in (
+                            None, *PROPERTY_CHANGE_TYPES):
+                        raise BoundedError(f"{at}[{j}].propertyChangeType is not one the REST spec defines")
+                    if delta.get("children") is not None:
+                        stack.append((delta["children"], f"{at}[{j}].children"))
+        return changes
+    except BoundedError as exc:
+        raise invalid_answer(what, str(exc)) from None
+
+
 def what_if(session, deployer, *, group_exists: bool, location: str) -> list[dict[str, Any]]:
-    """ARM's what-if of the cluster's template: its `changes`, as Azure answered them."""
+    """ARM's what-if of the cluster's template: its `changes`, as Azure answered them (a WhatIfOperationResult,
+    its types checked: ARM_ANSWER_INVALID for anything else)."""
+    what = "Azure's what-if"
     path, body = request(deployer, group_exists=group_exists, location=location)
     body["properties"]["whatIfSettings"] = {"resultFormat": "FullResourcePayloads"}
-    answer = _ask(session, path + "/whatIf", body, WHATIF_ACTION, "Azure's what-if")
-    if (answer.get("status") or "Succeeded") != "Succeeded":
-        error = answer.get("error") or {}
-        raise AzureError(f"Azure's what-if: {error.get('code')}: {error.get('message')}", code="ARM_WHAT_IF_FAILED",
+    answer_ = _ask(session, path + "/whatIf", body, WHATIF_ACTION, what)
+    try:
+        status = text(answer_.get("status"), "its status", 64)
+    except BoundedError as exc:
+        raise invalid_answer(what, str(exc)) from None
+    error = _error_of(answer_.get("error"), what)
+    if (status or "Succeeded") != "Succeeded" or error:
+        code, message = error or ("", "")
+        raise AzureError(f"{what}: {status or 'Failed'}: {code}: {message}", code="ARM_WHAT_IF_FAILED",
                          remedy="fix what the message names and re-run, or pass --no-arm-validate")
-    return list((answer.get("properties") or {}).get("changes") or [])
+    try:
+        props = obj(answer_.get("properties"), "its properties")
+    except BoundedError as exc:
+        raise invalid_answer(what, str(exc)) from None
+    return list(_changes(props.get("changes"), what))

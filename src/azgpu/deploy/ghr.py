@@ -45,7 +45,8 @@ from ..health.results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, Node
 from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
-from .arm import allowed, json_body, send, to_azure_error
+from ..bounded import retry_after_of
+from .arm import allowed, answer, invalid_answer, json_body, send, to_azure_error
 from .interface import CheckOptions, ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
 
@@ -65,6 +66,7 @@ NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-:]*[a-zA-Z0-9]{3,120}$")
 NAME_PREFIX = "azgpu-"
 MAX_NAME = 120
 MAX_DESCRIPTION = 1000
+MAX_SETTLE_WAIT = 60.0  # the longest Retry-After a report's creation is followed with (Learn shows none)
 
 # Learn: "Resource.Hpc.Unhealthy.* fields specific to GPUs: Manufacturer, SerialNumber, ModelNumber,
 # Location" (PCIe location); sent only for the categories that are about a GPU.
@@ -212,8 +214,22 @@ def plan(node: NodeResult, *, now: datetime, gpu_vendor: str | None = None) -> l
 # ------------------------------------------------------------------------------ insights
 
 
-def _props(insight: dict[str, Any]) -> dict[str, Any]:
-    return insight.get("properties") or {}
+def _props(insight: Any) -> dict[str, Any]:
+    props = insight.get("properties") if isinstance(insight, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+def _details(props: dict[str, Any]) -> dict[str, Any]:
+    details = props.get("additionalDetails")
+    return details if isinstance(details, dict) else {}
+
+
+def _text(value: Any, limit: int = 200) -> str | None:
+    """A string Azure sent, as long as it is one of at most `limit` characters (else None: not shown)."""
+    return value if isinstance(value, str) and len(value) <= limit else None
+
+
+MAX_INSIGHTS = 1000
 
 
 def insight_state(insights: list[dict[str, Any]]) -> dict[str, Any]:
@@ -221,22 +237,36 @@ def insight_state(insights: list[dict[str, Any]]) -> dict[str, Any]:
 
     Learn: additionalDetails.statusCode says why the insight was made (AcknowledgedUnhealthy,
     NodeRemovedFromService, TooManyRequests ...); additionalDetails.terminalInsight true means "no
-    further updates will follow".
+    further updates will follow". Only insights that are objects count, and a field of another type than
+    Learn's is read as absent (a string for a string, true for terminal).
     """
+    insights = [i for i in insights if isinstance(i, dict)][:MAX_INSIGHTS]
     if not insights:
         return {"status_code": None, "terminal": False, "status": None, "title": None, "event_time": None,
                 "insights": 0}
     ordered = sorted(insights, key=lambda i: _when(_props(i).get("eventTime")))
     latest = _props(ordered[-1])
-    details = latest.get("additionalDetails") or {}
-    terminal = any((_props(i).get("additionalDetails") or {}).get("terminalInsight") is True for i in insights)
-    return {"status_code": details.get("statusCode"), "terminal": terminal, "status": latest.get("status"),
-            "title": (latest.get("content") or {}).get("title"), "event_time": latest.get("eventTime"),
+    details = _details(latest)
+    terminal = any(_details(_props(i)).get("terminalInsight") is True for i in insights)
+    content = latest.get("content") if isinstance(latest.get("content"), dict) else {}
+    return {"status_code": _text(details.get("statusCode")), "terminal": terminal,
+            "status": _text(latest.get("status")),
+            "title": _text(content.get("title"), 400), "event_time": _text(latest.get("eventTime"), 64),
             "insights": len(insights)}
 
 
+def insights_of(response, what: str) -> list[dict[str, Any]]:
+    """The insights of an answer ({"value": [...]}); ARM_ANSWER_INVALID when it holds no list of them."""
+    value = answer(response, what).get("value")
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise invalid_answer(what, f"holds 'value' as {type(value).__name__}, not a list of insights")
+    return value
+
+
 def _when(text: Any) -> datetime:
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text or len(text) > 64:
         return datetime.min.replace(tzinfo=timezone.utc)
     value = text.strip().replace("Z", "+00:00")
     # Insights carry up to 7 fractional digits (Learn's example: 2025-07-15T17:50:16.7183274Z).
@@ -300,11 +330,14 @@ def _pages(session, path: str, api_version: str, what: str) -> list[dict[str, An
     for _ in range(1000):  # nextLink pages, bounded
         if response.status_code != 200:
             raise _error(response, what)
-        data = json_body(response)
-        items += [i for i in data.get("value") or [] if isinstance(i, dict)]
+        data = answer(response, what)
+        value = data.get("value")
+        if value is not None and not isinstance(value, list):
+            raise invalid_answer(what, f"holds 'value' as {type(value).__name__}, not a list")
+        items += [i for i in value or [] if isinstance(i, dict)]
         if not data.get("nextLink"):
             return items
-        response = send(session, "GET", path, api_version, url=data["nextLink"])
+        response = send(session, "GET", path, api_version, url=data["nextLink"])  # arm_url-checked there
     return items
 
 
@@ -449,7 +482,9 @@ class Reporter:
         elif response.status_code == 404:
             # Learn/facts 12.3: 404 means the impacted resource is not found: the VM is gone already.
             entry["state"] = "vm_gone"
-            entry["reason"] = json_body(response).get("error", {}).get("message") or "the impacted VM no longer exists"
+            error = json_body(response).get("error")
+            entry["reason"] = (_text(error.get("message"), 400) if isinstance(error, dict) else None) or \
+                "the impacted VM no longer exists"
             self.on_event(f"{report.node.computer_name}: not reported, the VM no longer exists")
         elif response.status_code == 409 and self._send("GET", path, API_VERSION).status_code == 200:
             entry["state"] = "already_filed"  # the name was taken meanwhile: by our own earlier report
@@ -460,16 +495,16 @@ class Reporter:
     def _settle(self, response, path: str, what: str) -> None:
         """A create that is still running (201 with Azure-AsyncOperation, api-versions after 2023-02-01):
         follow its status a bounded number of times."""
-        state = (json_body(response).get("properties") or {}).get("provisioningState")
+        state = _text(_props(json_body(response)).get("provisioningState"), 64)
         status_url = response.headers.get("Azure-AsyncOperation")
         for _ in range(20):
             if not status_url or (state or "Succeeded").lower() in ("succeeded", "failed", "canceled"):
                 break
-            self.session.pause(float(response.headers.get("Retry-After") or self.poll_interval))
+            self.session.pause(retry_after_of(response.headers, default=self.poll_interval, maximum=MAX_SETTLE_WAIT))
             response = self._send("GET", path, API_VERSION, url=status_url)
             if response.status_code != 200:
                 raise _error(response, what)
-            state = json_body(response).get("status")
+            state = _text(json_body(response).get("status"), 64)
         if (state or "").lower() in ("failed", "canceled"):
             raise ReportingUnavailable(f"{what}: Azure ended the report as {state}", code="GHR_REPORT_FAILED",
                                        remedy="nothing was deleted; see the impact in the portal (Impact Reporting) "
@@ -485,8 +520,10 @@ class Reporter:
             for entry in pending:
                 response = self._send("GET", entry["impact_id"] + "/insights", INSIGHTS_API_VERSION)
                 if response.status_code == 200:
-                    entry["insight"] = insight_state([i for i in json_body(response).get("value") or []
-                                                      if isinstance(i, dict)])
+                    try:
+                        entry["insight"] = insight_state(insights_of(response, "reading insights"))
+                    except AzgpuError as exc:  # the report stands; what Azure said of it could not be read
+                        entry["insight_error"] = exc.message
                 else:
                     entry["insight_error"] = _error(response, "reading insights").message
             for entry in pending:
@@ -540,25 +577,31 @@ def list_reports(session, resource_group: str, name: str | None = None) -> list[
     cluster_set = re.compile(rf"^{re.escape(name)}-vmss\d+$", re.IGNORECASE) if name else None
     out = []
     for impact in impacts:
-        props = impact.get("properties") or {}
-        match = _VMSS_VM.match(props.get("impactedResourceId") or "")
+        props = _props(impact)
+        match = _VMSS_VM.match(_text(props.get("impactedResourceId"), 1000) or "")
         if not match or match.group("rg").lower() != resource_group.lower():
             continue
         if cluster_set and not cluster_set.match(match.group("vmss")):
             continue
-        extra = props.get("additionalProperties") or {}
-        response = send(session, "GET", f"{path}/{impact.get('name')}/insights", INSIGHTS_API_VERSION)
-        state = (insight_state([i for i in json_body(response).get("value") or [] if isinstance(i, dict)])
-                 if response.status_code == 200 else {"status_code": f"unreadable ({response.status_code})",
-                                                      "terminal": False})
-        out.append({"impact": impact.get("name"), "category": props.get("impactCategory"),
+        extra = props.get("additionalProperties") if isinstance(props.get("additionalProperties"), dict) else {}
+        name = _text(impact.get("name"))
+        if not name or not NAME_PATTERN.fullmatch(name):  # it goes into the next request's path
+            continue
+        response = send(session, "GET", f"{path}/{name}/insights", INSIGHTS_API_VERSION)
+        try:
+            state = (insight_state(insights_of(response, "reading insights")) if response.status_code == 200
+                     else {"status_code": f"unreadable ({response.status_code})", "terminal": False})
+        except AzgpuError:
+            state = {"status_code": "unreadable (not a list of insights)", "terminal": False}
+        out.append({"impact": name, "category": _text(props.get("impactCategory")),
                     "scale_set": match.group("vmss"), "instance_id": match.group("instance"),
-                    "physical_host": extra.get("PhysicalHostName"), "reported": props.get("reportedTimeUtc"),
-                    "start": props.get("startDateTime"), "status_code": state.get("status_code"),
+                    "physical_host": _text(extra.get("PhysicalHostName"), 64),
+                    "reported": _text(props.get("reportedTimeUtc"), 64),
+                    "start": _text(props.get("startDateTime"), 64), "status_code": state.get("status_code"),
                     "terminal": state.get("terminal"), "insights": state.get("insights", 0),
-                    "by_azgpu": str(impact.get("name") or "").startswith("azgpu-"),
-                    "resource_id": props.get("impactedResourceId"), "id": impact.get("id"),
-                    "description": props.get("impactDescription")})
+                    "by_azgpu": name.startswith("azgpu-"),
+                    "resource_id": props.get("impactedResourceId"), "id": _text(impact.get("id"), 1000),
+                    "description": _text(props.get("impactDescription"), 4000)})
     return sorted(out, key=lambda r: (r["reported"] or "", r["impact"] or ""))
 
 

@@ -23,18 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AzgpuError
-from ..health.impact import impact_category
 from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
 from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult, unconfirmed
-from ..health.script import Expectations, aznhc_watchdog, run_command_body
 from ..health.trust import valid_nccl_pubkey
-from ..profiles import Size, find_size, load_profile
+from ..profiles import find_size, load_profile
 from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import to_azure_error
 from .interface import CheckOptions
 from .lifecycle import find_cluster, require
-from .run_command import Instance, check_node_raw, list_instances, run_all
+from .run_command import Instance, check_body, check_node_raw, expectations, list_instances, run_all, signature
 
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
 
@@ -99,16 +97,6 @@ def _options(parallel: int, node_timeout: float) -> None:
     check_options(parallel=parallel, node_timeout=node_timeout)
 
 
-def _expectations(vmss: Any) -> Expectations:
-    profile_id = (vmss.tags or {}).get("azgpu-profile")
-    size: Size
-    try:
-        size = load_profile(profile_id).size(vmss.sku.name) if profile_id else find_size(vmss.sku.name)[1]
-    except AzgpuError:
-        size = find_size(vmss.sku.name)[1]
-    return Expectations.of(size)
-
-
 def _subnet_of(vmss: Any) -> tuple[str | None, bool]:
     """The subnet of the scale set's primary IP configuration, and whether instances get public IPs."""
     subnet, public = None, False
@@ -149,22 +137,6 @@ def _outbound(session, vmss: Any) -> dict[str, Any]:
                 "warning": f"subnet {subnet_id} has no outbound path (no NAT gateway, no public IPs, default outbound "
                            "access off): Run Command may run the checks but cannot return their results"}
     return {**out, "path": "default outbound access", "ok": True}
-
-
-def _settings(exp: Expectations, node_timeout: float) -> dict[str, Any]:
-    return {**exp.settings(), "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(node_timeout)}
-
-
-def check_body(vmss: Any, node_timeout: float) -> dict[str, Any]:
-    """The Run Command body that checks a node of this scale set (its size's expectations)."""
-    return run_command_body("check", _settings(_expectations(vmss), node_timeout))
-
-
-def signature(node: NodeResult) -> frozenset:
-    """What a node's host faults say, without the node's own ids (bus ids, ports and serials differ between
-    hosts): the same signature on every node is not a property of any one host."""
-    return frozenset((f.check, f.kind, f.fault_code, f.expected, f.measured) for f in node.failures
-                     if impact_category(f))
 
 
 def _common_failures(results: list[NodeResult]) -> list[NodeResult]:
@@ -250,7 +222,7 @@ def check(session, name: str, resource_group: str, options: CheckOptions = Check
         jobs: list[tuple[Instance, dict]] = []
         sets = []
         for vmss in scale_sets:
-            exp = _expectations(vmss)
+            exp = expectations(vmss)
             body = check_body(vmss, node_timeout)
             listed = list_instances(session, resource_group, vmss)
             sets.append({"name": vmss.name, "size": vmss.sku.name, "capacity": vmss.sku.capacity,
@@ -295,7 +267,7 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
     """
     out = []
     for vmss in scale_sets:
-        exp = _expectations(vmss)
+        exp = expectations(vmss)
         passed = [n for n in report.nodes if n.scale_set == vmss.name and n.passed]
         entry: dict[str, Any] = {"scale_set": vmss.name, "nodes": len(passed), "expected_busbw_gbps":
                                  exp.nccl_busbw_gbps or None, "measured_busbw_gbps": None}

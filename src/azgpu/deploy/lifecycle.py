@@ -195,7 +195,8 @@ def interconnect(vm: dict[str, Any], what: str = "the scale set's instances") ->
 def rack_instances(session, resource_group: str, scale_set: str) -> list[tuple[str, str, dict[str, str | None]]]:
     """(instance id, computer name, interconnect(vm)) of every instance of the scale set, read at azgpu's Compute
     api-version (VirtualMachineScaleSetVMs_List with $expand=instanceView, nextLink pages bounded)."""
-    path = f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}{INSTANCES.provider_path(scale_set)}"
+    path = (f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}"
+            f"{INSTANCES.provider_path(scale_set)}")
     what = f"the instances of {scale_set}"
     found: list[tuple[str, str, dict[str, str | None]]] = []
     url = f"{BASE}{path}?$expand=instanceView&api-version={INSTANCES.api_version}"
@@ -403,7 +404,9 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     tags = (cluster.group.tags or {}) if cluster.group is not None else {}
     # Any azgpu cluster's destroy may remove a group azgpu created, once the last thing in it is gone:
     # the group is tagged with the cluster that created it, which need not be the last one left.
-    if tags.get(CREATED_TAG) == "true" and tags.get("managed-by") == MANAGED_BY:
+    if not (tags.get(CREATED_TAG) == "true" and tags.get("managed-by") == MANAGED_BY):
+        group_kept = "azgpu did not create it"
+    else:
         left = list(session.resources.resources.list_by_resource_group(resource_group))
         if not left:
             try:
@@ -418,7 +421,11 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
             parts = [f"azgpu cluster(s) {', '.join(others)}"] if others else []
             parts += [f"{listing(ours)}, which this destroy leaves (see kept)"] if ours else []
             parts += [f"{len(foreign)} resource(s) azgpu did not create: {listing(foreign)}"] if foreign else []
-            group_kept = "it still holds " + "; ".join(parts)
+            rest = [r.name for r in left if r.name not in set(ours) | set(foreign)
+                    and (r.tags or {}).get("azgpu-cluster") not in others]
+            if rest:
+                parts.append(f"{len(rest)} resource(s) tagged by azgpu for no cluster it knows: {listing(rest)}")
+            group_kept = "it still holds " + ("; ".join(parts) or f"{len(left)} resource(s)")
     out = {"cluster": name, "resource_group": resource_group, "deleted": deleted,
            "resource_group_deleted": group_deleted}
     if kept:

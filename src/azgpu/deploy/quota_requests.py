@@ -159,15 +159,16 @@ def listed(session, location: str) -> list[Filed]:
 
 
 def follow(session, filed: Filed, *, timeout: float = 0.0, interval: float = 10.0) -> Filed:
-    """Read the request until it is final or `timeout` seconds passed (at least one read)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
+    """Read the request until it is final or `timeout` seconds passed (at least one read): measured on the
+    session's clock (virtual in --simulate at latency 0) and bounded in reads, so nothing busy-polls."""
+    timeout = timeout if isinstance(timeout, (int, float)) and 0 <= timeout < float("inf") else 0.0  # nan too
+    deadline = session.clock() + timeout
+    for _ in range(int(timeout // max(interval, 1.0)) + 2):
         now = read(session, filed.location, filed.id)
-        if now.state not in PENDING or time.monotonic() >= deadline:
+        if now.state not in PENDING or session.clock() >= deadline:
             return now
         session.pause(interval)
+    return now
 
 
 def escalation_error(requests: list[Filed]) -> AzureError:

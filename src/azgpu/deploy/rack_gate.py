@@ -186,7 +186,8 @@ def _one_rack_each(remove: list[dict[str, Any]], signals: dict[str, dict[str, st
     for rack in remove:
         subgroups = {(signals.get(h) or {}).get("subgroup") for h in rack["nodes"]}
         if rack.get("disputed") or (rack["source"] == SUBGROUP and len(subgroups) != 1):
-            raise AzureError(f"rack {rack['name']} is not one of Azure's racks ({len(subgroups)} interconnect subgroups)",
+            raise AzureError(f"rack {rack['name']} is not one of Azure's racks ({len(subgroups)} interconnect "
+                             "subgroups)",
                              code="RACK_IDENTITY_UNCERTAIN", remedy="nothing was removed; run 'provision check' to see "
                              "which nodes disagree with Azure about their rack")
 

@@ -17,9 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import AzgpuError
+from ..health.impact import impact_category
 from ..health.results import NodeRef, NodeResult, VerdictError, find_verdict, output_streams, result_of, validate_verdict
 from ..health.results import unreachable as unreachable_result
-from ..health.script import run_command_body
+from ..health.script import Expectations, aznhc_watchdog, run_command_body
+from ..profiles import Size, find_size, load_profile
 from ..resource_types import INSTANCES
 from .arm import to_azure_error, wait_first_polling
 from .session import completed
@@ -103,6 +106,31 @@ def _run(session, resource_group: str, node: Instance, body: dict, timeout: floa
             raise Unreachable("run_command_failed", f"Run Command did not complete: {type(exc).__name__}: "
                                                      f"{str(exc)[:200]}") from None
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def expectations(vmss: Any) -> Expectations:
+    """What a node of this scale set is checked against: its size in the profile it was made with (tag
+    azgpu-profile), else in any profile that knows the size."""
+    profile_id = (vmss.tags or {}).get("azgpu-profile")
+    size: Size
+    try:
+        size = load_profile(profile_id).size(vmss.sku.name) if profile_id else find_size(vmss.sku.name)[1]
+    except AzgpuError:
+        size = find_size(vmss.sku.name)[1]
+    return Expectations.of(size)
+
+
+def check_body(vmss: Any, node_timeout: float) -> dict[str, Any]:
+    """The Run Command body that checks a node of this scale set (its size's expectations, AzNHC's watchdog)."""
+    return run_command_body("check", {**expectations(vmss).settings(),
+                                      "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(node_timeout)})
+
+
+def signature(node: NodeResult) -> frozenset:
+    """What a node's host faults say, without the node's own ids (bus ids, ports and serials differ between
+    hosts): the same signature on every node is not a property of any one host."""
+    return frozenset((f.check, f.kind, f.fault_code, f.expected, f.measured) for f in node.failures
+                     if impact_category(f))
 
 
 def _ref(node: Instance) -> NodeRef:

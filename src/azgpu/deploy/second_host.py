@@ -23,7 +23,7 @@ from ..health.results import FAILED, INCONCLUSIVE, PASSED, NodeResult
 from ..resource_types import INSTANCES, VMSS
 from .arm import to_azure_error
 from .interface import CheckOptions
-from .run_command import Instance, check_node, list_instances
+from .run_command import Instance, check_body, check_node, list_instances, signature
 
 UNCONFIRMED = "unconfirmed"
 
@@ -38,8 +38,6 @@ def confirm(session, resource_group: str, nodes: list[NodeResult], options: Chec
     for the image (the second host failed alike) or left unconfirmed (no second host answered clearly).
     grow: a VM may be added to a scale set with no other instance to compare with (and is removed again).
     only: the resource ids (lower case) to confirm (a round's new nodes); None: every unconfirmed one."""
-    from .health_gate import signature
-
     waiting = [n for n in suspects(nodes) if only is None or n.resource_id.lower() in only]
     if not waiting:
         return nodes
@@ -51,11 +49,11 @@ def confirm(session, resource_group: str, nodes: list[NodeResult], options: Chec
         second = _second_host(session, resource_group, scale_set, checked, options, grow, notice,
                               ", ".join(n.computer_name for n in mine))
         for node in mine:
-            decided[node.resource_id.lower()] = _decide(node, second, signature)
+            decided[node.resource_id.lower()] = _decide(node, second)
     return [decided.get(n.resource_id.lower(), n) for n in nodes]
 
 
-def _decide(node: NodeResult, second: NodeResult | str, signature) -> NodeResult:
+def _decide(node: NodeResult, second: NodeResult | str) -> NodeResult:
     first = node.summary()
     if isinstance(second, str):
         return dataclasses.replace(node, reason=f"{first}; {second}: nothing is replaced or reported")
@@ -77,8 +75,6 @@ def _decide(node: NodeResult, second: NodeResult | str, signature) -> NodeResult
 def _second_host(session, resource_group: str, scale_set: str, checked: set[str], options: CheckOptions,
                  grow: bool, notice: Callable[[str], None], names: str) -> NodeResult | str:
     """The result of a second host of the scale set, or why there is none."""
-    from .health_gate import check_body
-
     try:
         vmss = VMSS.get(session, resource_group, scale_set)
         listed = list_instances(session, resource_group, vmss)

@@ -145,9 +145,13 @@ def budgeted_retry_policy(budget: ThrottleBudget, deadline: Callable[[], float |
     """
     from azure.core.pipeline.policies import RetryPolicy
 
+    from ..bounded import retry_after_of
     from .azure_errors import throttled
 
     class BudgetedRetryPolicy(RetryPolicy):
+        def get_retry_after(self, response):  # noqa: D102 - azure-core's hook: Retry-After bounded (bounded.py)
+            return retry_after_of(response.http_response.headers)
+
         def sleep(self, settings, transport, response=None):  # noqa: D102 - azure-core's hook
             if response is not None and response.http_response.status_code == 429:
                 delay = self.get_retry_after(response) or self.get_backoff_time(settings)

@@ -13,9 +13,9 @@ them, since a captured output carries nothing Azure vouches for.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..bounded import BoundedError, loads
 from .results import NodeRef, NodeResult, output_streams, result_of
 
 
@@ -30,16 +30,22 @@ def judge(output: Any, size: str, *, name: str = "node", scale_set: str = "", in
     return result_of(NodeRef(scale_set, instance_id, resource_id, name, vm_id, size_name), stdout, stderr)
 
 
+MAX_OUTPUT = 8 * 1024 * 1024  # what `check --from-output` reads at most (4 MB) and then some
+
+
 def _streams(output: Any) -> tuple[str, str]:
-    if isinstance(output, bytes):
-        output = output.decode("utf-8", errors="replace")
+    """(stdout, stderr) of the output: a Run Command result (REST JSON, as text or parsed) or the script's own
+    output. JSON that is not a Run Command result azgpu can read (too large, too deep, NaN, another shape) is
+    read as plain output: it holds no verdict line, and the node is judged on that, never with a traceback."""
+    if isinstance(output, (bytes, bytearray)):
+        output = bytes(output).decode("utf-8", errors="replace")
     if isinstance(output, str):
         text = output.lstrip()
         if text.startswith("{") and '"value"' in text[:200]:
             try:
-                output = json.loads(text)
-            except ValueError:
-                return output, ""
+                output = loads(text, max_bytes=MAX_OUTPUT, what="the Run Command result")
+            except BoundedError:
+                return text[:MAX_OUTPUT], ""
         else:
             return output, ""
     return output_streams(output)

@@ -338,7 +338,8 @@ fallback_nvidia() {
         # An empty answer means NVLink is not exposed to this VM: nothing to judge. A failed query is not a
         # pass: AzNHC's check_nvlink_status fails it as NHC2016 (customTests/azure_gpu_nvlink.nhc).
         if [ $rc -ne 0 ] && ! grep -qiE 'inactive|Unable to retrieve NVLink' "$WORK/nvlink.txt"; then
-            add_failure nvlink nvlink "nvidia-smi nvlink -s failed (exit $rc): $(grep -v '^[[:space:]]*$' "$WORK/nvlink.txt" | head -n 1)" \
+            line=$(grep -v '^[[:space:]]*$' "$WORK/nvlink.txt" | head -n 1)
+            add_failure nvlink nvlink "nvidia-smi nvlink -s failed (exit $rc): $line" \
                 "exit 0" "exit $rc" NHC2016
         elif grep -qiE 'inactive|Unable to retrieve NVLink' "$WORK/nvlink.txt"; then
             line=$(grep -iE -B1 'inactive|Unable to retrieve NVLink' "$WORK/nvlink.txt" | grep -E '^GPU [0-9]+' | head -n 1)
@@ -366,7 +367,8 @@ fabric_node() {  # the node's fabric (every GPU's agreeing, else incomplete) for
     case "$cl" in ''|*[!0-9]*) cl="" ;; esac
     FABRIC_JSON="{\"clusterUuid\":$( [ -n "$cu" ] && js "$cu" 64 || printf null),\"cliqueId\":$(jn "$cl"),\"state\":$(js "$st" 32),\"status\":$(js "$ss" 32),\"complete\":$complete}"
     if [ $agree = 1 ] && [ "$st" = Completed ] && { [ -z "$cu" ] || [ "${cl:-0}" = 0 ]; }; then
-        add_failure fabric fabric "NVLink fabric without a valid ClusterUUID or CliqueId (${zero:-${cu:-none}}, ${cl:-none})" \
+        add_failure fabric fabric \
+            "NVLink fabric without a valid ClusterUUID or CliqueId (${zero:-${cu:-none}}, ${cl:-none})" \
             "non-zero ClusterUUID and CliqueId" "${zero:-${cu:-none}} ${cl:-none}"
     fi
     return 0
@@ -417,7 +419,8 @@ scan_xids() {  # Xids of this boot's kernel log that AzNHC's check_gpu_xid treat
         # Not a pass: run by hand as a user other than root where kernel.dmesg_restrict=1, dmesg answers
         # "read kernel buffer failed: Operation not permitted" (exit 1), and the Xids were never looked at.
         line=$(grep -v '^[[:space:]]*$' "$WORK/dmesg.txt" | head -n 1)
-        add_failure xid check_not_run "the kernel log could not be read (dmesg exit $rc: ${line:-no output}): Xids were not checked" \
+        add_failure xid check_not_run \
+            "the kernel log could not be read (dmesg exit $rc: ${line:-no output}): Xids were not checked" \
             "a readable kernel log" "dmesg exit $rc"
         return 0
     fi

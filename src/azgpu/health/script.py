@@ -125,8 +125,10 @@ def node_script(size_name: str, mode: str = "check", node_timeout: float | None 
     to run by hand (ssh, as root) or as a scheduler's health check; it prints the verdict line last.
     Raises azgpu.errors.InputError (UNKNOWN_SIZE) for a size no profile knows."""
     from ..profiles import find_size
-    from .limits import NODE_TIMEOUT
+    from .limits import NODE_TIMEOUT, check_options
 
+    if node_timeout is not None:
+        check_options(node_timeout=node_timeout)  # inf, nan, 0, -1: refused, never turned into 60
     size = find_size(size_name)[1]
     settings = {**Expectations.of(size).settings(),
                 "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(NODE_TIMEOUT if node_timeout is None else node_timeout)}

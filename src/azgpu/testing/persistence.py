@@ -38,6 +38,7 @@ class StateFile:
         except OSError as exc:
             raise StateFileError(self.path, f"cannot be created: {exc.strerror}",
                                  "pass a --simulate-state FILE in a directory you can write") from None
+        _can_lock(self.path)
         self._lock = _state_lock(self.path)
         self._synced: tuple | None = None  # the file as last read or written here (_signature)
 
@@ -106,6 +107,18 @@ def load(store: Store, path: str | os.PathLike) -> None:
         store.load_json(data)
     except ValueError as exc:
         raise StateFileError(path, str(exc)) from None
+
+
+def _can_lock(path: Path) -> None:
+    """The lock file can be made at all: filelock retries a lock it cannot create as if another process held
+    it, so a path under /proc or /sys would wait LOCK_TIMEOUT seconds before saying anything."""
+    lock = f"{path}.lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StateFileError(path, f"cannot have its lock file '{lock}': {exc.strerror}",
+                             "pass a --simulate-state FILE in a directory you can write") from None
+    os.close(fd)
 
 
 def _state_lock(path: Path):

@@ -246,4 +246,37 @@ def shape_problem(data) -> str | None:
             return "has malformed quota"
     if not all(isinstance(x, dict) for x in data["images"] + data["sku_overrides"]):
         return "has malformed images or SKU overrides"
+    for name, node in (data.get("nodes") or {}).items():
+        problem = node_problem(node)
+        if problem:
+            return f"has a malformed node under {str(name)[:120]!r}: {problem}"
+    return None
+
+
+# What every node state holds (hardware.new_node writes it; Run Command's sandbox and the faults read it).
+_NODE_FIELDS = {"size": str, "vm_id": str, "computer": str, "vm_name": str, "physical_host": str, "hpc_image": bool,
+                "admin_user": str, "gpus": list, "ib": list, "xids": list, "nvidia_smi": str, "nvlink": str,
+                "run_command": str, "faults": list, "files": dict}
+_GPU_FIELDS = {"bus": str, "serial": str, "present": bool}
+_PORT_FIELDS = {"dev": str, "state": str, "phys": str, "rate": int, "width": int}
+
+
+def node_problem(node) -> str | None:
+    """What makes a saved node state one the fake cannot run a check on, or None."""
+    if not isinstance(node, dict):
+        return f"a JSON {type(node).__name__}, not an object"
+    for key_, kind in _NODE_FIELDS.items():
+        if not isinstance(node.get(key_), kind) or (kind is not bool and isinstance(node.get(key_), bool)):
+            return f"no valid '{key_}' ({kind.__name__} expected)"
+    for items, fields, what in ((node["gpus"], _GPU_FIELDS, "GPU"), (node["ib"], _PORT_FIELDS, "port")):
+        for item in items:
+            if not isinstance(item, dict) or any(not isinstance(item.get(k), t) for k, t in fields.items()):
+                return f"a malformed {what}"
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in node["xids"]):
+        return "a malformed Xid"
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in node["files"].items()):
+        return "malformed files"
+    for optional in ("fabric", "rack"):
+        if optional in node and not isinstance(node[optional], dict):
+            return f"a malformed '{optional}'"
     return None
