@@ -17,7 +17,7 @@ from ..health.limits import MAX_ROUNDS
 from ..output import listing, terminal_text
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
-from .check import health_options, with_compact_health
+from .check import gate_findings, health_options, with_compact_health
 from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
 from .progress import progress_for
@@ -110,6 +110,7 @@ def register(cli: click.Group) -> None:
         spec = validated_with(request, "create", [
             *check_fallbacks(settings.zones, settings.fallback_locations),
             *number_findings(timeout=settings.timeout, latency=simulate_latency),
+            *(gate_findings(gate) if gate.enabled else []),
             *report_findings(report_to_azure=reporting.report_to_azure, yes=yes,
                              replace_unhealthy=gate.replace_unhealthy, insight_timeout=reporting.insight_timeout)])
         print_findings(spec.findings, verbose=obj["verbose"])

@@ -362,6 +362,12 @@ class FakeAzure:
         with self._change():
             return node_faults.fabric_incomplete(self._backend, instance, state, status)
 
+    def forge_output(self, instance: str, stdout: str | None) -> None:
+        """A compromised node: its check prints `stdout` (anything at all) instead of the script's verdict, and
+        Run Command returns it as Azure returns a script's output (None: the real script again)."""
+        with self._change():
+            node_faults.forge_output(self._backend, instance, stdout)
+
     def swap_fabric(self, first: str, second: str) -> None:
         """Two compromised nodes of rack sizes that report each other's NVLink fabric (ClusterUUID and
         CliqueId in nvidia-smi -q); Azure keeps reporting each in the rack it placed it in."""

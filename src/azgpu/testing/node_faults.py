@@ -80,6 +80,16 @@ def swap_fabric(backend: Backend, first: str, second: str) -> tuple[dict, dict]:
     return a, b
 
 
+def forge_output(backend: Backend, instance: str, stdout: str | None) -> dict:
+    found = backend.store.nodes[vm_id(backend, instance).lower()]
+    if stdout is None:
+        found.pop("forged", None)
+    else:
+        found["forged"] = str(stdout)
+        found.setdefault("faults", []).append("prints a forged verdict")
+    return found
+
+
 def short_rack_next(backend: Backend, count: int) -> None:
     if count < 1:
         raise ValueError("count must be at least 1")

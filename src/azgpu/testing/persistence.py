@@ -22,6 +22,8 @@ from .store import Store
 
 # A request holds the lock for milliseconds; a wait this long means the other process is stuck.
 LOCK_TIMEOUT = 60.0
+MAX_STATE = 1 << 30  # bytes: a simulated cloud of thousands of nodes is a few MB
+MAX_DEPTH = 64  # a saved resource nests a dozen levels
 
 
 class StateFile:
@@ -99,10 +101,16 @@ def load(store: Store, path: str | os.PathLike) -> None:
         raise StateFileError(path, f"cannot be read: {exc.strerror}") from None
     if not raw.strip():
         raise StateFileError(path, "is empty (a write was cut short?)")
+    if len(raw) > MAX_STATE:
+        raise StateFileError(path, f"is {len(raw)} bytes, more than a simulated cloud takes ({MAX_STATE})")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise StateFileError(path, f"is not JSON ({exc.__class__.__name__}: {str(exc)[:80]})") from None
+    except RecursionError:  # json.loads recurses: a file nested thousands of levels deep is not a state
+        raise StateFileError(path, "is nested too deep to be a state") from None
+    if _depth(data) > MAX_DEPTH:  # nor is one nested just below that: copying it would recurse as deep
+        raise StateFileError(path, f"is nested deeper than {MAX_DEPTH} levels, which no state is")
     try:
         store.load_json(data)
     except ValueError as exc:
@@ -119,6 +127,18 @@ def _can_lock(path: Path) -> None:
         raise StateFileError(path, f"cannot have its lock file '{lock}': {exc.strerror}",
                              "pass a --simulate-state FILE in a directory you can write") from None
     os.close(fd)
+
+
+def _depth(data) -> int:
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                break
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def _state_lock(path: Path):

@@ -279,4 +279,6 @@ def node_problem(node) -> str | None:
     for optional in ("fabric", "rack"):
         if optional in node and not isinstance(node[optional], dict):
             return f"a malformed '{optional}'"
+    if "forged" in node and not isinstance(node["forged"], str):
+        return "a malformed 'forged' output"
     return None

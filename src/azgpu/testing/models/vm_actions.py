@@ -155,6 +155,9 @@ def execute(job: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
     """Run azgpu's node script in a sandbox of the node: (stdout, stderr, the admin's files after).
     Touches nothing of the fake, so runs of several nodes go in parallel."""
     node, mode = job["node"], job["mode"]
+    if mode == "check" and node.get("forged") is not None:
+        # A compromised node: root on it prints whatever it likes where the script's verdict would be.
+        return node["forged"], "", dict(node["files"])
     with tempfile.TemporaryDirectory(prefix="azgpu-node-") as root:
         box = Sandbox(root)
         home = f"/home/{node['admin_user']}"
