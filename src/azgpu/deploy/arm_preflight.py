@@ -153,7 +153,7 @@ def validate(session, deployer, *, group_exists: bool, location: str) -> dict[st
     answer_ = _ask(session, path + "/validate", body, VALIDATE_ACTION, what)
     error = _error_of(answer_.get("error"), what)
     if error:  # older api-versions answered 200 with the error inside
-        raise AzureError(f"{what}: {error[0]}: {error[1]}", code="ARM_VALIDATION_FAILED",
+        raise AzureError(f"Azure's template validation: {error[0]}: {error[1]}", code="ARM_VALIDATION_FAILED",
                          remedy="fix what the message names and re-run")
     try:
         props = obj(answer_.get("properties"), "its properties")
@@ -221,7 +221,7 @@ def what_if(session, deployer, *, group_exists: bool, location: str) -> list[dic
     error = _error_of(answer_.get("error"), what)
     if (status or "Succeeded") != "Succeeded" or error:
         code, message = error or ("", "")
-        raise AzureError(f"{what}: {status or 'Failed'}: {code}: {message}", code="ARM_WHAT_IF_FAILED",
+        raise AzureError(f"Azure's what-if: {status or 'Failed'}: {code}: {message}", code="ARM_WHAT_IF_FAILED",
                          remedy="fix what the message names and re-run, or pass --no-arm-validate")
     try:
         props = obj(answer_.get("properties"), "its properties")
