@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
-from deploy_support import NAME, RG, calls, cluster_args, create, request
+from deploy_support import NAME, RG, calls, cluster_args, request
 
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy import health_gate as health
 from azgpu.deploy import quota_requests as qr
 from azgpu.deploy.interface import CheckOptions
@@ -17,7 +18,7 @@ FIXTURES_QUOTA = "getQuotaRequestStatusById"
 
 
 def test_two_nodes_naming_one_physical_host_are_neither_reported(cli, azure, session):
-    create(session, request("nd-a100-v4", nodes=3))
+    create(session, request("nd-a100-v4", nodes=3), CreateOptions())
     azure.make_unhealthy("c1-vmss000/1", gpus=7)
     azure.make_unhealthy("c1-vmss000/2", gpus=7)
     host = azure.node("c1-vmss000/1")["physical_host"]
@@ -39,7 +40,7 @@ def test_two_nodes_naming_one_physical_host_are_neither_reported(cli, azure, ses
 
 
 def test_the_launcher_keeps_no_private_key_when_the_check_stops_early(azure, session, monkeypatch):
-    create(session, request("nd-a100-v4", nodes=3))
+    create(session, request("nd-a100-v4", nodes=3), CreateOptions())
     real = vm_actions._public_key
     monkeypatch.setattr(vm_actions, "_public_key", lambda seed: real(seed) + " azgpu-nccl\\nssh-ed25519 " + real("x"))
     (entry,) = health.check(session, NAME, RG, CheckOptions(nccl=True)).nccl
@@ -50,14 +51,14 @@ def test_the_launcher_keeps_no_private_key_when_the_check_stops_early(azure, ses
 
 
 def test_the_launcher_keeps_no_private_key_after_a_passing_check(azure, session):
-    create(session, request("nd-a100-v4", nodes=3))
+    create(session, request("nd-a100-v4", nodes=3), CreateOptions())
     (entry,) = health.check(session, NAME, RG, CheckOptions(nccl=True)).nccl
     assert entry["status"] == "passed"
     assert all(".azgpu-nccl/id_ed25519" not in azure.node(f"c1-vmss000/{i}")["files"] for i in range(3))
 
 
 def test_run_command_error_text_from_azure_reaches_no_terminal_raw(cli, azure, session):
-    create(session, request("nd-a100-v4", nodes=2))
+    create(session, request("nd-a100-v4", nodes=2), CreateOptions())
     azure.inject(method="POST", path=r"/virtualMachines/0/runCommand$", status=400, code="BadRequest",
                  message="bad \x1b]0;owned\x07\x1b[2J\x9b31m request\u202e", times=None)
     for fmt in ("json", "table", "tsv", "yaml"):
@@ -85,7 +86,7 @@ def test_quota_polling_at_latency_0_is_bounded_by_the_sessions_clock(azure, sess
 
 def test_destroy_says_why_it_keeps_a_group_azgpu_did_not_create(cli, azure, session):
     session.resources.resource_groups.create_or_update(RG, {"location": "eastus"})  # the user's own group
-    create(session, request("ndv2", nodes=1))
+    create(session, request("ndv2", nodes=1), CreateOptions())
     rc, out, err = cli("destroy", *cluster_args(), "--yes")
     assert rc == 0, err
     result = json.loads(out)
@@ -93,7 +94,7 @@ def test_destroy_says_why_it_keeps_a_group_azgpu_did_not_create(cli, azure, sess
 
 
 def test_destroy_names_what_keeps_a_group_it_created(cli, azure, session):
-    create(session, request("ndv2", nodes=1))
+    create(session, request("ndv2", nodes=1), CreateOptions())
     base = f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Network"
     azure.add_resource(f"{base}/publicIPAddresses/orphan", {"location": "eastus", "tags": {"managed-by": "azgpu"},
                                                             "sku": {"name": "Standard"}, "properties": {}})

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, VM, VMSS, calls, cluster_args, create, create_args, request
+from deploy_support import NAME, RG, VM, VMSS, calls, cluster_args, create_args, request
 
-from azgpu.deploy import ghr
+from azgpu.deploy import CreateOptions, GateOptions, create, ghr
 from azgpu.deploy import health_gate as health
-from azgpu.health.outcome import UnhealthyNodes
+
+REPLACE = CreateOptions(gate=GateOptions(replace_unhealthy=True))
 
 IMPACTS = "Microsoft.Impact/workloadImpacts"
 REPORT = ("--check", "--replace-unhealthy", "--report-to-azure", "--yes", "--insight-timeout", "0")
@@ -32,7 +33,7 @@ def impacts(azure) -> list:
 
 
 def test_check_of_a_one_node_cluster_whose_driver_does_not_load_proves_nothing(azure, session):
-    create(session, request("ndv2", nodes=1))
+    create(session, request("ndv2", nodes=1), CreateOptions())
     azure.make_unhealthy("c1-vmss000/0", driver_not_loaded=True)
     report = health.check(session, NAME, RG)
     (node,) = report.nodes
@@ -99,7 +100,7 @@ def test_a_rack_size_is_not_grown_to_compare(azure, session):
 
     azure.set_quota("eastus", "standardNDISRGB300V6Family", limit=18 * 128)
     azure.set_quota("eastus", "cores", limit=18 * 128)
-    create(session, request("nd-gb300-v6", nodes=18))
+    create(session, request("nd-gb300-v6", nodes=18), CreateOptions())
     report = health.check(session, NAME, RG)
     node = report.nodes[0]
     fake = type(node)(**{**node.__dict__, "status": "inconclusive", "reason_code": "unconfirmed"})
@@ -110,15 +111,13 @@ def test_a_rack_size_is_not_grown_to_compare(azure, session):
 
 def test_replace_with_a_driver_fault_on_one_of_several_nodes_replaces_it(azure, session):
     azure.unhealthy_next(1, driver_not_loaded=True)
-    result = create(session, request("ndv2", nodes=3), replace_unhealthy=True)
-    assert [r["instance_id"] for r in result["health"]["replaced"]] == ["0"]
-    assert not [r for r in calls(azure, "PATCH") if r.path.lower().endswith("/virtualmachinescalesets/c1-vmss000")
-                and '"capacity": 4' in (r.body or "")]
+    result = create(session, request("ndv2", nodes=3), REPLACE)
+    assert result.healthy and [r["instance_id"] for r in result.health.replaced] == ["0"]
+    assert not [r for r in calls(azure, "PATCH") if '"capacity": 4' in json.dumps(r.body or {})]  # nothing grown
 
 
 def test_the_driver_fault_of_every_node_is_the_image(azure, session):
     azure.unhealthy_next(3, driver_not_loaded=True)
-    with pytest.raises(UnhealthyNodes) as info:
-        create(session, request("ndv2", nodes=3), replace_unhealthy=True)
-    assert info.value.code == "HEALTH_INCONCLUSIVE"
+    result = create(session, request("ndv2", nodes=3), REPLACE)
+    assert not result.healthy and result.unhealthy_error().code == "HEALTH_INCONCLUSIVE"
     assert ids(azure) == [0, 1, 2]

@@ -100,10 +100,10 @@ class LiveProgress:
             end = e.finished or now
             elapsed = f"{end - e.started:.0f} s" if e.started else ""
             instances = f"{e.done}/{e.total}" if e.has_instances else ""
-            state = f"[{colors.get(e.state, 'white')}]{e.state}[/]"
-            table.add_row(e.name, e.stage, state, instances, elapsed)
+            state = f"[{colors.get(e.state, 'white')}]{_safe(e.state)}[/]"
+            table.add_row(_safe(e.name), _safe(e.stage), state, instances, elapsed)
         for n in self.notices[-3:]:
-            table.add_row(f"[dim]{n}[/]", "", "", "", "")
+            table.add_row(f"[dim]{_safe(n)}[/]", "", "", "", "")
         return table
 
     def __enter__(self):
@@ -123,6 +123,15 @@ class LiveProgress:
 
     def notice(self, message: str) -> None:
         self.notices.append(message)
+
+
+def _safe(text: str) -> str:
+    """Text from Azure in the live table: control characters as escapes, and no rich markup of its own."""
+    from rich.markup import escape
+
+    from ..output import terminal_text
+
+    return escape(terminal_text(str(text)))
 
 
 def progress_for(title: str, output: str, *, verbose: bool = False, log=None):
