@@ -120,6 +120,21 @@ def _utc_now(now: datetime | None) -> datetime:
     return (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
 
 
+def start_date(text: str, today: date) -> date | None:
+    """--start as a date: YYYY-MM-DD as Azure takes it, or `today` / `+N` (N days after today, UTC) for scripts."""
+    text = text.strip().lower()
+    if text == "today":
+        return today
+    if re.fullmatch(r"\+\d{1,3}", text):
+        return today + timedelta(days=int(text[1:]))
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def block_schedule(*, start: str | None, days: int | None, weeks: int | None,
                    now: datetime | None = None) -> tuple[Schedule | None, list[Finding]]:
     """--start DATE with --days N or --weeks N, checked against ScheduleProfile's documented windows (S-rest-crg)."""
@@ -148,14 +163,12 @@ def block_schedule(*, start: str | None, days: int | None, weeks: int | None,
     if start is not None:
         clock = _utc_now(now)
         today = clock.date()
-        try:
-            first = date.fromisoformat(start.strip()) if re.fullmatch(r"\d{4}-\d{2}-\d{2}", start.strip()) else None
-        except ValueError:
-            first = None
+        first = start_date(start, today)
         last = today + timedelta(days=BLOCK_START_WITHIN_DAYS)
         if first is None:
-            out.append(Finding(code="INVALID_BLOCK_START", message=f"--start {start[:40]!r} is not a date (YYYY-MM-DD)",
-                               remedy=f"pass --start {today + timedelta(days=1)}", field="start", source=source))
+            out.append(Finding(code="INVALID_BLOCK_START",
+                               message=f"--start {start[:40]!r} is not a date (YYYY-MM-DD, today, or +N days)",
+                               remedy=f"pass --start {today + timedelta(days=1)} (or +1)", field="start", source=source))
         elif first < today or first > last:
             out.append(Finding(code="INVALID_BLOCK_START",
                                message=f"--start {first}: a Block reservation starts today ({today}, UTC) or within "
@@ -199,7 +212,7 @@ def rack_findings(count: int, rack: int, size: str) -> list[Finding]:
                         message=f"a Block reservation of {count} {size} holds no whole NVL72 rack of {rack}: a "
                         f"{size} scale set is deployed in whole racks only, so none of it could be used",
                         remedy=f"pass --count {fits[0]} (1 rack, {fits[0] - rack} VMs left over) or --count {fits[-1]} "
-                        f"({fits[-1] // rack} racks, {fits[-1] % rack} left over), or --type Targeted",
+                        f"({fits[-1] // rack} racks, {fits[-1] % rack} left over)",
                         field="count", source=source)]
     if left:
         return [Finding(code="BLOCK_CAPACITY_RACKS",

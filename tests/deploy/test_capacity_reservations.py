@@ -155,6 +155,10 @@ MORNING = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
     (NOON, "2026-03-03", None, 27, "INVALID_BLOCK_WINDOW"),
     (NOON, "2026-03-03", 3, 3, "INVALID_BLOCK_WINDOW"),
     (NOON, "03/03/2026", 3, None, "INVALID_BLOCK_START"),
+    (NOON, "2026-02-30", 3, None, "INVALID_BLOCK_START"),
+    (NOON, "+1", 3, None, None),
+    (NOON, "+57", 3, None, "INVALID_BLOCK_START"),
+    (MORNING, "today", 1, None, None),
     (NOON, None, 3, None, "BLOCK_SCHEDULE_REQUIRED"),
     (NOON, "2026-03-03", None, None, "BLOCK_SCHEDULE_REQUIRED"),
 ])
@@ -162,7 +166,9 @@ def test_block_windows_as_the_specification_states_them(now, start, days, weeks,
     schedule, bad = schedule_findings("Block", start=start, days=days, weeks=weeks, now=now)
     assert [f.code for f in bad if f.is_error] == ([code] if code else [])
     if code is None:
-        assert schedule.start == date.fromisoformat(start)
+        first = now.date() + timedelta(days=int(start[1:])) if start.startswith("+") else \
+            now.date() if start == "today" else date.fromisoformat(start)
+        assert schedule.start == first
         assert (schedule.end - schedule.start).days == (days if days is not None else 7 * weeks)
 
 

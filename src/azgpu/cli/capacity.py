@@ -202,8 +202,8 @@ def _register_reserve(cli: click.Group) -> None:
     @click.option("--zone", default=None, help="Reserve in this availability zone (the scale sets must use it too).")
     @click.option("--type", "reservation_type", default="Targeted", show_default=True,
                   help="Targeted, or Block where the size's SupportedCapacityReservationTypes lists it.")
-    @click.option("--start", default=None, metavar="YYYY-MM-DD",
-                  help="Block: the first day, today (before 11:30 UTC) or within 56 days.")
+    @click.option("--start", default=None, metavar="YYYY-MM-DD|+N",
+                  help="Block: the first day (UTC), today (before 11:30 UTC) or within 56 days; +N: N days from today.")
     @click.option("--days", type=int, default=None, help="Block: a window of 1 to 14 whole days.")
     @click.option("--weeks", type=int, default=None, help="Block: a window of 3 to 26 whole weeks.")
     @click.option("--allow-unowned", is_flag=True,
