@@ -168,7 +168,8 @@ def block_schedule(*, start: str | None, days: int | None, weeks: int | None,
         if first is None:
             out.append(Finding(code="INVALID_BLOCK_START",
                                message=f"--start {start[:40]!r} is not a date (YYYY-MM-DD, today, or +N days)",
-                               remedy=f"pass --start {today + timedelta(days=1)} (or +1)", field="start", source=source))
+                               remedy=f"pass --start {today + timedelta(days=1)} (or +1)", field="start",
+                               source=source))
         elif first < today or first > last:
             out.append(Finding(code="INVALID_BLOCK_START",
                                message=f"--start {first}: a Block reservation starts today ({today}, UTC) or within "

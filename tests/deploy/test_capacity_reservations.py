@@ -50,7 +50,8 @@ def tomorrow() -> date:
 
 @pytest.fixture
 def reservable(azure, monkeypatch):
-    azure.set_sku(LOCATION, A100, CapacityReservationSupported="True", SupportedCapacityReservationTypes="Targeted,Block")
+    azure.set_sku(LOCATION, A100, CapacityReservationSupported="True",
+                  SupportedCapacityReservationTypes="Targeted,Block")
     # azgpu reads Block schedules against the wall clock; here that is the fake's, which tests move.
     monkeypatch.setattr(reservations, "utc_now", lambda: datetime.fromtimestamp(azure.now(), timezone.utc))
     return azure
@@ -131,7 +132,8 @@ def test_scale_sets_in_a_group_carry_a_fault_domain_count_azure_accepts(zone):
     # left out, a regional Uniform scale set gets 5 (virtual-machine-scale-sets-manage-fault-domains.md).
     assert body["properties"]["platformFaultDomainCount"] == 1
     assert body["properties"]["singlePlacementGroup"] is False
-    assert body["properties"]["virtualMachineProfile"]["capacityReservation"] == {"capacityReservationGroup": {"id": GID}}
+    assert body["properties"]["virtualMachineProfile"]["capacityReservation"] == \
+        {"capacityReservationGroup": {"id": GID}}
     plain = build_plan(validate(request(zone=zone), command="create")).scale_sets[0].body
     assert plain["properties"]["singlePlacementGroup"] is True and "capacityReservation" not in \
         plain["properties"]["virtualMachineProfile"] and "platformFaultDomainCount" not in plain["properties"]
@@ -179,8 +181,8 @@ def test_targeted_takes_no_schedule():
 
 @pytest.mark.parametrize("count, ok", [(1, True), (16, True), (64, True), (3, False), (65, False), (0, False)])
 def test_block_capacities(count, ok):
-    bad = [f for f in reserve_findings(reservation_type="Block", count=count, name="r", group="g", start=str(tomorrow()),
-                                       days=2) if f.is_error]
+    bad = [f for f in reserve_findings(reservation_type="Block", count=count, name="r", group="g",
+                                       start=str(tomorrow()), days=2) if f.is_error]
     assert (not bad) == ok
     if count == 3:
         assert "--count 4" in bad[0].remedy
@@ -246,8 +248,8 @@ def test_fake_reservation_has_the_examples_shape(reservable, session):
                        params={"api-version": "2026-04-01", "$expand": "instanceView"}, timeout=5).json()
     real = example("CapacityReservation_Get")["responses"]["200"]["body"]
     # The fake leaves out times it does not keep; it tags what azgpu creates, as the example tags.
-    assert shape_differences(real, got, only_real={"properties.provisioningTime", "properties.timeCreated",
-                                                   "zones", "tags.department"}, only_fake={"tags.managed-by", "type"}) == []
+    assert shape_differences(real, got, only_real={"properties.provisioningTime", "properties.timeCreated", "zones",
+                                                   "tags.department"}, only_fake={"tags.managed-by", "type"}) == []
 
 
 def check(session, **kw):
@@ -262,10 +264,11 @@ def test_reserve_refuses_a_size_that_cannot_be_reserved(azure, session):
 
 def test_reserve_refuses_a_type_the_sku_does_not_list(azure, session):
     azure.set_sku(LOCATION, A100, CapacityReservationSupported="True", SupportedCapacityReservationTypes="Targeted")
-    assert [f.code for f in check(session, reservation_type="Block").errors] == ["CAPACITY_RESERVATION_TYPE_UNSUPPORTED"]
+    unsupported = ["CAPACITY_RESERVATION_TYPE_UNSUPPORTED"]
+    assert [f.code for f in check(session, reservation_type="Block").errors] == unsupported
     azure.set_sku(LOCATION, A100, CapacityReservationSupported="True", SupportedCapacityReservationTypes="Block")
     refused = check(session).errors
-    assert [f.code for f in refused] == ["CAPACITY_RESERVATION_TYPE_UNSUPPORTED"] and "--type Block" in refused[0].remedy
+    assert [f.code for f in refused] == unsupported and "--type Block" in refused[0].remedy
 
 
 def test_reserve_needs_quota_for_the_reserved_vms(reservable, session):
@@ -295,8 +298,8 @@ def test_regional_and_zonal_scale_sets_send_at_most_three_fault_domains(reservab
     assert put and all(r.body["properties"]["platformFaultDomainCount"] <= 3 for r in put)
 
 
-@pytest.mark.parametrize("case, code", [("full", "CAPACITY_RESERVATION_FULL"), ("missing", "CAPACITY_RESERVATION_GROUP_NOT_FOUND"),
-                                        ("zone", "CAPACITY_RESERVATION_ZONE")])
+@pytest.mark.parametrize("case, code", [("full", "CAPACITY_RESERVATION_FULL"), ("zone", "CAPACITY_RESERVATION_ZONE"),
+                                        ("missing", "CAPACITY_RESERVATION_GROUP_NOT_FOUND")])
 def test_create_is_refused_before_any_write(reservable, session, case, code):
     if case != "missing":
         reserve(session, count=2, zone="1" if case == "zone" else None)
@@ -471,7 +474,8 @@ def shape(run, state_file):
 
 
 def test_cli_reserve_create_and_capacity_report(sim, shape, state_file):
-    shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "CapacityReservationSupported", "--value", "True")
+    shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "CapacityReservationSupported", "--value",
+          "True")
     rc, out, err = sim("reserve", "-g", CRG_RG, "--group", GROUP, "-l", LOCATION, "--profile", "nd-a100-v4",
                        "--count", "3", "--dry-run")
     assert rc == 0 and json.loads(out)["dry_run"] and json.loads(out)["cost"]["status"] == "known"
@@ -504,7 +508,8 @@ def test_cli_reserve_create_and_capacity_report(sim, shape, state_file):
 
 
 def test_cli_block_reservation_is_priced_for_its_window(sim, shape):
-    shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "CapacityReservationSupported", "--value", "True")
+    shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "CapacityReservationSupported", "--value",
+          "True")
     shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "SupportedCapacityReservationTypes",
           "--value", "Targeted,Block")
     rc, out, err = sim("reserve", "-g", CRG_RG, "--group", "b", "-l", LOCATION, "--size", A100, "--count", "4",
@@ -555,3 +560,19 @@ def test_capacity_report_counts_reserved_vms_once(reservable, session):
     got = report(session, size=A100, vcpus=96, nodes=4, locations=[LOCATION], zones=[], spot=False,
                  group_id=group_id(reservable))
     assert got["verdict"] == "ok", got["checks"]
+
+
+def test_cli_quota_request_and_create_request_quota_count_reserved_vms_once(sim, shape):
+    shape("quota", "set", "-l", LOCATION, "--name", A100_FAMILY, "--limit", "384")
+    shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "CapacityReservationSupported", "--value",
+          "True")
+    rc, out, err = sim("reserve", "-g", CRG_RG, "--group", GROUP, "-l", LOCATION, "--size", A100, "--count", "4",
+                       "--yes")
+    assert rc == 0, err
+    gid = json.loads(out)["group"]
+    group = ["--capacity-reservation-group", gid, "--accept-reservation-infiniband-risk"]
+    rc, out, err = sim("quota", "request", "--profile", "nd-a100-v4", "-n", "c1", "-g", RG, "-l", LOCATION,
+                       "--nodes", "4", *group, "--yes")
+    assert rc == 0 and json.loads(out)["shortfall"] == [] and "no quota increase needed" in err
+    rc, out, err = sim(*create_args(nodes=4), *group, "--request-quota", "--yes", "-o", "none")
+    assert rc == 0 and "filed quota request" not in err, err

@@ -30,7 +30,8 @@ A100_FAMILY = "standardNDASv4_A100Family"
 
 @pytest.fixture(autouse=True)
 def reservable(azure):
-    azure.set_sku(LOCATION, ND_A100, CapacityReservationSupported="True", SupportedCapacityReservationTypes="Targeted,Block")
+    azure.set_sku(LOCATION, ND_A100, CapacityReservationSupported="True",
+                  SupportedCapacityReservationTypes="Targeted,Block")
 
 
 def today(azure) -> date:

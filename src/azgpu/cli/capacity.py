@@ -192,7 +192,8 @@ def _reserve_cost(vm, location: str, count: int, currency: str, schedule, simula
 def _register_reserve(cli: click.Group) -> None:
     @cli.command("reserve")
     @click.option("-g", "--resource-group", required=True, help="Resource group of the reservation group.")
-    @click.option("--group", required=True, help="Capacity reservation group: created when absent, kept when azgpu made it.")
+    @click.option("--group", required=True,
+                  help="Capacity reservation group: created when absent, kept when azgpu made it.")
     @click.option("--name", default=None,
                   help="Reservation name [the one of the size and zone in the group, else the size's name, -zN].")
     @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
