@@ -17,7 +17,8 @@ from ..errors import ArmError, invalid_reference, required_location
 from ..messages import Request, Response
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
-from . import deployments, galleries, impact_reporting as ir, instances, marketplace, quota, references, vertical_connect
+from . import capacity_reservations, deployments, galleries, impact_reporting as ir, instances, marketplace, quota
+from . import references, vertical_connect
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 EXTENSION_TYPE = "Microsoft.Compute/virtualMachineScaleSets/extensions"
@@ -208,6 +209,7 @@ def _validate(backend, vmss: dict, previous: dict | None) -> None:
     _check_references(backend, vmss)
     references.check_ppg(backend, vmss)
     references.check_identities(backend, vmss)
+    capacity_reservations.check_scale_set(backend, vmss)
     _check_image(backend, vmss, sku)
     quota.check(backend.store, backend.skus, vmss, previous)
     instances.check_room(backend, vmss, previous)
