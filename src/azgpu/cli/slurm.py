@@ -153,7 +153,8 @@ def _power_options(fn):
         click.option("--state-dir", default=None, metavar="DIR",
                      help="Where the cache of node-to-VM bindings and the lock live [user state dir]/slurm."),
         click.option("--log-file", default=None, metavar="FILE", help="Append one line per event to this file."),
-        click.option("--scontrol", default="scontrol", show_default=True, help="The scontrol to report to slurmctld with."),
+        click.option("--scontrol", default="scontrol", show_default=True,
+                     help="The scontrol to report to slurmctld with."),
         click.option("--health-check", is_flag=True,
                      help="The nodes' cloud-init installs azgpu's node check as Slurm's HealthCheckProgram."),
     ]
@@ -322,8 +323,9 @@ def register(cli: click.Group) -> None:
             result = resume(ctx, hostlist)
             emit(result, obj)
             if result["failed"]:
+                where = values["log_file"] or "stderr"
                 raise ResumeIncomplete(f"{len(result['failed'])} node(s) did not come up and are DOWN with the reason",
-                                       remedy=f"see the log ({values['log_file'] or 'stderr'}) and 'scontrol show node'; "
+                                       remedy=f"see the log ({where}) and 'scontrol show node'; "
                                               "'scontrol update nodename=... state=resume' once the cause is fixed")
 
         _reported(obj, "resume", hostlist, values["log_file"], body)

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..deploy.interface import CheckOptions
+from ..deploy import CheckOptions
 from ..errors import AzgpuError, InputError
 from ..health.limits import MAX_ROUNDS
 from ..hostlist import compress
@@ -48,8 +48,7 @@ REASON_LIMIT = 400  # characters of a DOWN reason (azgpu's code, the message, th
 SCONTROL_WAITS = (2.0, 5.0)  # seconds between attempts of an `scontrol update` that failed
 SHOW_LIMIT = 16 * 1024 * 1024  # bytes of `scontrol show node` read
 IN_FLIGHT = {"creating", "updating", "deleting"}
-NOT_REGISTERED = ("AZGPU_NOT_REGISTERED: the node did not register with slurmctld within ResumeTimeout; remedy: see "
-                  "the power log, then 'scontrol update nodename=... state=resume'")
+
 
 
 class ResumeIncomplete(AzgpuError):
@@ -249,7 +248,7 @@ def _as_error(exc: BaseException, doing: str) -> AzgpuError:
     if isinstance(exc, RecursionError):  # what a node sent was nested too deep to read
         return AzgpuError(f"{doing}: input nested too deeply to read", code="NODE_INPUT_INVALID",
                           remedy="see the power log; the node's answer was not read")
-    from ..deploy.arm import to_azure_error
+    from ..deploy import to_azure_error
 
     return to_azure_error(exc, doing)
 
@@ -723,11 +722,11 @@ def _judge(run: _Run, s: _Set, candidates: list[str], results: dict[str, Any]):
             reasons.append(result)
     common = next((r for r in reasons if r is not None and r.reason_code == "common"), None)
     if common is not None:
-        why = reason_text("COMMON_FINDING", common.reason, "fix the image, driver or configuration; no host was "
-                          "replaced for it")
+        why = reason_text(code="COMMON_FINDING", message=common.reason,
+                          remedy="fix the image, driver or configuration; no host was replaced for it")
     else:
-        why = reason_text("NODES_UNREACHABLE", f"{len(left)} new node(s) of {s.name} could not be checked",
-                          "see the power log; the VMs are left for inspection")
+        why = reason_text(code="NODES_UNREACHABLE", message=f"{len(left)} new node(s) of {s.name} could not be checked",
+                          remedy="see the power log; the VMs are left for inspection")
     return passed, bad, left, why
 
 
@@ -754,15 +753,16 @@ def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[s
     failed: dict[str, str] = {}
     rounds = grown = 0
     previous: set = set()
-    reason = reason_text("AZGPU_RESUME_INCOMPLETE", "no healthy node for it", "see the power log")
+    reason = reason_text(code="AZGPU_RESUME_INCOMPLETE", message="no healthy node for it", remedy="see the power log")
     while todo:
         free = s.unnamed()
         if len(free) < len(todo):
             most = domain.capacity + len(s.inspect)
             target = len(s.nodes) + len(todo) - len(free)
             if target > most:
-                reason = reason_text("AZGPU_DOMAIN_FULL", f"{s.name} holds at most {domain.capacity} node(s)",
-                                     "suspend nodes of this domain or use another partition")
+                reason = reason_text(code="AZGPU_DOMAIN_FULL",
+                                     message=f"{s.name} holds at most {domain.capacity} node(s)",
+                                     remedy="suspend nodes of this domain or use another partition")
                 break
             if grown > run.ctx.max_rounds:  # each create should have added them; do not loop on Azure
                 break
@@ -777,8 +777,9 @@ def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[s
             if _passed(run, s, instance, name):
                 done.append(name)
             else:
-                failed[name] = reason_text("SCONTROL_FAILED", "the node passed but slurmctld did not take its "
-                                           "address", "check slurmctld ('scontrol ping'); the VM carries the name")
+                failed[name] = reason_text(code="SCONTROL_FAILED",
+                                           message="the node passed but slurmctld did not take its address",
+                                           remedy="check slurmctld ('scontrol ping'); the VM carries the name")
         if left:
             _keep_for_inspection(run, s, left + bad, todo)
             reason = why
@@ -789,7 +790,8 @@ def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[s
             stop = replacement_stop(nodes, [results[i] for i in bad], previous, rounds, run.ctx.max_rounds)
             if stop:
                 _keep_for_inspection(run, s, bad, todo)
-                reason = reason_text("UNHEALTHY_NODES", stop, "see the power log; the VMs are left for inspection")
+                reason = reason_text(code="UNHEALTHY_NODES", message=stop,
+                                     remedy="see the power log; the VMs are left for inspection")
                 break
             previous = {signature(results[i]) for i in bad}
             run.delete(s, bad, "they failed the health check")
@@ -829,7 +831,8 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
     grown = rounds = 0
     tried: set[str] = set()  # VMs this run checked and did not use: not tried again
     previous: set = set()
-    reason = reason_text("AZGPU_RESUME_INCOMPLETE", "no healthy node for it in its rack", "see the power log")
+    reason = reason_text(code="AZGPU_RESUME_INCOMPLETE", message="no healthy node for it in its rack",
+                         remedy="see the power log")
     fabrics: dict[str, Any] = {}
     while names:
         racks = run.racks(s, fabrics)
@@ -840,8 +843,8 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
             host = empty[0] if empty else None
         if host is None:
             if len(s.nodes) + per > s.domain.capacity + len(s.inspect) or grown > run.ctx.max_rounds:
-                reason = reason_text("AZGPU_DOMAIN_FULL", f"no rack of {s.name} is free for these names",
-                                     "suspend the names of another slot of this domain")
+                reason = reason_text(code="AZGPU_DOMAIN_FULL", message=f"no rack of {s.name} is free for these names",
+                                     remedy="suspend the names of another slot of this domain")
                 break
             s = _grow(run, index, s, len(s.nodes) + per)
             grown += 1
@@ -849,8 +852,9 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
         free = [i for i in host["members"] if i not in s.bound and i not in s.held and i not in tried and s.settled(i)]
         free.sort(key=lambda i: (i in s.inspect, _order(i)))  # those left for inspection last
         if not free:
-            reason = reason_text("AZGPU_RACK_SHORT", f"rack {host['name']} of {s.name} has no healthy VM left for "
-                                 "these names", "suspend the other names of its slot so that the rack is freed")
+            reason = reason_text(code="AZGPU_RACK_SHORT",
+                                 message=f"rack {host['name']} of {s.name} has no healthy VM left for these names",
+                                 remedy="suspend the other names of its slot so that the rack is freed")
             break
         candidates = free[:len(names)]
         tried.update(candidates)
@@ -882,7 +886,8 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
             nodes = [results[i] for i in candidates if i in results]
             stop = replacement_stop(nodes, [results[i] for i in bad], previous, rounds, run.ctx.max_rounds)
             if stop:
-                reason = reason_text("UNHEALTHY_NODES", stop, "see the power log; the VMs wait in their rack, marked")
+                reason = reason_text(code="UNHEALTHY_NODES", message=stop,
+                                     remedy="see the power log; the VMs wait in their rack, marked")
                 break
             previous = {signature(results[i]) for i in bad}
     return done, {n: reason for n in names}
@@ -969,9 +974,9 @@ def resume_fail(ctx: Context, hostlist: str, *, keep: bool = False) -> dict[str,
         for name in down:
             recorded = run.data["failed"].get(name, {}).get("reason")
             current = run.view[name].reason
-            why = recorded or (current if current.startswith("azgpu ") else NOT_REGISTERED)
-            if not why.startswith("azgpu "):
-                why = "azgpu " + why
+            why = recorded or (current if current.startswith("azgpu ") else reason_text(
+                code="AZGPU_NOT_REGISTERED", message="the node did not register with slurmctld within ResumeTimeout",
+                remedy="see the power log, then 'scontrol update nodename=... state=resume'"))
             if current != why:
                 by_reason.setdefault(why, []).append(name)
         for why, group in by_reason.items():
