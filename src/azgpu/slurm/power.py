@@ -822,20 +822,20 @@ def _bring_up_racks(run: _Run, index: int, todo: list[str]) -> tuple[list[str], 
 
 def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list[str], dict[str, str]]:
     from ..deploy import replacement_stop, signature
-    from ..racks import fabric_of
 
     s = run.sets[index]
     per = s.per_rack
     members_of_slot = set(s.domain.slots(per)[slot])
     done: list[str] = []
+    failed: dict[str, str] = {}
     grown = rounds = 0
     tried: set[str] = set()  # VMs this run checked and did not use: not tried again
+    seen: dict[str, Any] = {}  # instance id -> its NodeResult in this run
     previous: set = set()
     reason = reason_text(code="AZGPU_RESUME_INCOMPLETE", message="no healthy node for it in its rack",
                          remedy="see the power log")
-    fabrics: dict[str, Any] = {}
     while names:
-        racks = run.racks(s, fabrics)
+        racks = run.racks(s)  # membership as Azure reports it; the NVLink domain the nodes measure checks it
         host = next((r for r in racks if any(s.bound.get(i) in members_of_slot for i in r["members"])), None)
         if host is None:  # a rack no name is bound to yet, whole ones first
             empty = [r for r in racks if not any(i in s.bound or i in s.held for i in r["members"])]
@@ -850,7 +850,7 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
             grown += 1
             continue
         free = [i for i in host["members"] if i not in s.bound and i not in s.held and i not in tried and s.settled(i)]
-        free.sort(key=lambda i: (i in s.inspect, _order(i)))  # those left for inspection last
+        free.sort(key=lambda i: (i not in seen, i in s.inspect, _order(i)))  # checked ones, then fresh, inspected last
         if not free:
             reason = reason_text(code="AZGPU_RACK_SHORT",
                                  message=f"rack {host['name']} of {s.name} has no healthy VM left for these names",
@@ -858,26 +858,30 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
             break
         candidates = free[:len(names)]
         tried.update(candidates)
-        results = _check(run, s, candidates)
-        fabrics.update({s.nodes[i]["hostname"]: fabric_of(r) for i, r in results.items()})
+        unchecked = [i for i in candidates if i not in seen]
+        if unchecked:
+            seen.update(_check(run, s, unchecked))
+        results = {i: seen[i] for i in candidates if i in seen}
         passed, bad, left, why = _judge(run, s, candidates, results)
-        regrouped = run.racks(s, fabrics)
-        home = {i: r["name"] for r in regrouped for i in r["members"]}
-        agree = {r["name"]: r.get("agrees_with_azure", True) for r in regrouped}
-        bound_members = [i for i in host["members"] if i in s.bound]
-        anchor = home.get(bound_members[0]) if bound_members else None
+        domain = _rack_domain(run, s, host, passed, seen, tried)
         for instance in passed:
-            if (anchor is not None and home.get(instance) != anchor) or agree.get(home.get(instance)) is False:
-                run.log(f"{s.nodes[instance]['hostname']} (instance {instance}) passed, but its NVLink domain is not "
-                        f"its rack's ({host['name']}): not used")
+            measured = _domain(seen[instance])
+            if domain is None or measured != domain:
+                run.log(f"{s.nodes[instance]['hostname']} (instance {instance}) passed, but its NVLink domain "
+                        f"({measured}) is not its rack's ({domain or 'undecided'}, {host['name']}): not used")
                 left.append(instance)
                 continue
-            anchor = anchor or home.get(instance)
             name = names.pop(0)
             if _passed(run, s, instance, name):
                 done.append(name)
+            else:
+                failed[name] = reason_text(code="SCONTROL_FAILED",
+                                           message="the node passed but slurmctld did not take its address",
+                                           remedy="check slurmctld ('scontrol ping'); the VM carries the name")
+            run.data["nodes"][name]["domain"] = measured
+            run.save()
         if bad or left:
-            run.unbind(s, bad + left, inspect="did not pass the health check, or disagreed with its rack")
+            run.unbind(s, bad + left, inspect="did not pass the health check, or its NVLink domain is not its rack's")
         if left and all(r is not None and r.reason_code == "common" for r in (results.get(i) for i in left)):
             reason = why  # a finding every node shares: another VM of the rack would show it too
             break
@@ -890,7 +894,39 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
                                      remedy="see the power log; the VMs wait in their rack, marked")
                 break
             previous = {signature(results[i]) for i in bad}
-    return done, {n: reason for n in names}
+    return done, {**failed, **{n: reason for n in names}}
+
+
+def _domain(result: Any) -> str | None:
+    from ..racks import fabric_domain, fabric_of
+
+    return fabric_domain(fabric_of(result)) if result is not None else None
+
+
+def _rack_domain(run: _Run, s: _Set, host: dict[str, Any], passed: list[str], seen: dict[str, Any],
+                 tried: set[str]) -> str | None:
+    """The NVLink domain (ClusterUUID/CliqueId) of the rack Azure groups these VMs in: the one its bound
+    nodes measured when they were bound, else the one most of its checked VMs measure. When the VMs
+    checked so far disagree, the rack's other free VMs are checked too; no majority decides nothing."""
+    from collections import Counter
+
+    recorded = Counter(run.data["nodes"].get(s.bound[i], {}).get("domain") for i in host["members"] if i in s.bound)
+    recorded.pop(None, None)
+    if recorded:
+        return recorded.most_common(1)[0][0]
+    counts = Counter(d for d in (_domain(seen[i]) for i in passed) if d)
+    if len(counts) > 1:
+        rest = [i for i in host["members"] if i not in s.bound and i not in s.held and i not in seen
+                and i not in tried and s.settled(i)]
+        if rest:
+            run.log(f"the VMs checked in rack {host['name']} of {s.name} measure {len(counts)} NVLink domains: "
+                    f"checking its other {len(rest)} VM(s) to tell the rack's own")
+            seen.update(_check(run, s, rest))
+        counts = Counter(d for d in (_domain(r) for r in seen.values() if r is not None and r.passed) if d)
+    top = counts.most_common(2)
+    if not top or (len(top) > 1 and top[0][1] == top[1][1]):
+        return None
+    return top[0][0]
 
 
 # ------------------------------------------------------------------------------------ suspend, resume-fail

@@ -132,10 +132,12 @@ def _checked(data: Any) -> dict[str, Any]:
         status = node.get("status", UP)
         if status not in (UP, INSPECT):
             raise ValueError(f"node {name!r} has status {status!r}")
-        vm_id = node.get("vm_id")
-        if vm_id is not None and not isinstance(vm_id, str):
-            raise ValueError(f"node {name!r} has a vm_id that is not text")
-        out["nodes"][str(name)] = {**{k: node[k] for k in _NODE_KEYS}, "vm_id": vm_id, "status": status}
+        for key in ("vm_id", "domain"):  # the VM's id; on rack sizes the NVLink domain it measured when bound
+            if node.get(key) is not None and not isinstance(node.get(key), str):
+                raise ValueError(f"node {name!r} has a {key} that is not text")
+        out["nodes"][str(name)] = {**{k: node[k] for k in _NODE_KEYS}, "vm_id": node.get("vm_id"), "status": status}
+        if node.get("domain"):
+            out["nodes"][str(name)]["domain"] = node["domain"]
     failed = data.get("failed", {})
     if not isinstance(failed, dict):
         raise ValueError("'failed' is not an object")
