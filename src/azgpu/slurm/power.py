@@ -414,13 +414,14 @@ class _Run:
         self._cache(s, instance, name, state.UP)
         self.save()
 
-    def unbind(self, s: _Set, instances: list[str], *, inspect: str | None = None) -> None:
-        """The VMs carry no name any more (they wait in their rack); `inspect`: marked as left for inspection."""
+    def unbind(self, s: _Set, instances: list[str], *, inspect: str | None = None, in_azure: bool = True) -> None:
+        """The VMs carry no name any more (they wait in their rack); `inspect`: marked as left for inspection.
+        in_azure=False: for VMs deleted next, whose binding goes with them."""
         from ..deploy import unbind_node
 
         for instance in instances:
             name = s.bound.pop(instance, None)
-            if name is not None:
+            if name is not None and in_azure:
                 unbind_node(self.session, self.ctx.resource_group, s.name, instance)
             if name and self.data["nodes"].get(name, {}).get("instance_id") == instance:
                 del self.data["nodes"][name]
@@ -963,14 +964,18 @@ def _free(run: _Run, wanted: dict[int, list[str]]) -> dict[str, Any]:
             run.delete(s, instances, "their nodes are suspended")
             removed += list(mine)
         else:
-            run.unbind(s, instances)
+            going = set(instances)
             for rack in run.racks(s):
-                if not set(rack["members"]) & set(instances):
+                members = set(rack["members"])
+                if not members & going:
                     continue
-                users = sorted({s.bound[i] for i in rack["members"] if i in s.bound})
-                if users:
-                    run.log(f"rack {rack['name']} of {s.name} keeps its {len(rack['members'])} VM(s): "
-                            f"{compress(users)} still use it" + run.cost(s, len(rack["members"])))
+                users = sorted({s.bound[i] for i in members - going if i in s.bound})
+                if users or members & set(s.held):
+                    run.unbind(s, sorted(members & going, key=_order))
+                    run.log(f"rack {rack['name']} of {s.name} keeps its {len(members)} VM(s): "
+                            f"{compress(users) or 'a VM something holds'} still use it" + run.cost(s, len(members)))
+                else:  # the rack goes whole (reconcile, below): its bindings go with its VMs
+                    run.unbind(s, sorted(members & going, key=_order), in_azure=False)
             waiting += list(mine)
         run.reconcile(s)
         if s.per_rack:  # the names whose rack went with them are removed, the others wait
