@@ -375,9 +375,13 @@ class _Run:
         if self.view is None:
             return
         by_ip = {n["ip"]: i for i, n in s.nodes.items() if n.get("ip")}
+        by_host = {n["hostname"]: i for i, n in s.nodes.items() if n.get("hostname")}
         for name in s.domain.names:
             node = self.view.get(name)
-            instance = by_ip.get(node.address) if node and node.address else None
+            if not node or not node.address:
+                continue
+            # NodeAddr and NodeHostName: what resume gave, or (cloud_reg_addrs) what the node registered from
+            instance = by_ip.get(node.address) or (by_host.get(node.hostname) if node.hostname != name else None)
             if instance is None:
                 continue
             carried = s.bound.get(instance)
@@ -604,9 +608,17 @@ def _resume_domain(run: _Run, index: int, names: list[str]) -> tuple[list[str], 
     s = run.load(index, verify=names)
     run.fix_capacity(s)
     done, todo = [], []
+    waiting: dict[str, str] = {}
     for name in names:
         vms = s.vms_of(name)
-        ready = [i for i in vms if i not in s.inspect and s.settled(i) and s.nodes[i].get("ip")]
+        carried = [i for i in vms if i not in s.inspect]
+        ready = [i for i in carried if s.settled(i) and s.nodes[i].get("ip")]
+        if carried and not ready:  # its VM is being changed, or has no address listed yet: nothing is touched
+            vm = s.nodes[carried[0]]
+            waiting[name] = reason_text(code="AZGPU_VM_NOT_READY",
+                                        message=f"its VM {vm['hostname']} is {vm.get('provisioning_state')} "
+                                                "and has no address yet", remedy="resume it again later")
+            continue
         if ready:
             keep = ready[0]
             extra = [i for i in vms if i != keep]
@@ -624,13 +636,13 @@ def _resume_domain(run: _Run, index: int, names: list[str]) -> tuple[list[str], 
             _release(run, s, vms, f"{name} was left for inspection on it and is resumed again")
         todo.append(name)
     if not todo:
-        return done, {}
+        return done, waiting
     if s.per_rack:
         brought, left = _bring_up_racks(run, index, todo)
     else:
         brought, left = _bring_up(run, index, todo)
     run.reconcile(run.sets[index])
-    return done + brought, left
+    return done + brought, {**waiting, **left}
 
 
 def _release(run: _Run, s: _Set, instances: list[str], why: str) -> None:
