@@ -498,8 +498,11 @@ def racks(slurm, azure, monkeypatch):
 
 def _deletes(azure) -> list:
     """Every request that deletes instances: DeleteInstances (POST .../delete) or DELETE of one VM."""
+    def one_vm(path: str) -> bool:
+        return "/virtualmachines/" in path and "/runcommands/" not in path
+
     return [r for r in azure.requests if (r.method == "POST" and r.path.lower().endswith("/delete"))
-            or (r.method == "DELETE" and "/virtualmachines/" in r.path.lower() and "/runcommands/" not in r.path.lower())]
+            or (r.method == "DELETE" and one_vm(r.path.lower()))]
 
 
 def test_a_two_rack_gb300_cluster_grows_binds_and_frees_whole_racks(racks, azure):

@@ -180,7 +180,8 @@ def scale_set_nodes(session, resource_group: str, scale_set: str, *, racks: bool
             "hostname": vm.os_profile.computer_name if vm.os_profile else vm.name, "ip": None, "public_ip": None,
             "provisioning_state": vm.provisioning_state, **(interconnect(vm) if racks else {})}
     has_public = False
-    for nic in session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(resource_group, scale_set):
+    nics = session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces
+    for nic in nics(resource_group, scale_set):
         instance = (nic.virtual_machine.id.rsplit("/", 1)[-1]) if nic.virtual_machine else ""
         configs = nic.ip_configurations or []
         ip = next((c.private_ip_address for c in configs if c.private_ip_address), None)
@@ -188,8 +189,8 @@ def scale_set_nodes(session, resource_group: str, scale_set: str, *, racks: bool
         if ip and instance in nodes and not nodes[instance]["ip"]:
             nodes[instance]["ip"] = ip
     if has_public:  # one listing per scale set, and none for the (default) private clusters
-        addresses = public_ips(list(session.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(
-            resource_group, scale_set)))
+        listed = session.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses
+        addresses = public_ips(list(listed(resource_group, scale_set)))
         for node in nodes.values():
             node["public_ip"] = addresses.get(node["instance_id"])
     return sorted(nodes.values(), key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
