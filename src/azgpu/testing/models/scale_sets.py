@@ -272,7 +272,9 @@ def begin_delete_instances(backend, req, scale_set: dict, ids: list[str]) -> Res
                            f"The provided instanceId {instance} is not an active Virtual Machine Scale Set VM instanceId.")
     backend.refuse_while_running(req, scale_set)
     if vertical_connect.applies(scale_set):
-        vertical_connect.check_capacity(len(present - set(ids)))
+        # "Capacity must be a multiple of 18 for SKUs that support vertical connect" (T-gb300-vmss, facts
+        # §14.1): the capacity a delete leaves is held to it like any other (vertical_connect.py says why).
+        vertical_connect.check_capacity(int(scale_set["sku"].get("capacity", 0) or 0) - len(set(ids)))
     for vm in instances.vms(backend, scale_set):
         if vm["instanceId"] in ids:
             vm["properties"]["provisioningState"] = "Deleting"
