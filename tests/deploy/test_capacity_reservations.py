@@ -432,6 +432,39 @@ def test_reserve_converges_and_finds_the_reservation_of_the_size_and_zone(reserv
     assert "CAPACITY_RESERVATION_EXISTS" in {f.code for f in info.value.errors}
 
 
+def test_a_reservation_whose_creation_failed_is_sent_again(reservable, session):
+    """Learn ("Create a capacity reservation"): "Capacity reservation creation succeeds or fails in its entirety";
+    a failed one is kept in provisioning state Failed and holds nothing, so a re-run sends it again rather than
+    calling it unchanged."""
+    reservable.inject(method="PUT", path="/capacityReservations/a100$", operation_error="AllocationFailed")
+    with pytest.raises(AzgpuError) as info:
+        reserve(session, count=4)
+    assert info.value.exit_code == 1
+    assert reservations.read_group(session, group_id(reservable)).reservations[0].state == "Failed"
+    since = len(reservable.requests)
+    again = reserve(session, count=4)
+    assert not again.get("unchanged") and again["provisioning_state"] == "Succeeded"
+    assert [r.method for r in writes(reservable, since)] == ["PUT"]
+
+
+def test_create_into_a_failed_reservation_is_refused_before_any_write(reservable, session):
+    reservable.inject(method="PUT", path="/capacityReservations/a100$", operation_error="AllocationFailed")
+    with pytest.raises(AzgpuError):
+        reserve(session, count=4)
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=2))
+    refused = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FAILED")
+    assert "provision reserve" in refused.remedy and "--count 4" in refused.remedy
+    assert writes(reservable, since) == []
+    from azgpu.deploy.capacity_report import report
+
+    got = report(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+                 group_id=group_id(reservable))
+    line = next(r for r in got["checks"] if r["check"] == "reservation")
+    assert got["verdict"] == "blocked" and "Failed" in line["detail"], got["checks"]
+
+
 # -- Block reservations: the schedule, the price, release ---------------------------------------------------
 
 def test_release_of_an_allocated_block_reservation_waits_for_its_end(reservable, session):

@@ -260,7 +260,9 @@ def _register_reserve(cli: click.Group) -> None:
             if plan.unchanged:
                 log(f"reservation '{plan.name}' already holds {count} {vm.name}: nothing to change")
             elif not yes:
-                what = (f"Change reservation {plan.name} from {plan.existing.reserved} to {count} {vm.name}"
+                what = (f"Send again reservation {plan.name} ({plan.existing.state}) for {count} {vm.name}"
+                        if plan.existing and plan.existing.failed else
+                        f"Change reservation {plan.name} from {plan.existing.reserved} to {count} {vm.name}"
                         if plan.existing else f"Reserve {count} {vm.name} in {location}")
                 if not sys.stdin.isatty():
                     raise InputError("a reservation bills from its creation and there is no terminal to ask",

@@ -91,6 +91,12 @@ class Held:
     def block(self) -> bool:
         return self.end is not None
 
+    @property
+    def failed(self) -> bool:
+        """Its creation (or last change) failed: "Capacity reservation creation succeeds or fails in its entirety"
+        (D-crg-create), so whatever its sku says, it holds no VMs until it is sent again."""
+        return self.state.lower() == "failed"
+
     def in_zone(self, zone: str | None) -> bool:
         """Whether a scale set in `zone` (None: regional) uses this reservation: a zonal reservation
         "enforces VM/VMSS using this capacity reservation to be in same zone" (S-rest-crg)."""
@@ -277,6 +283,14 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
                     source=f"{SOURCE}; {cite(('S-rest-crg', 'D-crg'))}"))
         return 0
     pf.reservation["reservation"] = mine.name
+    if mine.failed:
+        add(Finding(code="CAPACITY_RESERVATION_FAILED",
+                    message=f"reservation '{mine.name}' is in provisioning state {mine.state}: its creation failed and "
+                    "it holds no VMs, so the nodes would deploy outside it",
+                    remedy=f"send it again ('provision reserve -g {ref['rg']} --group {ref['name']} --name {mine.name} "
+                    f"--size {size} --count {mine.reserved} -l {loc}" + (f" --zone {zone}'" if zone else "'") +
+                    "), or drop --capacity-reservation-group", source=f"{SOURCE}; {cite(('D-crg-create',))}"))
+        return 0
     if mine.block and not mine.active(now):
         started = mine.start is None or mine.start <= now
         add(Finding(code="CAPACITY_RESERVATION_NOT_ACTIVE",
@@ -334,12 +348,14 @@ class ReservePlan:
 
     @property
     def unchanged(self) -> bool:
-        return self.existing is not None and self.existing.reserved == self.count
+        """The reservation already holds what is asked (a failed one holds nothing: it is sent again)."""
+        return self.existing is not None and not self.existing.failed and self.existing.reserved == self.count
 
     @property
     def added(self) -> int:
         """The VMs this reserves beyond what the reservation already holds (what needs quota)."""
-        return max(0, self.count - (self.existing.reserved if self.existing else 0))
+        held = self.existing.reserved if self.existing is not None and not self.existing.failed else 0
+        return max(0, self.count - held)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"resource_group": self.resource_group, "group": self.group, "reservation": self.name,
