@@ -408,6 +408,36 @@ def test_reserve_never_lowers_a_reservation_below_its_running_vms(reservable, se
     assert reservations.read_group(session, group_id(reservable)).reservations[0].reserved == 4
 
 
+def test_reserve_raises_an_overallocated_reservation(reservable, session):
+    """Learn, "Overallocate capacity reservation": VMs beyond the capacity are allocated against it too
+    (virtualMachinesAllocated longer than capacity); raising the capacity takes no VM's guarantee away."""
+    reserve(session, count=4)
+    create(session, in_group(reservable, nodes=4))
+    rid = f"{group_id(reservable)}/capacityReservations/a100"
+    stored = reservable.get(rid)
+    reservable.add_resource(rid, {**stored, "sku": {**stored["sku"], "capacity": 2}})  # lowered outside azgpu
+    held = reservations.read_group(session, group_id(reservable)).reservations[0]
+    assert (held.reserved, held.used, held.free) == (2, 4, 0)
+    assert reserve(session, count=3)["changes"] == {"reservation": "a100", "from": 2, "to": 3, "in_use": 4}
+    with pytest.raises(ValidationFailed) as info:
+        reserve(session, count=2)
+    assert "--count 3 or more" in next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_IN_USE").remedy
+
+
+def test_reserve_never_lowers_an_in_use_reservation_the_instance_view_does_not_describe(reservable, session):
+    """A group answered without its instance view (no utilizationInfo): the VMs associated with the reservation
+    (virtualMachinesAssociated, CapacityReservation_Get.json) still say what it holds."""
+    reserve(session, count=4)
+    create(session, in_group(reservable, nodes=4))
+    answer = requests.get(f"{ARM}{group_id(reservable)}", params={"api-version": "2026-04-01"}, timeout=5).json()
+    assert "instanceView" not in answer["properties"]
+    reservable.inject(method="GET", path=f"capacityReservationGroups/{GROUP}$", status=200, body=answer, times=None)
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        reserve(session, count=1)
+    assert "CAPACITY_RESERVATION_IN_USE" in {f.code for f in info.value.errors} and writes(reservable, since) == []
+
+
 def test_reserve_changes_a_reservation_it_did_not_create_only_when_asked(reservable, session):
     reserve(session, count=2)
     rid = f"{group_id(reservable)}/capacityReservations/a100"

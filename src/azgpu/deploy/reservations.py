@@ -444,16 +444,20 @@ def _group_findings(plan: ReservePlan, group: Group, allow_unowned: bool) -> Non
     if existing is None:
         return
     plan.name, plan.existing = existing.name, existing
-    what = f"reservation '{existing.name}' ({existing.reserved} {size}, {existing.used} in use)"
+    # What it holds: the VMs allocated against it (beyond its capacity too: Learn, "Overallocate capacity
+    # reservation"), or, where the instance view does not say, the VMs associated with it (which include them).
+    in_use = max(existing.used, existing.associated)
+    what = f"reservation '{existing.name}' ({existing.reserved} {size}, {in_use} in use)"
     if not existing.ours and not allow_unowned:
         out.append(Finding(code="CAPACITY_RESERVATION_NOT_OURS",
                            message=f"{what} was not created by azgpu: azgpu changes it only when asked",
                            remedy="pass --allow-unowned to change it, or another --group", source=SOURCE))
-    if plan.count < existing.used:
+    floor = min(in_use, existing.reserved)  # raising it, or lowering it to the VMs it holds, takes nothing away
+    if plan.count < floor:
         out.append(Finding(code="CAPACITY_RESERVATION_IN_USE",
-                           message=f"{what}: --count {plan.count} would leave {existing.used - plan.count} running "
+                           message=f"{what}: --count {plan.count} would leave {floor - plan.count} more running "
                            "VM(s) outside it, without its capacity guarantee",
-                           remedy=f"pass --count {existing.used} or more, or destroy the clusters that use it first",
+                           remedy=f"pass --count {floor} or more, or destroy the clusters that use it first",
                            source=cite(("D-crg",))))
     if existing.block and plan.count != existing.reserved:
         out.append(Finding(code="CAPACITY_RESERVATION_BLOCK_FIXED",
