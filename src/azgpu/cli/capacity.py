@@ -105,7 +105,7 @@ def register(cli: click.Group) -> None:
                 return
             found = qr.read(session, location, request_id)
         emit(found.as_dict(), obj)
-        if found.state in qr.NOT_APPROVED:
+        if qr.not_approved(found.state):
             raise qr.escalation_error([found])
 
     @cli.command("capacity")
