@@ -526,6 +526,60 @@ def test_a_block_reservations_capacity_and_schedule_stay(reservable, session):
     assert "CAPACITY_RESERVATION_BLOCK_FIXED" in {f.code for f in info.value.errors} and writes(reservable, since) == []
 
 
+def unreadable_schedule(azure, schedule: dict) -> None:
+    """Azure lists the group's reservations with a scheduleProfile azgpu cannot read."""
+    listed = requests.get(f"{ARM}{group_id(azure)}/capacityReservations", params={"api-version": "2026-04-01"},
+                          timeout=5).json()
+    for item in listed["value"]:
+        item["properties"]["scheduleProfile"] = schedule
+    azure.inject(method="GET", path=f"capacityReservationGroups/{GROUP}/capacityReservations$", status=200,
+                 body=listed, times=None)
+
+
+@pytest.mark.parametrize("schedule", [{"start": "garbage", "end": "2025-13-45"}, {}, {"start": "2026-01-01"}])
+def test_a_block_reservation_with_an_unreadable_schedule_is_not_deleted(reservable, session, schedule):
+    """A Block group holds Block reservations only (reservationType is fixed, REST spec), and one "cannot be deleted
+    ... until the schedule end time": without a readable end, release refuses rather than sends the delete."""
+    reserve(session, count=2, reservation_type="Block", days=2)
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    unreadable_schedule(reservable, schedule)
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        reservations.delete_reservations(session, CRG_RG, GROUP, confirm=lambda names: True)
+    refused = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_BLOCK_ACTIVE")
+    assert "no schedule end" in refused.message and "nothing was deleted" in refused.remedy
+    assert writes(reservable, since) == []
+
+
+def test_create_and_the_report_do_not_count_on_a_block_reservation_with_an_unreadable_schedule(reservable, session):
+    from azgpu.deploy.capacity_report import report
+
+    reserve(session, count=2, reservation_type="Block", days=2)
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    unreadable_schedule(reservable, {"start": str(tomorrow()), "end": "soon"})
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=2))
+    assert "CAPACITY_RESERVATION_SCHEDULE_UNREAD" in {f.code for f in info.value.errors}
+    assert writes(reservable, since) == []
+    got = report(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+                 group_id=group_id(reservable))
+    line = next(r for r in got["checks"] if r["check"] == "reservation")
+    assert got["verdict"] == "blocked" and "no readable schedule" in line["detail"], got["checks"]
+
+
+def test_reserve_into_a_group_of_a_type_azgpu_does_not_reserve(reservable, session):
+    """compute 2026-04-01 knows more reservation types than Targeted and Block: the remedy names no --type that
+    reserve would refuse."""
+    reserve(session, count=2)
+    answer = requests.get(f"{ARM}{group_id(reservable)}", params={"api-version": "2026-04-01",
+                                                                  "$expand": "instanceView"}, timeout=5).json()
+    answer["properties"]["reservationType"] = "Future"
+    reservable.inject(method="GET", path=f"capacityReservationGroups/{GROUP}$", status=200, body=answer, times=None)
+    refused = next(f for f in check(session, count=4).errors if f.code == "CAPACITY_RESERVATION_GROUP_TYPE")
+    assert "--type" not in refused.remedy and "another --group" in refused.remedy
+
+
 # -- the command line in simulation -----------------------------------------------------------------------
 
 @pytest.fixture

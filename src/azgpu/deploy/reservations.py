@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ..capacity import Schedule, parse_group_id
+from ..capacity import RESERVATION_TYPES, Schedule, parse_group_id
 from ..errors import AzureError, Finding, InputError, ValidationFailed
 from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP
@@ -82,6 +82,7 @@ class Held:
     end: datetime | None = None
     associated: int = 0  # VMs associated (allocated or deallocated)
     tags: dict[str, str] = field(default_factory=dict)
+    in_block_group: bool = False  # a Block group holds Block reservations only (its type is fixed, S-rest-crg)
 
     @property
     def free(self) -> int:
@@ -89,7 +90,12 @@ class Held:
 
     @property
     def block(self) -> bool:
-        return self.end is not None
+        return self.end is not None or self.in_block_group
+
+    @property
+    def schedule_unread(self) -> bool:
+        """A Block reservation whose schedule end Azure did not give in a form azgpu reads: its window is unknown."""
+        return self.block and self.end is None
 
     @property
     def failed(self) -> bool:
@@ -104,18 +110,21 @@ class Held:
 
     def active(self, now: datetime) -> bool:
         """A Block reservation holds VMs between its start and end; a Targeted one always."""
-        return not self.block or ((self.start or now) <= now < self.end)
+        if not self.block:
+            return True
+        return self.end is not None and (self.start or now) <= now < self.end
 
     def locked(self, now: datetime) -> bool:
         """A Block reservation "cannot be deleted after it has been successfully allocated until the schedule
         end time" (S-rest-crg, 2025-04-01: "during their scheduled active period")."""
-        return self.block and self.state.lower() == "succeeded" and self.active(now)
+        return self.block and self.state.lower() == "succeeded" and (self.schedule_unread or self.active(now))
 
     def as_dict(self) -> dict[str, Any]:
         out = {"reservation": self.name, "size": self.size, "zones": self.zones, "reserved": self.reserved,
                "used": self.used, "free": self.free}
         if self.block:
-            out["schedule"] = {"start": self.start.isoformat() if self.start else None, "end": self.end.isoformat()}
+            out["schedule"] = {"start": self.start.isoformat() if self.start else None,
+                               "end": self.end.isoformat() if self.end else None}
         if not self.ours:
             out["created_by_azgpu"] = False
         return out
@@ -169,7 +178,7 @@ def _pages(session, path: str, what: str) -> list[dict[str, Any]]:
     return items
 
 
-def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]]) -> Held:
+def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]], block_group: bool = False) -> Held:
     props = item.get("properties") if isinstance(item.get("properties"), dict) else {}
     sku = item.get("sku") if isinstance(item.get("sku"), dict) else {}
     name = str(item.get("name") or "")
@@ -188,7 +197,7 @@ def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]]) -> Held:
     return Held(name, str(sku.get("name") or ""), _zones(item.get("zones")),
                 reserved if isinstance(reserved, int) else 0, allocated, tags.get("managed-by") == "azgpu",
                 str(props.get("provisioningState") or ""), start, end,
-                len(associated) if isinstance(associated, list) else allocated, dict(tags))
+                len(associated) if isinstance(associated, list) else allocated, dict(tags), block_group)
 
 
 def read_group(session, group_id: str) -> Group | None:
@@ -210,11 +219,12 @@ def read_group(session, group_id: str) -> Group | None:
         allocated = info.get("virtualMachinesAllocated")
         views[str(r.get("name") or "").lower()] = (info.get("currentCapacity"),
                                                    len(allocated) if isinstance(allocated, list) else 0)
-    held = [_held(item, views) for item in _pages(session, f"{path}/{RESERVATIONS}", what)]
+    kind = str(props.get("reservationType") or "Targeted")
+    held = [_held(item, views, kind.lower() == "block") for item in _pages(session, f"{path}/{RESERVATIONS}", what)]
     tags = found.get("tags") if isinstance(found.get("tags"), dict) else {}
     associated = props.get("virtualMachinesAssociated")
     return Group(path, ref["name"], ref["rg"], location_name(str(found.get("location") or "")),
-                 _zones(found.get("zones")), str(props.get("reservationType") or "Targeted"),
+                 _zones(found.get("zones")), kind,
                  tags.get("managed-by") == "azgpu", len(associated) if isinstance(associated, list) else 0, held)
 
 
@@ -290,6 +300,13 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
                     remedy=f"send it again ('provision reserve -g {ref['rg']} --group {ref['name']} --name {mine.name} "
                     f"--size {size} --count {mine.reserved} -l {loc}" + (f" --zone {zone}'" if zone else "'") +
                     "), or drop --capacity-reservation-group", source=f"{SOURCE}; {cite(('D-crg-create',))}"))
+        return 0
+    if mine.schedule_unread:
+        add(Finding(code="CAPACITY_RESERVATION_SCHEDULE_UNREAD",
+                    message=f"Block reservation '{mine.name}' has no schedule end azgpu can read: whether it holds VMs "
+                    "now is unknown, and the nodes may deploy outside it",
+                    remedy=f"check its schedule ('az capacity reservation show -g {ref['rg']} -c {ref['name']} -n "
+                    f"{mine.name}'), or drop --capacity-reservation-group", source=cite(("S-rest-crg",))))
         return 0
     if mine.block and not mine.active(now):
         started = mine.start is None or mine.start <= now
@@ -413,9 +430,11 @@ def _group_findings(plan: ReservePlan, group: Group, allow_unowned: bool) -> Non
                            message=f"capacity reservation group '{name}' is in {group.location}, not {plan.location}",
                            remedy=f"pass -l {group.location}, or another --group", source=SOURCE))
     if group.reservation_type.lower() != plan.reservation_type.lower():
+        known = next((t for t in RESERVATION_TYPES if t.lower() == group.reservation_type.lower()), None)
         out.append(Finding(code="CAPACITY_RESERVATION_GROUP_TYPE",
                            message=f"capacity reservation group '{name}' is a {group.reservation_type} group; its type "
-                           "cannot change", remedy=f"pass --type {group.reservation_type}, or another --group",
+                           "cannot change", remedy=f"pass --type {known}, or another --group" if known else
+                           "pass another --group (azgpu reserves Targeted or Block only)",
                            source=cite(("S-rest-crg",))))
     if zone and zone not in group.zones or (not zone and group.zones):
         out.append(Finding(code="CAPACITY_RESERVATION_GROUP_ZONES",
@@ -591,7 +610,14 @@ def delete_reservations(session, resource_group: str, group: str, *, confirm, no
                                 remedy="destroy the clusters that use it first ('provision destroy'), then release it",
                                 source=cite(("D-crg",))))
     for h in mine:
-        if h.locked(now):
+        if h.locked(now) and h.schedule_unread:
+            problems.append(Finding(code="CAPACITY_RESERVATION_BLOCK_ACTIVE",
+                                    message=f"Block reservation '{h.name}' has no schedule end azgpu can read: it may "
+                                    "be inside its window, where Azure refuses to delete it",
+                                    remedy=f"check its schedule ('az capacity reservation show -g {resource_group} -c "
+                                    f"{group} -n {h.name}') and run release after its end; nothing was deleted",
+                                    source=cite(("S-rest-crg",))))
+        elif h.locked(now):
             problems.append(Finding(code="CAPACITY_RESERVATION_BLOCK_ACTIVE",
                                     message=f"Block reservation '{h.name}' cannot be deleted before its end, "
                                     f"{_when(h.end)}: once allocated it holds (and bills) its VMs until then",
