@@ -590,6 +590,24 @@ def shape(run, state_file):
     return _shape
 
 
+@pytest.mark.parametrize("argv", [
+    ("reserve", "-g", "", "--group", GROUP, "--count", "4", "--dry-run"),
+    ("reserve", "-g", "rg/../x", "--group", GROUP, "--count", "4", "--dry-run"),
+    ("reserve", "-g", CRG_RG, "--group", "a/b", "--count", "4", "--dry-run"),
+    ("release", "-g", "", "--group", GROUP, "--yes"),
+    ("release", "-g", CRG_RG, "--group", "../other", "--yes"),
+    ("release", "-g", "x/providers/Microsoft.Compute/capacityReservationGroups/y", "--group", GROUP, "--yes"),
+])
+def test_reserve_and_release_check_their_names_before_any_request(reservable, cli, argv):
+    """-g and --group go into request URLs ('/' would address another resource): refused first, with a code."""
+    extra = ("-l", LOCATION, "--size", A100) if argv[0] == "reserve" else ()
+    rc, out, err = cli(*argv, *extra)
+    assert rc == 2 and "Traceback" not in err, err
+    assert [line.split("]")[0] for line in err.splitlines() if line.startswith("ERROR: [")] in \
+        (["ERROR: [INVALID_RESOURCE_GROUP"], ["ERROR: [INVALID_NAME"]), err
+    assert reservable.requests == []
+
+
 def test_cli_reserve_create_and_capacity_report(sim, shape, state_file):
     shape("sku", "capability", "-l", LOCATION, "--size", A100, "--name", "CapacityReservationSupported", "--value",
           "True")

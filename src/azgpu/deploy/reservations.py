@@ -203,6 +203,9 @@ def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]], block_group: 
 def read_group(session, group_id: str) -> Group | None:
     """The group with its reservations and their use (its instance view); None when it does not exist."""
     ref = parse_group_id(group_id)
+    if ref is None:  # the commands check their names first; a caller that did not gets a coded refusal
+        raise InputError(f"{group_id[:200]!r} is not a capacity reservation group resource ID",
+                         code="INVALID_CAPACITY_RESERVATION_GROUP", remedy="check -g and the group's name")
     path = (f"/subscriptions/{ref['sub']}/resourceGroups/{ref['rg']}"
             f"{CAPACITY_RESERVATION_GROUP.provider_path(ref['name'])}")
     what = f"reading capacity reservation group {ref['name']}"
