@@ -568,6 +568,35 @@ def test_create_and_the_report_do_not_count_on_a_block_reservation_with_an_unrea
     assert got["verdict"] == "blocked" and "no readable schedule" in line["detail"], got["checks"]
 
 
+def listed_with_next(azure, link: str) -> None:
+    listed = requests.get(f"{ARM}{group_id(azure)}/capacityReservations", params={"api-version": "2026-04-01"},
+                          timeout=5).json()
+    azure.inject(method="GET", path=f"capacityReservationGroups/{GROUP}/capacityReservations$", status=200,
+                 body={**listed, "nextLink": link}, times=1)
+
+
+def test_a_next_page_elsewhere_than_arm_is_not_followed(reservable, session):
+    """The page request carries the ARM token: a nextLink to another host is refused, not followed."""
+    reserve(session)
+    listed_with_next(reservable, "https://collector.example/steal-token")
+    with pytest.raises(AzgpuError) as info:
+        reservations.read_group(session, group_id(reservable))
+    assert info.value.code == "UNEXPECTED_AZURE_ANSWER" and info.value.exit_code == 1
+    assert not [r for r in reservable.requests if "steal-token" in r.path]
+
+
+def test_a_page_azure_does_not_answer_is_an_error_not_a_shorter_list(reservable, session):
+    """A missing page would hide reservations from release and reserve (one per size per zone)."""
+    reserve(session)
+    listed_with_next(reservable, f"{ARM}{group_id(reservable)}/capacityReservations?api-version=2026-04-01&page=2")
+    reservable.inject(method="GET", path=f"capacityReservationGroups/{GROUP}/capacityReservations$", status=403,
+                      code="AuthorizationFailed")
+    since = len(reservable.requests)
+    with pytest.raises(AzgpuError) as info:
+        reservations.delete_reservations(session, CRG_RG, GROUP, confirm=lambda names: True)
+    assert info.value.exit_code == 1 and writes(reservable, since) == []
+
+
 def test_reserve_into_a_group_of_a_type_azgpu_does_not_reserve(reservable, session):
     """compute 2026-04-01 knows more reservation types than Targeted and Block: the remedy names no --type that
     reserve would refuse."""

@@ -172,8 +172,16 @@ def _pages(session, path: str, what: str) -> list[dict[str, Any]]:
         link = data.get("nextLink")
         if not isinstance(link, str) or not link:
             break
+        if not link.startswith(BASE + "/"):  # the request carries the ARM token: only to ARM
+            raise AzureError(f"{what}: Azure's answer points its next page at {link[:80]!r}, not at {BASE}",
+                             code="UNEXPECTED_AZURE_ANSWER", remedy="run the command again; if it persists, list "
+                             "the group's reservations with 'az capacity reservation list'")
         response = send(session, "GET", path, API, url=link)
-        data = json_body(response) if response.status_code == 200 else {}
+        if response.status_code != 200:  # a page missing would hide reservations: never a shorter list
+            from azure.core.exceptions import HttpResponseError
+
+            raise to_azure_error(HttpResponseError(response=response), what)
+        data = json_body(response)
         items += [i for i in data.get("value") or [] if isinstance(i, dict)]
     return items
 
