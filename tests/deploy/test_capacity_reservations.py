@@ -408,6 +408,36 @@ def test_reserve_never_lowers_a_reservation_below_its_running_vms(reservable, se
     assert reservations.read_group(session, group_id(reservable)).reservations[0].reserved == 4
 
 
+def test_reserve_raises_an_overallocated_reservation(reservable, session):
+    """Learn, "Overallocate capacity reservation": VMs beyond the capacity are allocated against it too
+    (virtualMachinesAllocated longer than capacity); raising the capacity takes no VM's guarantee away."""
+    reserve(session, count=4)
+    create(session, in_group(reservable, nodes=4))
+    rid = f"{group_id(reservable)}/capacityReservations/a100"
+    stored = reservable.get(rid)
+    reservable.add_resource(rid, {**stored, "sku": {**stored["sku"], "capacity": 2}})  # lowered outside azgpu
+    held = reservations.read_group(session, group_id(reservable)).reservations[0]
+    assert (held.reserved, held.used, held.free) == (2, 4, 0)
+    assert reserve(session, count=3)["changes"] == {"reservation": "a100", "from": 2, "to": 3, "in_use": 4}
+    with pytest.raises(ValidationFailed) as info:
+        reserve(session, count=2)
+    assert "--count 3 or more" in next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_IN_USE").remedy
+
+
+def test_reserve_never_lowers_an_in_use_reservation_the_instance_view_does_not_describe(reservable, session):
+    """A group answered without its instance view (no utilizationInfo): the VMs associated with the reservation
+    (virtualMachinesAssociated, CapacityReservation_Get.json) still say what it holds."""
+    reserve(session, count=4)
+    create(session, in_group(reservable, nodes=4))
+    answer = requests.get(f"{ARM}{group_id(reservable)}", params={"api-version": "2026-04-01"}, timeout=5).json()
+    assert "instanceView" not in answer["properties"]
+    reservable.inject(method="GET", path=f"capacityReservationGroups/{GROUP}$", status=200, body=answer, times=None)
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        reserve(session, count=1)
+    assert "CAPACITY_RESERVATION_IN_USE" in {f.code for f in info.value.errors} and writes(reservable, since) == []
+
+
 def test_reserve_changes_a_reservation_it_did_not_create_only_when_asked(reservable, session):
     reserve(session, count=2)
     rid = f"{group_id(reservable)}/capacityReservations/a100"
@@ -430,6 +460,39 @@ def test_reserve_converges_and_finds_the_reservation_of_the_size_and_zone(reserv
     with pytest.raises(ValidationFailed) as info:
         reserve(session, count=2, name="another")
     assert "CAPACITY_RESERVATION_EXISTS" in {f.code for f in info.value.errors}
+
+
+def test_a_reservation_whose_creation_failed_is_sent_again(reservable, session):
+    """Learn ("Create a capacity reservation"): "Capacity reservation creation succeeds or fails in its entirety";
+    a failed one is kept in provisioning state Failed and holds nothing, so a re-run sends it again rather than
+    calling it unchanged."""
+    reservable.inject(method="PUT", path="/capacityReservations/a100$", operation_error="AllocationFailed")
+    with pytest.raises(AzgpuError) as info:
+        reserve(session, count=4)
+    assert info.value.exit_code == 1
+    assert reservations.read_group(session, group_id(reservable)).reservations[0].state == "Failed"
+    since = len(reservable.requests)
+    again = reserve(session, count=4)
+    assert not again.get("unchanged") and again["provisioning_state"] == "Succeeded"
+    assert [r.method for r in writes(reservable, since)] == ["PUT"]
+
+
+def test_create_into_a_failed_reservation_is_refused_before_any_write(reservable, session):
+    reservable.inject(method="PUT", path="/capacityReservations/a100$", operation_error="AllocationFailed")
+    with pytest.raises(AzgpuError):
+        reserve(session, count=4)
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=2))
+    refused = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FAILED")
+    assert "provision reserve" in refused.remedy and "--count 4" in refused.remedy
+    assert writes(reservable, since) == []
+    from azgpu.deploy.capacity_report import report
+
+    got = report(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+                 group_id=group_id(reservable))
+    line = next(r for r in got["checks"] if r["check"] == "reservation")
+    assert got["verdict"] == "blocked" and "Failed" in line["detail"], got["checks"]
 
 
 # -- Block reservations: the schedule, the price, release ---------------------------------------------------
@@ -463,6 +526,89 @@ def test_a_block_reservations_capacity_and_schedule_stay(reservable, session):
     assert "CAPACITY_RESERVATION_BLOCK_FIXED" in {f.code for f in info.value.errors} and writes(reservable, since) == []
 
 
+def unreadable_schedule(azure, schedule: dict) -> None:
+    """Azure lists the group's reservations with a scheduleProfile azgpu cannot read."""
+    listed = requests.get(f"{ARM}{group_id(azure)}/capacityReservations", params={"api-version": "2026-04-01"},
+                          timeout=5).json()
+    for item in listed["value"]:
+        item["properties"]["scheduleProfile"] = schedule
+    azure.inject(method="GET", path=f"capacityReservationGroups/{GROUP}/capacityReservations$", status=200,
+                 body=listed, times=None)
+
+
+@pytest.mark.parametrize("schedule", [{"start": "garbage", "end": "2025-13-45"}, {}, {"start": "2026-01-01"}])
+def test_a_block_reservation_with_an_unreadable_schedule_is_not_deleted(reservable, session, schedule):
+    """A Block group holds Block reservations only (reservationType is fixed, REST spec), and one "cannot be deleted
+    ... until the schedule end time": without a readable end, release refuses rather than sends the delete."""
+    reserve(session, count=2, reservation_type="Block", days=2)
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    unreadable_schedule(reservable, schedule)
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        reservations.delete_reservations(session, CRG_RG, GROUP, confirm=lambda names: True)
+    refused = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_BLOCK_ACTIVE")
+    assert "no schedule end" in refused.message and "nothing was deleted" in refused.remedy
+    assert writes(reservable, since) == []
+
+
+def test_create_and_the_report_do_not_count_on_a_block_reservation_with_an_unreadable_schedule(reservable, session):
+    from azgpu.deploy.capacity_report import report
+
+    reserve(session, count=2, reservation_type="Block", days=2)
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    unreadable_schedule(reservable, {"start": str(tomorrow()), "end": "soon"})
+    since = len(reservable.requests)
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=2))
+    assert "CAPACITY_RESERVATION_SCHEDULE_UNREAD" in {f.code for f in info.value.errors}
+    assert writes(reservable, since) == []
+    got = report(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+                 group_id=group_id(reservable))
+    line = next(r for r in got["checks"] if r["check"] == "reservation")
+    assert got["verdict"] == "blocked" and "no readable schedule" in line["detail"], got["checks"]
+
+
+def listed_with_next(azure, link: str) -> None:
+    listed = requests.get(f"{ARM}{group_id(azure)}/capacityReservations", params={"api-version": "2026-04-01"},
+                          timeout=5).json()
+    azure.inject(method="GET", path=f"capacityReservationGroups/{GROUP}/capacityReservations$", status=200,
+                 body={**listed, "nextLink": link}, times=1)
+
+
+def test_a_next_page_elsewhere_than_arm_is_not_followed(reservable, session):
+    """The page request carries the ARM token: a nextLink to another host is refused, not followed."""
+    reserve(session)
+    listed_with_next(reservable, "https://collector.example/steal-token")
+    with pytest.raises(AzgpuError) as info:
+        reservations.read_group(session, group_id(reservable))
+    assert info.value.code == "UNEXPECTED_AZURE_ANSWER" and info.value.exit_code == 1
+    assert not [r for r in reservable.requests if "steal-token" in r.path]
+
+
+def test_a_page_azure_does_not_answer_is_an_error_not_a_shorter_list(reservable, session):
+    """A missing page would hide reservations from release and reserve (one per size per zone)."""
+    reserve(session)
+    listed_with_next(reservable, f"{ARM}{group_id(reservable)}/capacityReservations?api-version=2026-04-01&page=2")
+    reservable.inject(method="GET", path=f"capacityReservationGroups/{GROUP}/capacityReservations$", status=403,
+                      code="AuthorizationFailed")
+    since = len(reservable.requests)
+    with pytest.raises(AzgpuError) as info:
+        reservations.delete_reservations(session, CRG_RG, GROUP, confirm=lambda names: True)
+    assert info.value.exit_code == 1 and writes(reservable, since) == []
+
+
+def test_reserve_into_a_group_of_a_type_azgpu_does_not_reserve(reservable, session):
+    """compute 2026-04-01 knows more reservation types than Targeted and Block: the remedy names no --type that
+    reserve would refuse."""
+    reserve(session, count=2)
+    answer = requests.get(f"{ARM}{group_id(reservable)}", params={"api-version": "2026-04-01",
+                                                                  "$expand": "instanceView"}, timeout=5).json()
+    answer["properties"]["reservationType"] = "Future"
+    reservable.inject(method="GET", path=f"capacityReservationGroups/{GROUP}$", status=200, body=answer, times=None)
+    refused = next(f for f in check(session, count=4).errors if f.code == "CAPACITY_RESERVATION_GROUP_TYPE")
+    assert "--type" not in refused.remedy and "another --group" in refused.remedy
+
+
 # -- the command line in simulation -----------------------------------------------------------------------
 
 @pytest.fixture
@@ -471,6 +617,24 @@ def shape(run, state_file):
         rc, out, err = run("simulate", *args, "--simulate-state", state_file)
         assert rc == 0, err
     return _shape
+
+
+@pytest.mark.parametrize("argv", [
+    ("reserve", "-g", "", "--group", GROUP, "--count", "4", "--dry-run"),
+    ("reserve", "-g", "rg/../x", "--group", GROUP, "--count", "4", "--dry-run"),
+    ("reserve", "-g", CRG_RG, "--group", "a/b", "--count", "4", "--dry-run"),
+    ("release", "-g", "", "--group", GROUP, "--yes"),
+    ("release", "-g", CRG_RG, "--group", "../other", "--yes"),
+    ("release", "-g", "x/providers/Microsoft.Compute/capacityReservationGroups/y", "--group", GROUP, "--yes"),
+])
+def test_reserve_and_release_check_their_names_before_any_request(reservable, cli, argv):
+    """-g and --group go into request URLs ('/' would address another resource): refused first, with a code."""
+    extra = ("-l", LOCATION, "--size", A100) if argv[0] == "reserve" else ()
+    rc, out, err = cli(*argv, *extra)
+    assert rc == 2 and "Traceback" not in err, err
+    assert [line.split("]")[0] for line in err.splitlines() if line.startswith("ERROR: [")] in \
+        (["ERROR: [INVALID_RESOURCE_GROUP"], ["ERROR: [INVALID_NAME"]), err
+    assert reservable.requests == []
 
 
 def test_cli_reserve_create_and_capacity_report(sim, shape, state_file):

@@ -279,3 +279,22 @@ def test_every_quota_request_speaks_the_documented_api_version(azure, session):
     sent = calls(azure, path="/providers/Microsoft.Quota/")
     assert {r.method for r in sent} >= {"PATCH", "GET"} and len(sent) >= 3
     assert {r.api_version for r in sent} == {QUOTA.api_version}
+
+
+@pytest.mark.parametrize("state", ["Escalated", "Canceled", None])
+def test_a_state_the_specification_does_not_list_is_not_an_approval(azure, session, cli, state):
+    """QuotaRequestState lists Accepted, Invalid, Succeeded, Failed and InProgress; anything else (Escalated is a
+    group-quota state) or no state at all raises no limit, and create --request-quota must not go on."""
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    body = {"id": "x", "name": "hostile-1", "type": "Microsoft.Quota/quotaRequests",
+            "properties": {"message": "hmm", "value": [{"name": {"value": A100_FAMILY},
+                                                        "limit": {"limitObjectType": "LimitValue", "value": NEEDED}}]}}
+    if state:
+        body["properties"]["provisioningState"] = state
+    azure.inject(method="GET", path="/quotaRequests/", status=200, body=body, times=None)
+    with pytest.raises(Exception) as info:
+        qr.request_increases(session, request(), confirm=yes)
+    err = info.value
+    assert err.code == "QUOTA_REQUEST_REFUSED" and err.exit_code == 1 and (state or "no state") in err.message
+    rc, out, said = cli("quota", "status", "-l", LOCATION, "--id", "hostile-1")
+    assert rc == 1 and "ERROR: [QUOTA_REQUEST_REFUSED]" in said and "Traceback" not in said

@@ -229,3 +229,20 @@ def test_a_reservation_needs_quota_for_its_vms(azure, clients):
     make_group(clients)
     refused(lambda: reserve(clients, capacity=2), 409)
     reserve(clients, capacity=1)
+
+
+def test_vms_beyond_the_capacity_are_listed_as_allocated(azure, clients, network):
+    """Learn, "Overallocate capacity reservation": "Azure permits the association of extra virtual machines (VMs)
+    above the number of capacity reservations"; "The length of virtualMachinesAllocated (2) is greater than
+    capacity (1). This valid state is referred to as overallocated." They are associated too, so the reservation
+    cannot be deleted while they run (CapacityReservations_Delete)."""
+    azure.set_quota(LOCATION, A100_FAMILY, limit=10 * 96)
+    make_group(clients)
+    reserve(clients, capacity=2)
+    put_vmss(clients, in_group(azure, network, capacity=3, platformFaultDomainCount=1))
+    group = clients.compute.capacity_reservation_groups.get(RG, "g", expand="instanceView")
+    view = group.instance_view.capacity_reservations[0]
+    assert view.utilization_info.current_capacity == 2 and len(view.utilization_info.virtual_machines_allocated) == 3
+    got = clients.compute.capacity_reservations.get(RG, "g", "r")
+    assert len(got.virtual_machines_associated) == 3
+    refused(lambda: clients.compute.capacity_reservations.begin_delete(RG, "g", "r").result(), 409)

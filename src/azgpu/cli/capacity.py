@@ -105,7 +105,7 @@ def register(cli: click.Group) -> None:
                 return
             found = qr.read(session, location, request_id)
         emit(found.as_dict(), obj)
-        if found.state in qr.NOT_APPROVED:
+        if qr.not_approved(found.state):
             raise qr.escalation_error([found])
 
     @cli.command("capacity")
@@ -162,6 +162,15 @@ def _profile_and_size(profile: str | None, size: str | None):
         p = load_profile(profile)
         return p, p.size(p.default_size)
     raise InputError("no size given", code="MISSING_ARGUMENT", remedy="pass --size SIZE or --profile PROFILE")
+
+
+def _group_names(resource_group: str) -> list[Finding]:
+    """-g of reserve and release, checked as create checks it before it goes into a request URL."""
+    from .. import naming
+
+    problem = naming.check("resource_group", resource_group)
+    return [Finding(code="INVALID_RESOURCE_GROUP", message=problem, remedy="check -g/--resource-group",
+                    field="resource_group")] if problem else []
 
 
 def _reserve_cost(vm, location: str, count: int, currency: str, schedule, simulated: bool) -> tuple[dict, str, str]:
@@ -237,6 +246,7 @@ def _register_reserve(cli: click.Group) -> None:
         if zone is not None and zone not in ("1", "2", "3"):
             bad.append(Finding(code="INVALID_ZONE", message=f"--zone must be 1, 2 or 3, not {zone!r}",
                                remedy="pass --zone 1, or omit it", field="zone"))
+        bad += _group_names(resource_group)
         if any(f.is_error for f in bad):
             raise ValidationFailed(bad)
         print_findings(bad, verbose=obj["verbose"])
@@ -260,7 +270,9 @@ def _register_reserve(cli: click.Group) -> None:
             if plan.unchanged:
                 log(f"reservation '{plan.name}' already holds {count} {vm.name}: nothing to change")
             elif not yes:
-                what = (f"Change reservation {plan.name} from {plan.existing.reserved} to {count} {vm.name}"
+                what = (f"Send again reservation {plan.name} ({plan.existing.state}) for {count} {vm.name}"
+                        if plan.existing and plan.existing.failed else
+                        f"Change reservation {plan.name} from {plan.existing.reserved} to {count} {vm.name}"
                         if plan.existing else f"Reserve {count} {vm.name} in {location}")
                 if not sys.stdin.isatty():
                     raise InputError("a reservation bills from its creation and there is no terminal to ask",
@@ -280,8 +292,14 @@ def _register_reserve(cli: click.Group) -> None:
     def release_cmd(obj, resource_group, group, yes, subscription, simulate, simulate_latency, simulate_state):
         """Delete the reservations azgpu created in a group (tagged managed-by: azgpu), and the group when azgpu
         created it and nothing else is left; what is left is named. A Block reservation is refused before its end."""
+        from ..capacity import reserve_findings
         from ..deploy import reservations
 
+        # -g and --group go into request URLs: checked first (a '/' would address another resource).
+        bad = _group_names(resource_group) + [f for f in reserve_findings(reservation_type="Targeted", count=1,
+                                                                          name=None, group=group) if f.is_error]
+        if bad:
+            raise ValidationFailed(bad)
         if not yes and not sys.stdin.isatty():
             raise InputError("release needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
                              remedy="add --yes to delete without asking")

@@ -108,10 +108,16 @@ def _reservation_rows(session, group_id: str, size: str, location: str, zones: l
         if zones and mine.zones and not set(mine.zones) & set(zones):
             continue
         kind = "Block " if mine.block else ""
+        if mine.failed:
+            rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: provisioning state "
+                             f"{mine.state}, it holds no VMs", "send it again with 'provision reserve'"))
+            continue
         if mine.block and not mine.active(now):
             rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: holds VMs from "
-                             f"{mine.start:%Y-%m-%d %H:%M} to {mine.end:%Y-%m-%d %H:%M} UTC, not now" if mine.start else
-                             f"{kind}{mine.name}: not active now", "create the cluster while it is active"))
+                             f"{mine.start:%Y-%m-%d %H:%M} to {mine.end:%Y-%m-%d %H:%M} UTC, not now"
+                             if mine.start and mine.end else f"{kind}{mine.name}: not active now (no readable schedule)"
+                             if mine.end is None else f"{kind}{mine.name}: not active now",
+                             "create the cluster while it is active"))
             continue
         covered = max(covered, min(nodes, mine.free))
         if nodes <= mine.free:

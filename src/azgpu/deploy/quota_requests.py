@@ -23,12 +23,18 @@ SOURCES = ("D-quota-api", "D-quota-per-vm")
 # The states QuotaRequestStatus reports (QuotaRequestState in the REST specification): Accepted and
 # InProgress are on the way, Succeeded and Failed are final, Invalid is a request Azure refused to read.
 PENDING = ("Accepted", "InProgress")
-NOT_APPROVED = ("Failed", "Invalid")
+
 REGIONAL, SPOT = "cores", "lowPriorityCores"
 # A Failed request with this error code (getQuotaRequestStatusFailed.json) was not approved
 # automatically: Learn's remedy is a support request for the same increase (D-quota-per-vm).
 CONTACT_SUPPORT = "ContactSupport"
 _REQUEST_ID = re.compile(r"/(?:quotaRequests|operationsStatus)/([^/?]+)", re.IGNORECASE)
+
+
+def not_approved(state: str) -> bool:
+    """A request that ended without raising the limit: Failed, Invalid, or a state QuotaRequestState does not
+    list (Escalated is a group-quota state; a missing one says nothing), never taken for an approval."""
+    return state not in PENDING and state != "Succeeded"
 
 
 @dataclass
@@ -173,7 +179,7 @@ def follow(session, filed: Filed, *, timeout: float = 0.0, interval: float = 10.
 
 
 def _parts(requests: list[Filed]) -> str:
-    return "; ".join(f"request {r.id} ({r.quota} = {r.limit} in {r.location}): {r.state}"
+    return "; ".join(f"request {r.id} ({r.quota} = {r.limit} in {r.location}): {r.state or 'no state'}"
                      + (f", {r.error_code}" if r.error_code else "") + (f" ({r.message})" if r.message else "")
                      for r in requests)
 
@@ -244,7 +250,7 @@ def request_increases(session, request: Request, *, fallback_locations: list[str
     result["requests"] = [f.as_dict() for f in filed]
     if raised:
         result["raised_by_azure"] = raised
-    failed = [f for f in filed if f.state in NOT_APPROVED]
+    failed = [f for f in filed if not_approved(f.state)]
     if failed:
         err = escalation_error(failed)
         err.result = result

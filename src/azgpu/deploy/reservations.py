@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ..capacity import Schedule, parse_group_id
+from ..capacity import RESERVATION_TYPES, Schedule, parse_group_id
 from ..errors import AzureError, Finding, InputError, ValidationFailed
 from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP
@@ -82,6 +82,7 @@ class Held:
     end: datetime | None = None
     associated: int = 0  # VMs associated (allocated or deallocated)
     tags: dict[str, str] = field(default_factory=dict)
+    in_block_group: bool = False  # a Block group holds Block reservations only (its type is fixed, S-rest-crg)
 
     @property
     def free(self) -> int:
@@ -89,7 +90,18 @@ class Held:
 
     @property
     def block(self) -> bool:
-        return self.end is not None
+        return self.end is not None or self.in_block_group
+
+    @property
+    def schedule_unread(self) -> bool:
+        """A Block reservation whose schedule end Azure did not give in a form azgpu reads: its window is unknown."""
+        return self.block and self.end is None
+
+    @property
+    def failed(self) -> bool:
+        """Its creation (or last change) failed: "Capacity reservation creation succeeds or fails in its entirety"
+        (D-crg-create), so whatever its sku says, it holds no VMs until it is sent again."""
+        return self.state.lower() == "failed"
 
     def in_zone(self, zone: str | None) -> bool:
         """Whether a scale set in `zone` (None: regional) uses this reservation: a zonal reservation
@@ -98,18 +110,21 @@ class Held:
 
     def active(self, now: datetime) -> bool:
         """A Block reservation holds VMs between its start and end; a Targeted one always."""
-        return not self.block or ((self.start or now) <= now < self.end)
+        if not self.block:
+            return True
+        return self.end is not None and (self.start or now) <= now < self.end
 
     def locked(self, now: datetime) -> bool:
         """A Block reservation "cannot be deleted after it has been successfully allocated until the schedule
         end time" (S-rest-crg, 2025-04-01: "during their scheduled active period")."""
-        return self.block and self.state.lower() == "succeeded" and self.active(now)
+        return self.block and self.state.lower() == "succeeded" and (self.schedule_unread or self.active(now))
 
     def as_dict(self) -> dict[str, Any]:
         out = {"reservation": self.name, "size": self.size, "zones": self.zones, "reserved": self.reserved,
                "used": self.used, "free": self.free}
         if self.block:
-            out["schedule"] = {"start": self.start.isoformat() if self.start else None, "end": self.end.isoformat()}
+            out["schedule"] = {"start": self.start.isoformat() if self.start else None,
+                               "end": self.end.isoformat() if self.end else None}
         if not self.ours:
             out["created_by_azgpu"] = False
         return out
@@ -157,13 +172,21 @@ def _pages(session, path: str, what: str) -> list[dict[str, Any]]:
         link = data.get("nextLink")
         if not isinstance(link, str) or not link:
             break
+        if not link.startswith(BASE + "/"):  # the request carries the ARM token: only to ARM
+            raise AzureError(f"{what}: Azure's answer points its next page at {link[:80]!r}, not at {BASE}",
+                             code="UNEXPECTED_AZURE_ANSWER", remedy="run the command again; if it persists, list "
+                             "the group's reservations with 'az capacity reservation list'")
         response = send(session, "GET", path, API, url=link)
-        data = json_body(response) if response.status_code == 200 else {}
+        if response.status_code != 200:  # a page missing would hide reservations: never a shorter list
+            from azure.core.exceptions import HttpResponseError
+
+            raise to_azure_error(HttpResponseError(response=response), what)
+        data = json_body(response)
         items += [i for i in data.get("value") or [] if isinstance(i, dict)]
     return items
 
 
-def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]]) -> Held:
+def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]], block_group: bool = False) -> Held:
     props = item.get("properties") if isinstance(item.get("properties"), dict) else {}
     sku = item.get("sku") if isinstance(item.get("sku"), dict) else {}
     name = str(item.get("name") or "")
@@ -182,12 +205,15 @@ def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]]) -> Held:
     return Held(name, str(sku.get("name") or ""), _zones(item.get("zones")),
                 reserved if isinstance(reserved, int) else 0, allocated, tags.get("managed-by") == "azgpu",
                 str(props.get("provisioningState") or ""), start, end,
-                len(associated) if isinstance(associated, list) else allocated, dict(tags))
+                len(associated) if isinstance(associated, list) else allocated, dict(tags), block_group)
 
 
 def read_group(session, group_id: str) -> Group | None:
     """The group with its reservations and their use (its instance view); None when it does not exist."""
     ref = parse_group_id(group_id)
+    if ref is None:  # the commands check their names first; a caller that did not gets a coded refusal
+        raise InputError(f"{group_id[:200]!r} is not a capacity reservation group resource ID",
+                         code="INVALID_CAPACITY_RESERVATION_GROUP", remedy="check -g and the group's name")
     path = (f"/subscriptions/{ref['sub']}/resourceGroups/{ref['rg']}"
             f"{CAPACITY_RESERVATION_GROUP.provider_path(ref['name'])}")
     what = f"reading capacity reservation group {ref['name']}"
@@ -204,11 +230,12 @@ def read_group(session, group_id: str) -> Group | None:
         allocated = info.get("virtualMachinesAllocated")
         views[str(r.get("name") or "").lower()] = (info.get("currentCapacity"),
                                                    len(allocated) if isinstance(allocated, list) else 0)
-    held = [_held(item, views) for item in _pages(session, f"{path}/{RESERVATIONS}", what)]
+    kind = str(props.get("reservationType") or "Targeted")
+    held = [_held(item, views, kind.lower() == "block") for item in _pages(session, f"{path}/{RESERVATIONS}", what)]
     tags = found.get("tags") if isinstance(found.get("tags"), dict) else {}
     associated = props.get("virtualMachinesAssociated")
     return Group(path, ref["name"], ref["rg"], location_name(str(found.get("location") or "")),
-                 _zones(found.get("zones")), str(props.get("reservationType") or "Targeted"),
+                 _zones(found.get("zones")), kind,
                  tags.get("managed-by") == "azgpu", len(associated) if isinstance(associated, list) else 0, held)
 
 
@@ -277,6 +304,21 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
                     source=f"{SOURCE}; {cite(('S-rest-crg', 'D-crg'))}"))
         return 0
     pf.reservation["reservation"] = mine.name
+    if mine.failed:
+        add(Finding(code="CAPACITY_RESERVATION_FAILED",
+                    message=f"reservation '{mine.name}' is in provisioning state {mine.state}: its creation failed and "
+                    "it holds no VMs, so the nodes would deploy outside it",
+                    remedy=f"send it again ('provision reserve -g {ref['rg']} --group {ref['name']} --name {mine.name} "
+                    f"--size {size} --count {mine.reserved} -l {loc}" + (f" --zone {zone}'" if zone else "'") +
+                    "), or drop --capacity-reservation-group", source=f"{SOURCE}; {cite(('D-crg-create',))}"))
+        return 0
+    if mine.schedule_unread:
+        add(Finding(code="CAPACITY_RESERVATION_SCHEDULE_UNREAD",
+                    message=f"Block reservation '{mine.name}' has no schedule end azgpu can read: whether it holds VMs "
+                    "now is unknown, and the nodes may deploy outside it",
+                    remedy=f"check its schedule ('az capacity reservation show -g {ref['rg']} -c {ref['name']} -n "
+                    f"{mine.name}'), or drop --capacity-reservation-group", source=cite(("S-rest-crg",))))
+        return 0
     if mine.block and not mine.active(now):
         started = mine.start is None or mine.start <= now
         add(Finding(code="CAPACITY_RESERVATION_NOT_ACTIVE",
@@ -334,12 +376,14 @@ class ReservePlan:
 
     @property
     def unchanged(self) -> bool:
-        return self.existing is not None and self.existing.reserved == self.count
+        """The reservation already holds what is asked (a failed one holds nothing: it is sent again)."""
+        return self.existing is not None and not self.existing.failed and self.existing.reserved == self.count
 
     @property
     def added(self) -> int:
         """The VMs this reserves beyond what the reservation already holds (what needs quota)."""
-        return max(0, self.count - (self.existing.reserved if self.existing else 0))
+        held = self.existing.reserved if self.existing is not None and not self.existing.failed else 0
+        return max(0, self.count - held)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"resource_group": self.resource_group, "group": self.group, "reservation": self.name,
@@ -397,9 +441,11 @@ def _group_findings(plan: ReservePlan, group: Group, allow_unowned: bool) -> Non
                            message=f"capacity reservation group '{name}' is in {group.location}, not {plan.location}",
                            remedy=f"pass -l {group.location}, or another --group", source=SOURCE))
     if group.reservation_type.lower() != plan.reservation_type.lower():
+        known = next((t for t in RESERVATION_TYPES if t.lower() == group.reservation_type.lower()), None)
         out.append(Finding(code="CAPACITY_RESERVATION_GROUP_TYPE",
                            message=f"capacity reservation group '{name}' is a {group.reservation_type} group; its type "
-                           "cannot change", remedy=f"pass --type {group.reservation_type}, or another --group",
+                           "cannot change", remedy=f"pass --type {known}, or another --group" if known else
+                           "pass another --group (azgpu reserves Targeted or Block only)",
                            source=cite(("S-rest-crg",))))
     if zone and zone not in group.zones or (not zone and group.zones):
         out.append(Finding(code="CAPACITY_RESERVATION_GROUP_ZONES",
@@ -428,16 +474,20 @@ def _group_findings(plan: ReservePlan, group: Group, allow_unowned: bool) -> Non
     if existing is None:
         return
     plan.name, plan.existing = existing.name, existing
-    what = f"reservation '{existing.name}' ({existing.reserved} {size}, {existing.used} in use)"
+    # What it holds: the VMs allocated against it (beyond its capacity too: Learn, "Overallocate capacity
+    # reservation"), or, where the instance view does not say, the VMs associated with it (which include them).
+    in_use = max(existing.used, existing.associated)
+    what = f"reservation '{existing.name}' ({existing.reserved} {size}, {in_use} in use)"
     if not existing.ours and not allow_unowned:
         out.append(Finding(code="CAPACITY_RESERVATION_NOT_OURS",
                            message=f"{what} was not created by azgpu: azgpu changes it only when asked",
                            remedy="pass --allow-unowned to change it, or another --group", source=SOURCE))
-    if plan.count < existing.used:
+    floor = min(in_use, existing.reserved)  # raising it, or lowering it to the VMs it holds, takes nothing away
+    if plan.count < floor:
         out.append(Finding(code="CAPACITY_RESERVATION_IN_USE",
-                           message=f"{what}: --count {plan.count} would leave {existing.used - plan.count} running "
+                           message=f"{what}: --count {plan.count} would leave {floor - plan.count} more running "
                            "VM(s) outside it, without its capacity guarantee",
-                           remedy=f"pass --count {existing.used} or more, or destroy the clusters that use it first",
+                           remedy=f"pass --count {floor} or more, or destroy the clusters that use it first",
                            source=cite(("D-crg",))))
     if existing.block and plan.count != existing.reserved:
         out.append(Finding(code="CAPACITY_RESERVATION_BLOCK_FIXED",
@@ -571,7 +621,14 @@ def delete_reservations(session, resource_group: str, group: str, *, confirm, no
                                 remedy="destroy the clusters that use it first ('provision destroy'), then release it",
                                 source=cite(("D-crg",))))
     for h in mine:
-        if h.locked(now):
+        if h.locked(now) and h.schedule_unread:
+            problems.append(Finding(code="CAPACITY_RESERVATION_BLOCK_ACTIVE",
+                                    message=f"Block reservation '{h.name}' has no schedule end azgpu can read: it may "
+                                    "be inside its window, where Azure refuses to delete it",
+                                    remedy=f"check its schedule ('az capacity reservation show -g {resource_group} -c "
+                                    f"{group} -n {h.name}') and run release after its end; nothing was deleted",
+                                    source=cite(("S-rest-crg",))))
+        elif h.locked(now):
             problems.append(Finding(code="CAPACITY_RESERVATION_BLOCK_ACTIVE",
                                     message=f"Block reservation '{h.name}' cannot be deleted before its end, "
                                     f"{_when(h.end)}: once allocated it holds (and bills) its VMs until then",

@@ -17,8 +17,9 @@ The rules enforced, each with its source beside it:
   overview; CapacityReservationProperties.platformFaultDomainCount), and a reservation of its size in its
   zone (Learn, overview: "If the group doesn't have a reservation matching the size and location, Azure
   returns an error message").
-VMs beyond a reservation's capacity still deploy, outside it (overallocation: no capacity guarantee), and
-are not listed as allocated. The codes Azure gives these refusals are not documented: the fake answers with
+VMs beyond a reservation's capacity still deploy (overallocation: no capacity guarantee for them) and are
+listed as allocated too (Learn, "Overallocate capacity reservation": "The length of virtualMachinesAllocated
+(2) is greater than capacity (1). This valid state is referred to as overallocated"). The codes Azure gives these refusals are not documented: the fake answers with
 ARM's generic InvalidParameter / OperationNotAllowed and says why in the message.
 """
 
@@ -99,16 +100,16 @@ def serving(store: Store, vmss: dict) -> dict | None:
 
 
 def allocation(store: Store, group_id: str) -> dict[str, list[str]]:
-    """Reservation id (lower case) -> ids of the VMs it holds, filled in scale-set order up to its capacity."""
+    """Reservation id (lower case) -> ids of the VMs allocated against it, beyond its capacity too: Learn,
+    "Overallocate capacity reservation" ("Azure permits the association of extra virtual machines (VMs) above
+    the number of capacity reservations"; virtualMachinesAllocated then is longer than the capacity)."""
     out: dict[str, list[str]] = {}
     for vmss in sorted(members(store, group_id), key=lambda v: v["id"].lower()):
         r = serving(store, vmss)
         if r is None:
             continue
-        held = out.setdefault(r["id"].lower(), [])
-        room = _capacity(r) - len(held)
-        vms = sorted(v["id"] for v in store.under(vmss["id"]) if v.get("type") == VM_TYPE)
-        held += vms[:max(0, room)]
+        out.setdefault(r["id"].lower(), []).extend(
+            sorted(v["id"] for v in store.under(vmss["id"]) if v.get("type") == VM_TYPE))
     return out
 
 
