@@ -33,7 +33,8 @@ H100 = "Standard_ND96isr_H100_v5"
 class Controller:
     """munged and slurmctld in the namespace, with the fragment and programs `slurm config` wrote."""
 
-    def __init__(self, root: Path, daemons: Daemons, netns: NetNamespace, *, resume_timeout: int, suspend_time: int):
+    def __init__(self, root: Path, daemons: Daemons, netns: NetNamespace, *, resume_timeout: int, suspend_time: int,
+                 latency: float = 0):
         self.root, self.daemons, self.netns = root, daemons, netns
         self.state = root / "sim" / "state.json"
         self.state.parent.mkdir()
@@ -41,9 +42,10 @@ class Controller:
         self.cfile = cluster_file(root, nodes=8)
         self.log = root / "power.log"
         out = root / "azgpu"
+        # The programs run with `latency`: each long-running Azure operation then takes that long.
         done = provision("slurm", "config", "-f", str(self.cfile), "--out-dir", str(out), "--state-dir",
                          str(root / "map"), "--log-file", str(self.log), "--resume-timeout", str(resume_timeout),
-                         "--suspend-time", str(suspend_time), *self.sim)
+                         "--suspend-time", str(suspend_time), *self.sim[:-1], str(latency))
         assert done.returncode == 0, done.stderr
         fragment = (out / "azgpu.conf").read_text()
         munge = root / "munge"
@@ -92,10 +94,14 @@ class Controller:
             assert done.returncode == 0, f"{argv}: {done.stderr}"
         return done.stdout
 
-    def nodes(self) -> dict[str, dict[str, str]]:
-        """NodeName -> State and Reason, as `scontrol show node -o` prints them (Reason without [user@time])."""
+    def nodes(self, *, busy_ok: bool = False) -> dict[str, dict[str, str]]:
+        """NodeName -> State and Reason, as `scontrol show node -o` prints them (Reason without [user@time]).
+
+        busy_ok: while slurmctld pings unreachable nodes scontrol can time out ("Socket timed out on
+        send/recv operation"); a caller that polls gets {} and asks again.
+        """
         found = {}
-        for line in self.sc("scontrol", "show", "node", "-o").splitlines():
+        for line in self.sc("scontrol", "show", "node", "-o", check=not busy_ok).splitlines():
             name = re.search(r"NodeName=(\S+)", line)
             state = re.search(r" State=(\S+)", line)
             reason = re.search(r" Reason=(.*?)(?: \[[^\]]*\])?\s*$", line)
@@ -166,7 +172,7 @@ def test_allocation_failed_and_quota_keep_azgpus_reason_and_an_administrators_re
     job = c.sc("sbatch", "--parsable", "-N4", "-p", "demo-vmss000", "--wrap", "hostname").strip()
     _wait("the resume to give up", lambda: "setting DOWN" in c.text(), 90, details=c.details)
     nodes = _wait("slurmctld to show azgpu's reason",
-                  lambda: (n := c.nodes()) and all(n[f"demo-d000-000{i}"]["Reason"].startswith("azgpu ")
+                  lambda: (n := c.nodes(busy_ok=True)) and all(n[f"demo-d000-000{i}"]["Reason"].startswith("azgpu ")
                                                     for i in range(1, 5)) and n, 30, details=c.details)
     reason = nodes["demo-d000-0001"]["Reason"]
     assert reason.startswith("azgpu CAPACITY_UNAVAILABLE") and "; remedy: " in reason, reason
@@ -178,10 +184,11 @@ def test_allocation_failed_and_quota_keep_azgpus_reason_and_an_administrators_re
     # An administrator returns one node before ResumeTimeout would have passed; slurmctld reaches it.
     # (scontrol may time out waiting for the answer while slurmctld pings the nodes; the update is made.)
     c.sc("scontrol", "update", "nodename=demo-d000-0004", "state=resume", check=False)
-    _wait("the administrator's resume", lambda: c.nodes()["demo-d000-0004"]["State"].startswith("IDLE"), 60,
+    _wait("the administrator's resume",
+          lambda: c.nodes(busy_ok=True).get("demo-d000-0004", {}).get("State", "").startswith("IDLE"), 60,
           details=c.details)
     time.sleep(25)
-    nodes = c.nodes()
+    nodes = _wait("scontrol show node", lambda: c.nodes(busy_ok=True), 60, details=c.details)
     assert nodes["demo-d000-0001"]["Reason"] == reason  # slurmctld's "ResumeTimeout reached" never replaced it
     assert "DOWN" in nodes["demo-d000-0001"]["State"]
     assert nodes["demo-d000-0004"]["State"].startswith("IDLE"), nodes["demo-d000-0004"]  # not undone
@@ -195,7 +202,7 @@ def test_quota_reason_survives_resume_timeout(controller):
     c.sc("sbatch", "--parsable", "-N2", "-p", "demo-vmss000", "--wrap", "hostname")
     _wait("the resume to give up", lambda: "setting DOWN" in c.text(), 90, details=c.details)
     time.sleep(25)  # past ResumeTimeout
-    nodes = c.nodes()
+    nodes = _wait("scontrol show node", lambda: c.nodes(busy_ok=True), 60, details=c.details)
     for name in ("demo-d000-0001", "demo-d000-0002"):
         assert nodes[name]["Reason"].startswith("azgpu QUOTA_INSUFFICIENT: "), nodes[name]
         assert "remedy: request an increase" in nodes[name]["Reason"]
@@ -203,7 +210,9 @@ def test_quota_reason_survives_resume_timeout(controller):
 
 
 def test_slurmctld_not_answering_during_resume_leaves_no_vm_without_a_name(controller):
-    c = controller(resume_timeout=150, suspend_time=600)
+    # Each Azure operation takes 10 s, so the Run Command health check is still running when the
+    # test stops slurmctld: the addresses are given to a slurmctld that no longer answers.
+    c = controller(resume_timeout=150, suspend_time=600, latency=10)
     c.sc("sbatch", "--parsable", "-N2", "-p", "demo-vmss000", "--wrap", "hostname")
     _wait("the health check", lambda: "health check of 2 node(s)" in c.text(), 90, details=c.details)
     c.slurmctld.send_signal(signal.SIGSTOP)  # slurmctld stops answering while the nodes are checked
@@ -216,7 +225,7 @@ def test_slurmctld_not_answering_during_resume_leaves_no_vm_without_a_name(contr
     assert sorted(c.bindings().values()) == ["demo-d000-0001", "demo-d000-0002"]  # named, not leaked
     # slurmctld reaches ResumeTimeout and runs resume-fail: azgpu's reason, and the VMs freed.
     _wait("resume-fail", lambda: " resume-fail " in c.text() and c.vms() == [], 200, details=c.details)
-    nodes = c.nodes()
+    nodes = _wait("scontrol show node", lambda: c.nodes(busy_ok=True), 60, details=c.details)
     for name in ("demo-d000-0001", "demo-d000-0002"):
         assert nodes[name]["Reason"].startswith("azgpu SCONTROL_FAILED"), nodes[name]
     assert c.bindings() == {} and c.capacities() == [0]
