@@ -192,13 +192,14 @@ def interconnect(vm: dict[str, Any], what: str = "the scale set's instances") ->
     return {"subgroup": subgroup or None, "block": block_id or None}
 
 
-def rack_instances(session, resource_group: str, scale_set: str) -> list[tuple[str, str, dict[str, str | None]]]:
-    """(instance id, computer name, interconnect(vm)) of every instance of the scale set, read at azgpu's Compute
-    api-version (VirtualMachineScaleSetVMs_List with $expand=instanceView, nextLink pages bounded)."""
+def rack_instances(session, resource_group: str, scale_set: str) -> list[dict[str, Any]]:
+    """Every instance of the scale set as Azure's REST answer gives it at azgpu's Compute api-version
+    (VirtualMachineScaleSetVMs_List with $expand=instanceView, nextLink pages bounded): instance_id, vm_id,
+    hostname (the computer name), provisioning_state and interconnect(vm) (subgroup, block)."""
     path = (f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}"
             f"{INSTANCES.provider_path(scale_set)}")
     what = f"the instances of {scale_set}"
-    found: list[tuple[str, str, dict[str, str | None]]] = []
+    found: list[dict[str, Any]] = []
     url = f"{BASE}{path}?$expand=instanceView&api-version={INSTANCES.api_version}"
     for _ in range(1000):
         response = send(session, "GET", path, INSTANCES.api_version, url=url)
@@ -214,7 +215,10 @@ def rack_instances(session, resource_group: str, scale_set: str) -> list[tuple[s
                 props = vm["properties"]
                 name = text(obj(props.get("osProfile"), "its osProfile").get("computerName"), "its computer name", 80)
                 instance = text(vm.get("instanceId"), "its instanceId", 20) or ""
-                found.append((instance, name or text(vm.get("name"), "its name", 80) or instance, signal))
+                found.append({"instance_id": instance, "vm_id": text(props.get("vmId"), "its vmId", 64),
+                              "hostname": name or text(vm.get("name"), "its name", 80) or instance,
+                              "provisioning_state": text(props.get("provisioningState"), "its provisioningState", 40),
+                              **signal})
         except BoundedError as exc:
             raise invalid_answer(what, str(exc)) from None
         url = data.get("nextLink")
@@ -225,34 +229,48 @@ def rack_instances(session, resource_group: str, scale_set: str) -> list[tuple[s
 
 def rack_signals(session, resource_group: str, scale_set: str) -> dict[str, dict[str, str | None]]:
     """computer name -> interconnect(vm) for every instance of the scale set (rack_instances)."""
-    return {name: signal for _, name, signal in rack_instances(session, resource_group, scale_set)}
+    return {vm["hostname"]: {"subgroup": vm["subgroup"], "block": vm["block"]}
+            for vm in rack_instances(session, resource_group, scale_set)}
 
 
-def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> tuple[list[dict], dict]:
-    """The scale set's nodes in instance order, and what Azure reports about their racks. The
-    instance view (the rack's subgroup) is asked for only where there are racks to find."""
-    if racks:  # one listing, with the racks Azure reports (read from the REST answer: see interconnect)
-        listed = rack_instances(session, resource_group, vmss.name)
-        names = {instance: name for instance, name, _ in listed}
-        signals = {name: signal for _, name, signal in listed}
+def scale_set_nodes(session, resource_group: str, scale_set: str, *, racks: bool = False) -> list[dict[str, Any]]:
+    """Every instance of the scale set in instance order: instance_id, vm_id, hostname, ip (None until its
+    NIC is listed), public_ip, provisioning_state and, with racks, what Azure reports about its rack
+    (subgroup, block), read from the REST answer (rack_instances: whether a rack is deleted rests on it).
+    The instance view (the rack's subgroup) is asked for only where there are racks."""
+    nodes: dict[str, dict[str, Any]] = {}
+    if racks:
+        for vm in rack_instances(session, resource_group, scale_set):
+            nodes[vm["instance_id"]] = {**vm, "ip": None, "public_ip": None}
     else:
-        names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name)
-                 for vm in INSTANCES.list(session, resource_group, vmss.name)}
-        signals = {}
-    nodes, has_public = [], False
-    for nic in session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(resource_group, vmss.name):
+        for vm in INSTANCES.list(session, resource_group, scale_set):
+            nodes[vm.instance_id] = {
+                "instance_id": vm.instance_id, "vm_id": vm.vm_id,
+                "hostname": vm.os_profile.computer_name if vm.os_profile else vm.name, "ip": None, "public_ip": None,
+                "provisioning_state": vm.provisioning_state}
+    has_public = False
+    nics = session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces
+    for nic in nics(resource_group, scale_set):
         instance = (nic.virtual_machine.id.rsplit("/", 1)[-1]) if nic.virtual_machine else ""
         configs = nic.ip_configurations or []
         ip = next((c.private_ip_address for c in configs if c.private_ip_address), None)
         has_public = has_public or any(c.public_ip_address for c in configs)
-        if ip:
-            nodes.append({"hostname": names.get(instance, instance), "ip": ip, "public_ip": None, "instance_id": instance})
+        if ip and instance in nodes and not nodes[instance]["ip"]:
+            nodes[instance]["ip"] = ip
     if has_public:  # one listing per scale set, and none for the (default) private clusters
-        addresses = public_ips(list(session.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(
-            resource_group, vmss.name)))
-        for node in nodes:
+        listed = session.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses
+        addresses = public_ips(list(listed(resource_group, scale_set)))
+        for node in nodes.values():
             node["public_ip"] = addresses.get(node["instance_id"])
-    nodes.sort(key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
+    return sorted(nodes.values(), key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
+
+
+def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> tuple[list[dict], dict]:
+    """The scale set's nodes that have an address, in instance order, and what Azure reports about their racks."""
+    listed = scale_set_nodes(session, resource_group, vmss.name, racks=racks)
+    signals = {n["hostname"]: {"subgroup": n["subgroup"], "block": n["block"]} for n in listed} if racks else {}
+    nodes = [{"hostname": n["hostname"], "ip": n["ip"], "public_ip": n["public_ip"], "instance_id": n["instance_id"]}
+             for n in listed if n["ip"]]
     return nodes, signals
 
 
