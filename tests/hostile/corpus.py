@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +91,13 @@ def assert_clean(rc: int, out: str, err: str) -> None:
 
 
 def error_code(err: str) -> str | None:
-    lines = [line for line in err.splitlines() if line.startswith("ERROR: [")]
-    return lines[0][8:].split("]", 1)[0] if lines else None
+    """The first error's code: 'ERROR: [CODE]' at a line's start, or after a Slurm program's log prefix
+    ('<time> azgpu-slurm[<pid>] resume <hostlist>: ERROR: [CODE] ...', as slurmctld keeps it)."""
+    for line in err.splitlines():
+        found = re.match(r"(?:.*?: )?ERROR: \[([A-Z0-9_]+)\]", line)
+        if found:
+            return found.group(1)
+    return None
 
 
 def writes(azure, since: int = 0, allowed=lambda r: False) -> list:

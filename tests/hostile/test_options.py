@@ -41,6 +41,7 @@ def test_an_option_is_refused_before_azure_hears_of_it(cli, azure, places, case)
     assert_clean(rc, out, err)
     assert (rc, error_code(err)) == (case["expect"]["rc"], case["expect"]["code"]), err
     assert out == "" and azure.requests == []
+    assert not os.path.exists(os.path.join(places["{dir}"], "sd"))  # a Slurm program's cache and lock
 
 
 @pytest.mark.parametrize("case", CASES, ids=ids(CASES))
@@ -52,3 +53,4 @@ def test_an_option_is_refused_before_a_state_or_lock_is_written(run, tmp_path, p
     assert_clean(rc, out, err)
     assert (rc, error_code(err)) == (case["expect"]["rc"], case["expect"]["code"]), err
     assert not state.exists() and not state.with_name("sim.json.lock").exists() and not state.parent.exists()
+    assert not os.path.exists(os.path.join(places["{dir}"], "sd"))

@@ -281,7 +281,11 @@ def _register_reserve(cli: click.Group) -> None:
         if zone is not None and zone not in ("1", "2", "3"):
             bad.append(Finding(code="INVALID_ZONE", message=f"--zone must be 1, 2 or 3, not {zone!r}",
                                remedy="pass --zone 1, or omit it", field="zone"))
-        bad += _group_names(resource_group)
+        from ..spec import location_findings
+
+        # -l goes into the reservation group's body and the SKU listing's filter: a region Azure has, checked
+        # before any request or state file (a typo was read as "not offered" after a session started).
+        bad += _group_names(resource_group) + location_findings(location)
         if any(f.is_error for f in bad):
             raise ValidationFailed(bad)
         print_findings(bad, verbose=obj["verbose"])

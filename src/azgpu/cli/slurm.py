@@ -304,8 +304,8 @@ def register(cli: click.Group) -> None:
     @click.option("--zone", "zones", multiple=True, help="A zone to try on capacity errors (repeat, in order).")
     @click.option("--fallback-location", "fallback_locations", multiple=True,
                   help="A location to try on capacity errors (repeat, in order).")
-    @click.option("--max-rounds", type=click.IntRange(min=0), default=MAX_ROUNDS, show_default=True,
-                  help="Rounds of replacing nodes that fail the health check.")
+    @click.option("--max-rounds", type=click.IntRange(min=0, max=10), default=MAX_ROUNDS, show_default=True,
+                  help="Rounds of replacing nodes that fail the health check (0 to 10).")
     @click.option("--node-timeout", type=float, default=None, help="Seconds the health check may take per node.")
     @azure_options
     @common
@@ -316,9 +316,12 @@ def register(cli: click.Group) -> None:
         """
         def body(events):
             from ..deploy import CheckOptions
+            from ..health.limits import check_options
             from ..slurm.power import ResumeIncomplete, resume
 
-            node_check = CheckOptions(node_timeout=node_timeout) if node_timeout else CheckOptions()
+            # Before the state, the lock, scontrol or Azure: nan, inf, 0 and -1 are refused, never read as the default.
+            check_options(node_timeout=node_timeout)
+            node_check = CheckOptions(node_timeout=node_timeout) if node_timeout is not None else CheckOptions()
             ctx = _context(events, **values, max_rounds=max_rounds, node_check=node_check)
             result = resume(ctx, hostlist)
             emit(result, obj)
