@@ -53,7 +53,8 @@ def test_the_gate_reading_such_an_answer_from_azure_deletes_and_reports_nothing(
     azure.inject(method="POST", path=r"/virtualMachines/0/runCommand$", status=200, body=json.loads(text_of(case)),
                  times=None)
     since = len(azure.requests)
-    rc, out, err = cli(*create, "--check", "--replace-unhealthy", "--report-to-azure", "--yes", "--insight-timeout", "0")
+    rc, out, err = cli(*create, "--check", "--replace-unhealthy", "--report-to-azure", "--yes",
+                       "--insight-timeout", "0")
     assert_clean(rc, out, err)
     assert rc == 1 and error_code(err) == "NODES_UNREACHABLE", err
     (node,) = [n for n in json.loads(out)["health"]["nodes"] if n["instance_id"] == "0"]

@@ -66,7 +66,8 @@ def gb_cluster(cli, azure):
 
 
 RECORD = {"version": 1, "cluster": "c1", "resource_group": "rg", "measured_at": "2026-11-25T06:00:00Z",
-          "nodes": {"c1-000-000000": {"fabric": {"clusterUuid": "5c1e0000-0000-4000-8000-000000000001", "cliqueId": 32766,
+          "nodes": {"c1-000-000000": {"fabric": {"clusterUuid": "5c1e0000-0000-4000-8000-000000000001",
+                                                 "cliqueId": 32766,
                                                  "state": "Completed", "status": "Success", "complete": True},
                                       "status": "passed", "physical_host": "EAS000000000001"}},
           "excluded": {}}
