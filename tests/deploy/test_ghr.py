@@ -13,7 +13,7 @@ from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, r
 from azgpu.deploy import arm, ghr
 from azgpu.deploy import health_gate as health
 from deploy_support import create
-from azgpu.errors import ValidationFailed
+from azgpu.errors import AzgpuError, ValidationFailed
 from azgpu.health.outcome import UnhealthyNodes
 
 IMPACTS = "Microsoft.Impact/workloadImpacts"
@@ -266,6 +266,21 @@ def test_reports_are_read_from_azure_for_the_cluster_only(azure, session, bad_cl
     everything = ghr.list_reports(session, RG)
     assert {r["scale_set"] for r in everything} == {"c1-vmss000", "c2-vmss000"}
     assert ghr.list_reports(session, "another-rg") == []
+
+
+@pytest.mark.parametrize("link", ["https://collector.example/steal-token", "https://management.azure.com.example.com/x",
+                                  "https://x@management.azure.com/x", "http://management.azure.com/x",
+                                  "https://management.azure.com:8443/x", 7])
+def test_a_listing_page_is_followed_only_to_resource_manager(azure, session, link):
+    """Every request carries the session's ARM token: a nextLink anywhere else is ARM_ANSWER_INVALID, the one
+    check (arm.arm_url in arm.send) that reservations' pages and What-If's status URLs use too."""
+    azure.inject(method="GET", path=r"/providers/Microsoft.Impact/workloadImpacts$", status=200,
+                 body={"value": [], "nextLink": link}, times=1)
+    since = len(azure.requests)
+    with pytest.raises(AzgpuError) as info:
+        ghr.list_reports(session, RG, NAME)
+    assert info.value.code == "ARM_ANSWER_INVALID"
+    assert len(azure.requests) - since == 1  # the listing, and nothing after it
 
 
 # ------------------------------------------------------------------------------ the CLI
