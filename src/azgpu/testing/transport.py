@@ -29,6 +29,7 @@ from .backend import Backend
 from .errors import ArmError, NotImplementedInFake, OfflineError
 from .faults import Faults
 from .messages import Request, Response
+from .models import throttling
 
 HOST = "management.azure.com"
 _SUBSCRIPTION = re.compile(r"/subscriptions/([^/]+)", re.IGNORECASE)
@@ -186,7 +187,9 @@ def answer(prepared: requests.PreparedRequest, *, backend: Backend, faults: Faul
 
 
 def dispatch(backend: Backend, req: Request) -> Response:
-    """An ARM request to its route; an ArmError raised by a route or model becomes ARM's error answer."""
+    """An ARM request to its route; an ArmError raised by a route or model becomes ARM's error answer.
+    With Azure's throttling on (backend.throttle), the request first takes its tokens, or is answered 429."""
+    limits: dict = {}
     try:
         sub = _SUBSCRIPTION.match(req.path)
         if sub and sub.group(1).lower() != backend.subscription_id.lower():
@@ -195,10 +198,18 @@ def dispatch(backend: Backend, req: Request) -> Response:
         found = routes.find(req.method, req.path)
         if found is None:
             raise NotImplementedInFake(req.method, req.path)
+        if backend.throttle is not None:
+            admitted = throttling.admit(backend, req)
+            if isinstance(admitted, tuple):
+                return Response(*admitted)
+            limits = admitted
         handler, params = found
-        return handler(backend, req, **params)
+        response = handler(backend, req, **params)
     except ArmError as err:
-        return Response(err.status, err.body(), err.headers)
+        response = Response(err.status, err.body(), err.headers)
+    if limits:
+        response.headers = {**response.headers, **limits}
+    return response
 
 
 def _json_body(raw: Any) -> Any:

@@ -27,7 +27,7 @@ from .. import hardware
 from ..errors import ArmError, NotImplementedInFake
 from ..messages import Response
 from ..node_sandbox import Sandbox
-from ..store import key, parse_id, same_id
+from ..store import key, parse_id
 
 TAIL = 4096  # bytes of stdout and of stderr Run Command returns (maxTailLen in main/cmds.go)
 MARKER = "# azgpu node health check, verdict version 1"
@@ -51,8 +51,8 @@ def node_of(backend, vm: dict, vmss: dict) -> dict:
 
 
 def _running(backend, vm_id: str) -> dict | None:
-    for op in backend.ops.pending():
-        if op.get("on_finish") == "run_command" and same_id(op["target"], vm_id):
+    for op in backend.ops.running_on(vm_id):
+        if op.get("on_finish") == "run_command":
             return op
     return None
 
