@@ -8,9 +8,9 @@ result. Nothing waits in real time, and simulated time is what the run would tak
 
 A unit of work is the thread that created the timeline (the driver), each task handed to a thread
 pool (from its submit to its end, so one submitted but not yet started counts) and each SDK poller
-thread (from the poller's creation). Waits on a Future, on concurrent.futures.wait (through azgpu's
-`completed`) and on an LROPoller do not count while they wait; the unit that ends hands its count to
-the ones waiting for it, so the clock cannot slip between one thread finishing and the next going on.
+thread (from the poller's creation). Waits on a Future, on an LROPoller and on azgpu's `completed`
+(deploy/session.take) do not count while they wait; the unit that ends hands its count to the ones
+waiting for it, so the clock cannot slip between one thread finishing and the next going on.
 FakeAzure(timeline=True) installs the hooks (install()) while it runs.
 
 A thread the timeline does not know (started by hand, not through a pool or a poller) may sleep; while
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import heapq
+import queue
 import itertools
 import threading
 import time
@@ -42,6 +43,7 @@ class Timeline:
         self._local = threading.local()
         self._local.units = 1
         self._waiters: dict[int, list[list]] = {}  # id(awaited) -> waiters [units, woken]
+        self._queue_waiters: list[tuple[Any, list]] = []
         self._finished: weakref.WeakSet = weakref.WeakSet()  # units that ended (futures, pollers)
         self._activity = 0
         self.stalls = 0
@@ -95,6 +97,7 @@ class Timeline:
                     if not waiter[1]:
                         waiter[1] = True
                         self._busy += waiter[0]
+            self._wake_queues()
             self._busy -= 1
             self._advance()
 
@@ -119,12 +122,42 @@ class Timeline:
                     if not waiter[1]:
                         waiter[1] = True
                         self._busy += waiter[0]
+            self._wake_queues()
             if slots[1] > 0:
                 slots[1] -= 1
                 return
             slots[0] -= 1
             self._busy -= 1
             self._advance()
+
+    def _wake_queues(self) -> None:
+        for q, waiter in self._queue_waiters:
+            if not waiter[1] and not q.empty():
+                waiter[1] = True
+                self._busy += waiter[0]
+
+    @contextmanager
+    def waiting_on(self, done):
+        """The calling thread waits for a queue that ending units fill (azgpu's `completed`)."""
+        units = getattr(self._local, "units", 0)
+        waiter = [units, False]
+        entry = (done, waiter)
+        with self._lock:
+            if not units or not done.empty():
+                waiter[1] = True
+            else:
+                self._queue_waiters.append(entry)
+                self._busy -= units
+                self._advance()
+        try:
+            yield
+        finally:
+            with self._lock:
+                if entry in self._queue_waiters:
+                    self._queue_waiters.remove(entry)
+                if not waiter[1]:
+                    waiter[1] = True
+                    self._busy += units
 
     @contextmanager
     def waiting(self, awaited: Iterable[Any], done: Callable[[Any], bool]):
@@ -169,7 +202,7 @@ class Timeline:
 
         timeline = self
         submit = concurrent.futures.ThreadPoolExecutor.submit
-        result = concurrent.futures.Future.result
+        result, invoke = concurrent.futures.Future.result, concurrent.futures.Future._invoke_callbacks
         init, start, wait = LROPoller.__init__, LROPoller._start, LROPoller.wait
 
         def counted_submit(pool, fn, /, *args, **kwargs):
@@ -184,8 +217,16 @@ class Timeline:
             except BaseException:
                 timeline._dequeue(slots, None)
                 raise
-            future.add_done_callback(lambda f: timeline._dequeue(slots, f))
+            future._azgpu_timeline = slots  # its unit ends after its done callbacks ran (below)
             return future
+
+        def callbacks_then_end(future):
+            # A task's unit ends once the callbacks its end runs are done (azgpu's `completed` queues the
+            # future in one): whoever they woke counts before it stops counting.
+            invoke(future)
+            slots = future.__dict__.get("_azgpu_timeline")
+            if slots is not None:
+                timeline._dequeue(slots, future)
 
         def counted_result(future, timeout=None):
             with timeline.waiting([future], lambda f: f.done()):
@@ -212,19 +253,23 @@ class Timeline:
             with timeline.waiting([poller], lambda p: p._thread is None or not p._thread.is_alive()):
                 return wait(poller, timeout)
 
-        def futures_wait(fs, timeout=None, return_when=concurrent.futures.ALL_COMPLETED):
-            fs = list(fs)
-            with timeline.waiting(fs, lambda f: f.done()):
-                return concurrent.futures.wait(fs, timeout=timeout, return_when=return_when)
+        def counted_take(done, tick):
+            with timeline.waiting_on(done):
+                while True:
+                    try:
+                        return done.get(timeout=tick)
+                    except queue.Empty:
+                        continue
 
         self._patches = [
             mock.patch.object(concurrent.futures.ThreadPoolExecutor, "submit", counted_submit),
             mock.patch.object(concurrent.futures.Future, "result", counted_result),
+            mock.patch.object(concurrent.futures.Future, "_invoke_callbacks", callbacks_then_end),
             mock.patch.object(LROPoller, "__init__", counted_init),
             mock.patch.object(LROPoller, "_start", counted_start),
             mock.patch.object(LROPoller, "wait", counted_wait),
-            # azgpu's own wait on its workers (deploy/session.completed) looks `wait` up in its module.
-            mock.patch("azgpu.deploy.session.wait", futures_wait),
+            # azgpu's own wait on its workers (deploy/session.completed) looks `take` up in its module.
+            mock.patch("azgpu.deploy.session.take", counted_take),
         ]
         for patch in self._patches:
             patch.start()
