@@ -80,7 +80,8 @@ def to_azure_error(exc: Exception, what: str) -> AzureError:
 
 def wait_first_polling(interval: float | None, *, default: float = 30,
                        before_delay: Callable[[], None] | None = None,
-                       accepted: Callable[[], None] | None = None, first_wait: float = 0.0):
+                       accepted: Callable[[], None] | None = None, first_wait: float = 0.0,
+                       final_get: bool = True):
     """ARM's poller, but its first status check waits for Retry-After like every later one.
 
     azure-core checks an operation's status right after the PUT (or POST). A GPU scale set takes
@@ -89,9 +90,15 @@ def wait_first_polling(interval: float | None, *, default: float = 30,
     so the health gate stops following it at its deadline); accepted runs once Azure accepted the
     operation (its deadline counts from there, not from a wait for a turn or a throttled retry);
     first_wait: the least the first wait is, whatever Retry-After says (what Learn says the operation
-    takes at least).
+    takes at least). final_get=False: once the status URL says Succeeded, no GET of the resource follows
+    (for a PUT whose result azgpu does not read: the deployer only needs to know it succeeded).
     """
-    from azure.mgmt.core.polling.arm_polling import ARMPolling
+    from azure.core.polling.base_polling import LocationPolling, StatusCheckPolling
+    from azure.mgmt.core.polling.arm_polling import ARMPolling, AzureAsyncOperationPolling, BodyContentPolling
+
+    class StatusOnly(AzureAsyncOperationPolling):
+        def get_final_get_url(self, pipeline_response):  # noqa: D102 - azure-core's hook
+            return None
 
     class WaitFirstPolling(ARMPolling):
         _waited = False
@@ -116,7 +123,8 @@ def wait_first_polling(interval: float | None, *, default: float = 30,
                 self._waited = True
             super().update_status()
 
-    return WaitFirstPolling(default if interval is None else interval)
+    algorithms = None if final_get else [StatusOnly(), LocationPolling(), BodyContentPolling(), StatusCheckPolling()]
+    return WaitFirstPolling(default if interval is None else interval, lro_algorithms=algorithms)
 
 
 def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, interval: float = 5.0,

@@ -107,6 +107,8 @@ class FakeAzure:
         it cannot open a connection, so a request made after stop() fails with OfflineError
         instead of reaching the network.
         """
+        if self._timeline is not None:
+            return self._transport.direct_session(self._answer)
         return self._transport.session()
 
     def _answer(self, prepared: requests.PreparedRequest) -> tuple[int, dict, str]:
