@@ -338,7 +338,9 @@ def case_resume(nodes: int) -> dict:
     vms = _vms(azure)
     grow = [Op(_charge("PUT", _vmss(s.name), exists=True), SCALE_SET, _charge("GET", _vmss(s.name)), reads=1)
             for s in plan.scale_sets]
-    out = m.figures(floor(0.0, [grow, run_commands(vms)]), 0)
+    # Each scale set grown by one PUT (its polls at the cadence, a final GET), then every node checked.
+    minimum = len(plan.scale_sets) * (2 + cadence_polls(SCALE_SET)) + _check_minimum(len(vms), len(plan.scale_sets))
+    out = m.figures(floor(0.0, [grow, run_commands(vms)]), minimum)
     azure.stop()
     return {**out, "resumed": len(outcome.get("resumed", [])), "failed": len(outcome.get("failed", [])),
             "stalls": azure.timeline.stalls, "pacing": _pacing(session)}

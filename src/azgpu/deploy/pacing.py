@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 from urllib.parse import urlsplit
 
 # Resource Manager's token buckets since 2024 (Learn, "Understand how Azure Resource Manager throttles

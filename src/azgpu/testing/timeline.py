@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import heapq
-import queue
 import itertools
+import queue
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable
+from typing import Any
 from unittest import mock
 
 
@@ -217,16 +218,25 @@ class Timeline:
             except BaseException:
                 timeline._dequeue(slots, None)
                 raise
-            future._azgpu_timeline = slots  # its unit ends after its done callbacks ran (below)
+            task = future._azgpu_timeline = [slots, False]  # its unit ends after its done callbacks ran
+            if future.done():  # it ran and ended before it was marked: its callbacks may not have seen it
+                end_task(future, task)
             return future
+
+        def end_task(future, task):
+            with timeline._lock:
+                if task[1]:
+                    return
+                task[1] = True
+            timeline._dequeue(task[0], future)
 
         def callbacks_then_end(future):
             # A task's unit ends once the callbacks its end runs are done (azgpu's `completed` queues the
             # future in one): whoever they woke counts before it stops counting.
             invoke(future)
-            slots = future.__dict__.get("_azgpu_timeline")
-            if slots is not None:
-                timeline._dequeue(slots, future)
+            task = future.__dict__.get("_azgpu_timeline")
+            if task is not None:
+                end_task(future, task)
 
         def counted_result(future, timeout=None):
             with timeline.waiting([future], lambda f: f.done()):

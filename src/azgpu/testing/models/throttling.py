@@ -41,7 +41,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 MINUTE, SECOND = 60.0, 1.0
 PRINCIPAL = "00000000-0000-0000-0000-00000000fa6e"  # the fake's one caller (FakeCredential)
@@ -328,7 +328,7 @@ class Throttle:
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 _OPERATION = re.compile(r"/providers/[^/]+/locations/[^/]+/operations/([^/]+)$", re.IGNORECASE)
