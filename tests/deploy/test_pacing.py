@@ -148,3 +148,45 @@ def test_a_429_holds_its_bucket_until_retry_after(retry_after):
                                   "x-ms-ratelimit-remaining-resource": "Microsoft.Compute/GetVMScaleSet;0"}, taken)
     pacer.before("GET", url)
     assert waits == [float(retry_after)] and pacer.throttled == {"Microsoft.Compute/GetVMScaleSet": 1}
+
+
+def test_slurm_bindings_are_paced_under_the_instances_run_command_bucket():
+    """A node's Slurm binding is a managed Run Command PUT on its instance (deploy/nodes.py), which Learn's
+    "Compute throttling limits" counts as an Update of the scale set's VM: 12 a minute per instance, 4 more
+    each minute after. Binding one instance 13 times goes through the session's pace: the 13th waits for
+    the refill (at most one probe meets the 429) instead of failing or hammering the bucket."""
+    from azgpu.deploy import bind_node
+
+    azure, session = _timeline(throttle="azure", lro_seconds={"*": 1.0})
+    try:
+        create(session, request(nodes=1))
+        start = azure.now()
+        for i in range(13):
+            bind_node(session, RG, "c1-vmss000", "0", location="eastus", cluster=NAME, name=f"gpu-{i}")
+        took = azure.now() - start
+        throttled = azure.throttled()
+    finally:
+        azure.stop()
+    put = shape("PUT", "https://management.azure.com/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/"
+                       "virtualMachineScaleSets/a/virtualMachines/0/runCommands/azgpu-slurm-node?api-version=1")
+    assert "Microsoft.Compute/UpdateVMScaleSetVM" in session.pacer._policies[put]  # noqa: SLF001 - learnt from Azure
+    assert 60 <= took < 130  # the 13th after the first refill, a minute after the bucket was made
+    assert throttled.get("UpdateVMScaleSetVM", 0) <= 1
+
+
+def test_reservation_reads_go_through_the_sessions_pace():
+    """reserve and release read capacity reservation groups over arm.send; those reads answer with Resource
+    Manager's remaining-reads header (Learn: 250 a subscription, 25 a second) and the session's pacer
+    counts them like every other read."""
+    from azgpu.deploy import reservations
+
+    azure, session = _timeline(throttle="azure")
+    try:
+        group = f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Compute/" \
+                "capacityReservationGroups/g1"
+        for _ in range(5):
+            assert reservations.read_group(session, group) is None
+        reads = session.pacer._buckets["arm:reads"]  # noqa: SLF001 - what the pacer learnt
+        assert reads.tokens is not None and reads.tokens <= 250 - 5
+    finally:
+        azure.stop()

@@ -30,6 +30,9 @@ SUB = "00000000-0000-0000-0000-000000000000"
 RG = f"/subscriptions/{SUB}/resourceGroups/rg"
 VMSS = f"{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/s1"
 OPERATION = f"/subscriptions/{SUB}/providers/Microsoft.Compute/locations/eastus/operations/op1"
+BINDING = f"{VMSS}/virtualMachines/3/runCommands/azgpu-slurm-node"
+VM = f"{RG}/providers/Microsoft.Compute/virtualMachines/v1"
+RESERVATION = f"{RG}/providers/Microsoft.Compute/capacityReservationGroups/g/capacityReservations/r"
 
 # (method, path, exists, the policy Learn's table puts it under, resource level (refill, max) or None,
 # subscription level (refill, max)) for every request azgpu sends to Compute.
@@ -44,6 +47,13 @@ COMPUTE = [
     ("POST", f"{VMSS}/delete", True, "DeleteVMScaleSetVM", (4, 12), (500, 1500)),
     ("GET", f"{VMSS}/virtualMachines/3", True, "GetVMScaleSetVM", (12, 36), (2000, 6000)),
     ("GET", OPERATION, True, "GetOperation", (15, 45), (5000, 15000)),  # Status of asynchronous operations
+    # A node's Slurm binding (deploy/nodes.py): a managed Run Command of the instance, which Learn lists as
+    # "RunCommands - Create Or Update" (Update scale set VMs), "RunCommands - Delete" (Delete scale set VMs)
+    # and "RunCommands - Get" (Get scale set VMs).
+    ("PUT", BINDING, False, "UpdateVMScaleSetVM", (4, 12), (500, 1500)),
+    ("PUT", BINDING, True, "UpdateVMScaleSetVM", (4, 12), (500, 1500)),
+    ("DELETE", BINDING, True, "DeleteVMScaleSetVM", (4, 12), (500, 1500)),
+    ("GET", BINDING, True, "GetVMScaleSetVM", (12, 36), (2000, 6000)),
 ]
 ARM = {"reads": (25, 250), "writes": (10, 200), "deletes": (10, 200)}  # per second: refill, bucket
 
@@ -70,6 +80,38 @@ def test_every_request_draws_on_resource_managers_bucket_of_its_kind(method, kin
     arm = {key: limit for key, limit, _ in Throttle(SUB).charge(method, VMSS, region="eastus", exists=True).buckets
            if key[0] == "arm"}
     assert [(k[3], lim.refill, lim.capacity, lim.period) for k, lim in arm.items()] == [(kind, *ARM[kind], 1)]
+
+
+# Where Learn's tables put what a VM or a scale set's VM is asked, that the fake models: Power Off is an
+# Update of a VM but a Delete of a scale set's VM, Simulate Eviction the other way round; a VM's Run
+# Commands and extensions are Updates of it, their deletion too, their Get a Low Cost Get.
+CATEGORIES = [
+    ("POST", f"{VM}/powerOff", True, "UpdateVM"), ("POST", f"{VM}/deallocate", True, "DeleteVM"),
+    ("POST", f"{VM}/simulateEviction", True, "DeleteVM"), ("DELETE", VM, True, "DeleteVM"),
+    ("PUT", VM, False, "PutVM"), ("PUT", VM, True, "UpdateVM"),
+    ("PUT", f"{VM}/runCommands/c", False, "UpdateVM"), ("DELETE", f"{VM}/runCommands/c", True, "UpdateVM"),
+    ("DELETE", f"{VM}/extensions/e", True, "UpdateVM"), ("GET", f"{VM}/runCommands/c", True, "LowCostGet"),
+    ("POST", f"{VMSS}/virtualMachines/3/powerOff", True, "DeleteVMScaleSetVM"),
+    ("POST", f"{VMSS}/virtualMachines/3/deallocate", True, "DeleteVMScaleSetVM"),
+    ("POST", f"{VMSS}/virtualMachines/3/simulateEviction", True, "UpdateVMScaleSetVM"),
+    ("PUT", f"{VMSS}/virtualMachines/3/extensions/e", False, "UpdateVMScaleSetVM"),
+    ("DELETE", f"{VMSS}/virtualMachines/3/extensions/e", True, "DeleteVMScaleSetVM"),
+]
+
+
+@pytest.mark.parametrize("method, path, exists, policy", CATEGORIES, ids=[f"{c[0]} {c[1][-24:]}" for c in CATEGORIES])
+def test_requests_fall_in_learns_policy_categories(method, path, exists, policy):
+    assert Throttle(SUB).charge(method, path, region="eastus", exists=exists).policy == policy
+
+
+@pytest.mark.parametrize("method", ["PUT", "GET", "DELETE"])
+def test_capacity_reservations_draw_only_on_resource_managers_buckets(method):
+    """Learn's Compute tables name no policy for capacity reservation groups or their reservations (what
+    reserve, release and preflight send), so Resource Manager's per-subscription bucket of the request's
+    kind counts them, as it does every request."""
+    charge = Throttle(SUB).charge(method, RESERVATION, region="eastus", exists=True)
+    assert charge.policy is None
+    assert sorted(k[0] for k, _, _ in charge.buckets) == ["arm", "arm-global"]
 
 
 def test_network_requests_draw_on_its_five_minute_limits():

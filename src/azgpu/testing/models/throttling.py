@@ -143,9 +143,10 @@ _VM = r"/virtualmachines/(?P<vm>[^/]+)"
 _COMPUTE = re.compile(r"^/subscriptions/[^/]+(/resourcegroups/[^/]+)?/providers/microsoft\.compute(?P<rest>/.*)?$")
 _NETWORK = re.compile(r"^/subscriptions/[^/]+(/resourcegroups/[^/]+)?/providers/microsoft\.network(?P<rest>/.*)?$")
 _LOCATION = re.compile(r"/locations/([^/]+)/")
-# Actions of a scale set's VM and of a VM: [compute] lists Start, Restart, Reimage ... under Update, and
-# PowerOff and Deallocate under Delete.
-_DELETE_ACTIONS = {"deallocate", "poweroff", "simulateeviction"}
+# Actions [compute] lists under Delete (the others under Update): a scale set's VM's PowerOff and Deallocate
+# (its SimulateEviction is an Update); a VM's Deallocate and Simulate Eviction (its Power Off is an Update).
+_DELETE_ACTIONS_VMSS_VM = {"deallocate", "poweroff"}
+_DELETE_ACTIONS_VM = {"deallocate", "simulateeviction"}
 
 
 def _compute_policy(method: str, rest: str) -> tuple[Policy, str] | None:
@@ -158,12 +159,14 @@ def _compute_policy(method: str, rest: str) -> tuple[Policy, str] | None:
     m = re.fullmatch(_VMSS + r"(?P<tail>(/.*)?)", low)
     if m:
         vmss, tail = "vmss:" + m["vmss"], m["tail"]
-        vm = re.fullmatch(_VM + r"(?P<action>(/[^/]+)?)", tail)
+        # An instance, its actions and its own resources: [compute] lists a scale-set VM's Run Commands
+        # (Create Or Update, Update; Delete; Get) and extensions under the instance's Update, Delete and Get.
+        vm = re.fullmatch(_VM + r"(?P<action>(/.*)?)", tail)
         if vm:
             instance, action = f"{vmss}/{vm['vm']}", vm["action"].lstrip("/")
             if method in ("GET", "HEAD"):
                 return GET_VMSS_VM, instance
-            if method == "DELETE" or action in _DELETE_ACTIONS:
+            if method == "DELETE" or action in _DELETE_ACTIONS_VMSS_VM:
                 return DELETE_VMSS_VM, instance
             # Not listed: the action Run Command of a scale-set VM (POST .../runCommand). [compute] lists
             # the action Run Command of a VM under Update VM and the scale-set VMs' Run Commands under
@@ -196,12 +199,16 @@ def _compute_policy(method: str, rest: str) -> tuple[Policy, str] | None:
     if m:
         vm, tail = "vm:" + m["vm"], m["tail"]
         if method in ("GET", "HEAD"):
-            return LOW_COST_GET_VM, vm
-        if method == "DELETE" or tail.lstrip("/") in _DELETE_ACTIONS:
+            return LOW_COST_GET_VM, vm  # the VM, its instance view, its extensions' and Run Commands' Get
+        if (method == "DELETE" and not tail) or tail.lstrip("/") in _DELETE_ACTIONS_VM:
             return DELETE_VM, vm
-        return (PUT_VM if method == "PUT" else UPDATE_VM), vm
+        # Update VM lists the VM's Run Commands' and extensions' Create Or Update, Update and Delete too.
+        return (PUT_VM if method == "PUT" and not tail else UPDATE_VM), vm  # PUT of an existing one: charge()
     if low.endswith("/virtualmachines") and method == "GET":
         return HIGH_COST_GET_VM, ""
+    # Not listed: capacity reservation groups and their reservations (reserve, release, preflight's
+    # reads), SKUs, usages, images: [compute] names no policy for them, so only Resource Manager's
+    # buckets count them (as writes, deletes or reads like any other request).
     return None
 
 
@@ -245,6 +252,8 @@ class Throttle:
                 resource = target.lower()
             if policy is UPDATE_VMSS and method == "PUT" and not exists:
                 policy = PUT_VMSS  # Put (Create new scale set); a PUT of an existing one is Update
+            if policy is PUT_VM and exists:
+                policy = UPDATE_VM  # Put VM is "Create new VMs"; an existing VM's is Update VM
             if policy.resource is not None and resource:
                 buckets.append((("compute", region, policy.name, resource), policy.resource, policy.name))
             buckets.append((("compute", region, policy.name), policy.subscription, policy.name))
@@ -298,11 +307,10 @@ class Throttle:
     def _arm_throttled(self, method: str, path: str, kind: str, bucket: Bucket, now: float) -> tuple[int, dict, dict]:
         # The token bucket's answer as Azure sends it (a 2025 answer quoted in velero-io/velero#9171).
         wait = bucket.retry_after(now)
-        body = {"error": {"code": "SubscriptionRequestsThrottled",
-                          "message": f"Number of '{kind[:-1]}' requests for subscription '{self.subscription}' actor "
-                                     f"'{PRINCIPAL}' exceeded. Please try again after '{wait}' seconds after additional "
-                                     "tokens are available. Refer to https://aka.ms/arm-throttling for additional "
-                                     "information."}}
+        message = (f"Number of '{kind[:-1]}' requests for subscription '{self.subscription}' actor '{PRINCIPAL}' "
+                   f"exceeded. Please try again after '{wait}' seconds after additional tokens are available. "
+                   "Refer to https://aka.ms/arm-throttling for additional information.")
+        body = {"error": {"code": "SubscriptionRequestsThrottled", "message": message}}
         return 429, body, {"Retry-After": str(wait), f"x-ms-ratelimit-remaining-subscription-{kind}": "0"}
 
     def _compute_throttled(self, charge: Charge, key: tuple, bucket: Bucket, now: float) -> tuple[int, dict, dict]:
