@@ -48,6 +48,8 @@ SCALE_SET = 180.0  # not documented for GPU sizes: Learn's scale-set quickstarts
 #                    minutes"; 3 minutes taken here, the same for growing one (a PUT or PATCH of its capacity)
 DELETE_INSTANCES = 60.0  # not documented: taken as one minute
 NETWORK = 10.0  # not documented (NSG, public IP, NAT gateway, virtual network): taken as 10 s
+BINDING = NETWORK  # not documented: a managed Run Command PUT with asyncExecution, whose provisioning "will
+#                    complete as soon as the script starts" (the REST spec's asyncExecution); taken as 10 s
 DURATIONS = {
     "microsoft.compute/virtualmachinescalesets/virtualmachines:action": RUN_COMMAND,
     "microsoft.compute/virtualmachinescalesets:put": SCALE_SET,
@@ -129,6 +131,16 @@ def run_commands(vms: list[tuple[str, str]]) -> list[Op]:
     status = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/providers/Microsoft.Compute/locations/{LOCATION}/operations/x"
     return [Op(_charge("POST", f"{_vmss(s)}/virtualMachines/{i}/runCommand"), RUN_COMMAND,
                _charge("GET", status, target=f"{_vmss(s)}/virtualMachines/{i}")) for s, i in vms]
+
+
+def bindings(vms: list[tuple[str, str]]) -> list[Op]:
+    """One Slurm binding (a managed Run Command PUT on the instance) per (scale set, instance)."""
+    status = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/providers/Microsoft.Compute/locations/{LOCATION}/operations/x"
+    out = []
+    for s, i in vms:
+        path = f"{_vmss(s)}/virtualMachines/{i}/runCommands/azgpu-slurm-node"
+        out.append(Op(_charge("PUT", path), BINDING, _charge("GET", status, target=path)))
+    return out
 
 
 def create_phases(plan) -> list[list[Op]]:
@@ -338,9 +350,13 @@ def case_resume(nodes: int) -> dict:
     vms = _vms(azure)
     grow = [Op(_charge("PUT", _vmss(s.name), exists=True), SCALE_SET, _charge("GET", _vmss(s.name)), reads=1)
             for s in plan.scale_sets]
-    # Each scale set grown by one PUT (its polls at the cadence, a final GET), then every node checked.
-    minimum = len(plan.scale_sets) * (2 + cadence_polls(SCALE_SET)) + _check_minimum(len(vms), len(plan.scale_sets))
-    out = m.figures(floor(0.0, [grow, run_commands(vms)]), minimum)
+    # Each scale set grown by one PUT (its polls at the cadence, a final GET), then every node checked, then
+    # every node's name recorded on its VM (deploy/nodes.py: a managed Run Command PUT, its status, its final
+    # GET, after one read that finds the new VM carries none); the bindings draw on the same Compute policy
+    # as the Run Commands (Update scale set VMs, 500 a minute per subscription).
+    minimum = len(plan.scale_sets) * (2 + cadence_polls(SCALE_SET)) + _check_minimum(len(vms), len(plan.scale_sets)) \
+        + len(vms) * (3 + cadence_polls(BINDING))
+    out = m.figures(floor(0.0, [grow, run_commands(vms), bindings(vms)]), minimum)
     azure.stop()
     return {**out, "resumed": len(outcome.get("resumed", [])), "failed": len(outcome.get("failed", [])),
             "stalls": azure.timeline.stalls, "pacing": _pacing(session)}
