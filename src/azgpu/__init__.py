@@ -14,18 +14,49 @@ Nothing here imports the Azure SDK; only azgpu.deploy does, when it deploys.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .errors import AzgpuError, AzureError, Finding, InputError, NotFoundError, ProfileError, ValidationFailed
-from .images import Image
-from .images import catalog as image_catalog
-from .plan import Plan
-from .plan import build_plan
-from .profiles import Profile, Size, find_size, list_profiles, load_profile
-from .render.arm import render_arm, render_arm_parameters
-from .render.bicep import render_bicep, render_bicepparam
-from .request import Request, build_request, read_cluster_file
-from .spec import Spec, validate
+
+if TYPE_CHECKING:
+    from .images import Image
+    from .images import catalog as image_catalog
+    from .plan import Plan, build_plan
+    from .profiles import Profile, Size, find_size, list_profiles, load_profile
+    from .render.arm import render_arm, render_arm_parameters
+    from .render.bicep import render_bicep, render_bicepparam
+    from .request import Request, build_request, read_cluster_file
+    from .spec import Spec, validate
 
 __version__ = "0.1.0"
+
+# The Python face loads on first use (PEP 562): every azgpu module imports this package first, and
+# `provision --help` or a command that talks to Azure should not pay for the offline core it does not run.
+_LAZY = {
+    "Image": ("images", "Image"), "image_catalog": ("images", "catalog"), "Plan": ("plan", "Plan"),
+    "build_plan": ("plan", "build_plan"), "Profile": ("profiles", "Profile"), "Size": ("profiles", "Size"),
+    "find_size": ("profiles", "find_size"), "list_profiles": ("profiles", "list_profiles"),
+    "load_profile": ("profiles", "load_profile"), "render_arm": ("render.arm", "render_arm"),
+    "render_arm_parameters": ("render.arm", "render_arm_parameters"), "render_bicep": ("render.bicep", "render_bicep"),
+    "render_bicepparam": ("render.bicep", "render_bicepparam"), "Request": ("request", "Request"),
+    "build_request": ("request", "build_request"), "read_cluster_file": ("request", "read_cluster_file"),
+    "Spec": ("spec", "Spec"), "validate": ("spec", "validate"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'azgpu' has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def what_if(session, request: Request, *, currency: str = "USD", prices: bool = True):

@@ -8,7 +8,6 @@ file and the key, so a typo never turns into a silently wrong template.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -475,7 +474,7 @@ def profile_ids() -> list[str]:
 def _read_toml(path: Path) -> dict:
     try:
         return read_toml(path)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # tomllib.TOMLDecodeError: tomllib loads only when a file is parsed, not from the cache
         raise ProfileError(f"{path.name}: not valid TOML: {exc}") from None
 
 

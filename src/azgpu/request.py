@@ -7,7 +7,6 @@ business, so that every finding (bad type or broken rule) is reported at once.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -378,6 +377,8 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
 
 def read_cluster_file(path: str) -> dict[str, Any]:
     """A cluster file (TOML) whose keys are the long flag names; raises InputError when unreadable."""
+    import tomllib  # here only: a command without a cluster file never parses TOML (shipped files are cached)
+
     file = Path(path).expanduser()
     try:
         raw = read_bounded(file, limit=MAX_CLUSTER_FILE)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 
@@ -21,7 +20,7 @@ class Source:
 def sources() -> dict[str, Source]:
     try:
         raw = read_toml(data_dir("profiles") / "sources.toml")
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # tomllib.TOMLDecodeError, loaded only when the file is parsed
         raise ProfileError(f"sources.toml: not valid TOML: {exc}") from None
     out = {}
     for key, entry in raw.items():
@@ -36,7 +35,7 @@ def seeds() -> dict[str, dict[str, str]]:
     """The seed documents (profiles/seeds.toml): file name -> title and role."""
     try:
         raw = read_toml(data_dir("profiles") / "seeds.toml")
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # tomllib.TOMLDecodeError
         raise ProfileError(f"seeds.toml: not valid TOML: {exc}") from None
     for name, entry in raw.items():
         if not isinstance(entry, dict) or not entry.get("title") or not entry.get("role"):

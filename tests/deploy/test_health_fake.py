@@ -263,4 +263,6 @@ def test_a_real_409_is_waited_out_and_retried(bare_session):
                             "host": {"physical_host": "AMS081063509028"}}) + "\n\n[stderr]\n"}]}
     result, _ = replay(session, body, first=(409, conflict))
     assert result.status == "passed" and result.physical_host == "AMS081063509028"
-    assert [s for s in slept if s] == [30.0]  # polls at polling_interval=0 wait 0 s through the same function
+    # The 409's wait, then the first look at the accepted Run Command's status, which waits the 20 s Learn
+    # says a script takes at least (later polls at polling_interval=0 wait 0 s through the same function).
+    assert [s for s in slept if s] == [30.0, 20.0]

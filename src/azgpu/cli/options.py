@@ -261,6 +261,9 @@ def azure_options(fn):
         click.option("--simulate-latency", type=float, default=None,
                      help="Seconds each simulated long-running operation takes [3]; 0 = instant."),
         click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir)."),
+        click.option("--simulate-throttle", is_flag=True, expose_value=False, callback=_remember_simulate_throttle,
+                     help="The simulated Azure throttles as Azure documents it (Compute's, Resource Manager's and "
+                          "Network's request limits)."),
         click.option("--throttle-budget", type=click.FloatRange(min=0), default=None, expose_value=False,
                      callback=_remember_throttle_budget, metavar="SECONDS",
                      help="Longest total wait for Azure's throttling to pass [600, or AZGPU_THROTTLE_BUDGET]."),
@@ -271,6 +274,12 @@ def azure_options(fn):
 
 
 THROTTLE_BUDGET_KEY = "azgpu.throttle_budget"
+SIMULATE_THROTTLE_KEY = "azgpu.simulate_throttle"
+
+
+def _remember_simulate_throttle(ctx, param, value):
+    if value:
+        ctx.meta[SIMULATE_THROTTLE_KEY] = True
 
 
 def _remember_throttle_budget(ctx, param, value):
@@ -296,7 +305,10 @@ def session_for(subscription, simulate, latency, state):
         if bad := number_findings(latency=latency):
             raise InputError(bad[0].message, code=bad[0].code, remedy=bad[0].remedy)
 
-        with simulated_session(latency=DEFAULT_LATENCY if latency is None else latency, state=state) as session:
+        ctx = click.get_current_context(silent=True)
+        throttle = "azure" if ctx is not None and ctx.meta.get(SIMULATE_THROTTLE_KEY) else None
+        with simulated_session(latency=DEFAULT_LATENCY if latency is None else latency, state=state,
+                               throttle=throttle) as session:
             if budget is not None:
                 session.set_throttle_budget(budget)
             yield session

@@ -82,25 +82,41 @@ def to_azure_error(exc: Exception, what: str) -> AzureError:
 
 
 def wait_first_polling(interval: float | None, *, default: float = 30,
-                       before_delay: Callable[[], None] | None = None):
+                       before_delay: Callable[[], None] | None = None,
+                       accepted: Callable[[], None] | None = None, first_wait: float = 0.0,
+                       final_get: bool = True):
     """ARM's poller, but its first status check waits for Retry-After like every later one.
 
-    azure-core checks an operation's status right after the PUT (or POST). That pays off for NSGs and
-    VNets, which often finish within the second, but a GPU scale set takes minutes and a Run Command at
-    least 20 s, so the immediate check is always InProgress: one request for nothing.
+    azure-core checks an operation's status right after the PUT (or POST). A GPU scale set takes
+    minutes and a Run Command at least 20 s, so that check is InProgress: one request for nothing.
     before_delay runs before every wait and may raise to give up (Run Command cannot be cancelled,
-    so the health gate stops following it at its deadline).
+    so the health gate stops following it at its deadline); accepted runs once Azure accepted the
+    operation (its deadline counts from there, not from a wait for a turn or a throttled retry);
+    first_wait: the least the first wait is, whatever Retry-After says (what Learn says the operation
+    takes at least). final_get=False: once the status URL says Succeeded, no GET of the resource follows
+    (for a PUT whose result azgpu does not read: the deployer only needs to know it succeeded).
     """
-    from azure.mgmt.core.polling.arm_polling import ARMPolling
+    from azure.core.polling.base_polling import LocationPolling, StatusCheckPolling
+    from azure.mgmt.core.polling.arm_polling import ARMPolling, AzureAsyncOperationPolling, BodyContentPolling
+
+    class StatusOnly(AzureAsyncOperationPolling):
+        def get_final_get_url(self, pipeline_response):  # noqa: D102 - azure-core's hook
+            return None
 
     class WaitFirstPolling(ARMPolling):
         _waited = False
 
+        def initialize(self, *args, **kwargs) -> None:
+            super().initialize(*args, **kwargs)
+            if accepted is not None:
+                accepted()
+
         def _extract_delay(self) -> float:
             # Retry-After as bounded.retry_after reads it: 'abc', '-5', 'inf', 'nan' are the poller's own
             # interval, and no answer makes a poll wait longer than MAX_POLL_WAIT.
-            return retry_after_of(self._pipeline_response.http_response.headers, default=self._timeout,
-                                  maximum=MAX_POLL_WAIT)
+            delay = retry_after_of(self._pipeline_response.http_response.headers, default=self._timeout,
+                                   maximum=MAX_POLL_WAIT)
+            return delay if self._waited else max(delay, first_wait)
 
         def _delay(self) -> None:
             if before_delay is not None:
@@ -109,11 +125,12 @@ def wait_first_polling(interval: float | None, *, default: float = 30,
 
         def update_status(self) -> None:
             if not self._waited:
-                self._waited = True
                 self._delay()
+                self._waited = True
             super().update_status()
 
-    return WaitFirstPolling(default if interval is None else interval)
+    algorithms = None if final_get else [StatusOnly(), LocationPolling(), BodyContentPolling(), StatusCheckPolling()]
+    return WaitFirstPolling(default if interval is None else interval, lro_algorithms=algorithms)
 
 
 def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, interval: float = 5.0,
@@ -201,6 +218,35 @@ def send(session, method: str, path: str, api_version: str, body: Any = None, ur
         raise
     except Exception as exc:
         raise to_azure_error(exc, f"{method} {path}") from None
+
+
+MAX_PAGES = 10_000  # nextLink pages of one listing (10,000 instances at Azure's smallest page still fit)
+
+
+def pages(session, path: str, api_version: str, what: str, *, query: str = "",
+          error: Callable[[Any, str], Exception] | None = None) -> list[dict[str, Any]]:
+    """Every item of a listing, its nextLink pages followed, in the REST shape: for listings read for a
+    few fields (a scale set's instances, where SDK models cost about 4 ms of CPU each) and for what no
+    SDK client covers. A page that is missing or unreadable is an error, never a shorter list (a
+    shorter list of instances or impacts would be read as nodes gone or reports never filed); nextLink
+    is followed only to Resource Manager (send). `error` makes the exception for a non-200 answer."""
+    from azure.core.exceptions import HttpResponseError
+
+    items: list[dict[str, Any]] = []
+    url = f"{BASE}{path}?api-version={api_version}&{query}" if query else None
+    response = send(session, "GET", path, api_version, url=url)
+    for _ in range(MAX_PAGES):
+        if response.status_code != 200:
+            raise error(response, what) if error else to_azure_error(HttpResponseError(response=response), what)
+        data = answer(response, what)
+        value = data.get("value")
+        if value is not None and not isinstance(value, list):
+            raise invalid_answer(what, f"holds 'value' as {type(value).__name__}, not a list")
+        items += [i for i in value or [] if isinstance(i, dict)]
+        if not data.get("nextLink"):
+            return items
+        response = send(session, "GET", path, api_version, url=data["nextLink"])
+    raise invalid_answer(what, f"kept pointing to a next page after {MAX_PAGES:,} pages")
 
 
 def json_body(response) -> dict[str, Any]:

@@ -289,8 +289,11 @@ class Deployer:
         kw: dict[str, Any] = {"api_version": r.api_version}
         if not wait:
             kw["polling"] = False
-        elif r.kind.has_instances:
-            kw["polling"] = wait_first_polling(self.session.polling_interval)
+        elif r.kind.long_running:
+            # The first status check waits for Retry-After, and no GET of the resource follows the
+            # Succeeded status: the deployer only needs to know the PUT succeeded (two requests fewer
+            # per resource than azure-core's default).
+            kw["polling"] = wait_first_polling(self.session.polling_interval, final_get=False)
         return r.kind.begin_create(self.session, self.resource_group, r.name, self.body(r), **kw)
 
     def _put(self, r: Resource, current: Any | None, wait: bool) -> None:

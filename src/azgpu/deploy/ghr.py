@@ -46,7 +46,7 @@ from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
 from ..bounded import retry_after_of
-from .arm import allowed, answer, invalid_answer, json_body, send, to_azure_error
+from .arm import allowed, answer, invalid_answer, json_body, pages, send, to_azure_error
 from .interface import CheckOptions, ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
 
@@ -325,20 +325,7 @@ def _error(response, what: str) -> AzgpuError:
 
 
 def _pages(session, path: str, api_version: str, what: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    response = send(session, "GET", path, api_version)
-    for _ in range(1000):  # nextLink pages, bounded
-        if response.status_code != 200:
-            raise _error(response, what)
-        data = answer(response, what)
-        value = data.get("value")
-        if value is not None and not isinstance(value, list):
-            raise invalid_answer(what, f"holds 'value' as {type(value).__name__}, not a list")
-        items += [i for i in value or [] if isinstance(i, dict)]
-        if not data.get("nextLink"):
-            return items
-        response = send(session, "GET", path, api_version, url=data["nextLink"])  # arm_url-checked there
-    return items
+    return pages(session, path, api_version, what, error=_error)
 
 
 def _impact_path(session, name: str) -> str:

@@ -24,11 +24,14 @@ from ..health.results import unreachable as unreachable_result
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
 from ..profiles import Size, find_size, load_profile
 from ..resource_types import INSTANCES
-from .arm import to_azure_error, wait_first_polling
+from .arm import pages, to_azure_error, wait_first_polling
 from .session import completed
 
 CONFLICT_RETRIES = 3  # another Run Command on the VM (409): wait and try again this many times
 CONFLICT_WAIT = 30.0
+# Learn (linux/run-command): a script takes about 20 s at the least, so the first look at its status
+# waits that long whatever Retry-After says: at thousands of nodes every early look is a read for nothing.
+LEAST_SECONDS = 20.0
 
 
 @dataclass
@@ -53,39 +56,54 @@ class Unreachable(Exception):
         self.reason = reason
 
 
-def _power_state(vm: Any) -> str:
-    for status in getattr(getattr(vm, "instance_view", None), "statuses", None) or []:
-        if (status.code or "").startswith("PowerState/"):
-            return status.code.split("/", 1)[1]
+def _power_state(vm: dict) -> str:
+    for status in ((vm.get("properties") or {}).get("instanceView") or {}).get("statuses") or []:
+        code = status.get("code") if isinstance(status, dict) else None
+        if isinstance(code, str) and code.startswith("PowerState/"):
+            return code.split("/", 1)[1]
     return "unknown"
 
 
 def list_instances(session, resource_group: str, vmss: Any) -> list[Instance]:
-    vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=True)
-    out = [Instance(vmss.name, vm.instance_id, vm.id, vm.os_profile.computer_name if vm.os_profile else vm.name,
-                    vm.vm_id, _power_state(vm), vmss.sku.name) for vm in vms]
+    """The scale set's instances with their power state (VirtualMachineScaleSetVMs_List, $expand=instanceView),
+    read from the REST answer: only the fields a check needs."""
+    path = (f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}/providers/"
+            f"{INSTANCES.type.rsplit('/', 1)[0]}/{vmss.name}/virtualMachines")
+    out = []
+    for vm in pages(session, path, INSTANCES.api_version, f"instances of {vmss.name}", query="$expand=instanceView"):
+        props = vm.get("properties") or {}
+        name = str(vm.get("name") or "")
+        computer = (props.get("osProfile") or {}).get("computerName") or name
+        out.append(Instance(vmss.name, str(vm.get("instanceId") or name.rsplit("_", 1)[-1]), str(vm.get("id") or ""),
+                            str(computer), props.get("vmId"), _power_state(vm), vmss.sku.name))
     return sorted(out, key=lambda i: int(i.instance_id) if i.instance_id.isdigit() else 0)
 
 
-def _polling(session, deadline: float, stop: threading.Event):
-    """ARM's poller that gives up at azgpu's deadline (Run Command itself cannot be cancelled), and
-    whose first status check waits for Retry-After like every later one."""
+def _polling(session, timeout: float, stop: threading.Event):
+    """ARM's poller that gives up `timeout` seconds after Azure accepted the Run Command (which cannot
+    be cancelled), not after azgpu wanted to send it: a POST that waited for its turn under the
+    subscription's limits, or for a throttled retry, loses none of its node's time."""
+    deadline: list[float] = []
+
+    def accepted() -> None:
+        deadline.append(session.clock() + timeout)
+
     def give_up() -> None:
-        if stop.is_set() or session.clock() >= deadline:
+        if stop.is_set() or (deadline and session.clock() >= deadline[0]):
             raise Deadline()
 
-    return wait_first_polling(session.polling_interval, default=15, before_delay=give_up)
+    return wait_first_polling(session.polling_interval, default=15, before_delay=give_up, accepted=accepted,
+                              first_wait=LEAST_SECONDS)
 
 
 def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
     from azure.core.exceptions import AzureError as SdkError
     from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
 
-    deadline = session.clock() + timeout
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
             poller = INSTANCES.begin_run_command(session, resource_group, node.scale_set, node.instance_id, body,
-                                                 polling=_polling(session, deadline, stop))
+                                                 polling=_polling(session, timeout, stop))
             return poller.result()
         except Deadline:
             raise Unreachable("timeout", f"no result within {timeout:g} s; Run Command cannot be cancelled, so the "

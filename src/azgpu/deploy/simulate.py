@@ -36,8 +36,9 @@ def simulated_azure(state: str | None = None, **kwargs):
 
 
 @contextmanager
-def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = None):
+def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = None, throttle: str | None = None):
     """A Session whose clients talk to the fake; every long-running operation takes `latency` seconds.
+    throttle="azure" (`--simulate-throttle`): the fake answers 429 as Azure's documented limits would.
 
     With latency 0 the fake keeps virtual time (no real sleep at all), which is what tests use.
     The clients' transport can never open a connection (FakeAzure.requests_session), and on any
@@ -48,7 +49,7 @@ def simulated_session(*, latency: float = DEFAULT_LATENCY, state: str | None = N
 
     real_time = latency > 0
     fake = simulated_azure(state, lro_seconds=latency if real_time else None, lro_polls=1,
-                           clock=time.time if real_time else None)
+                           clock=time.time if real_time else None, throttle=throttle)
     with fake:
         session = Session(DEFAULT_SUBSCRIPTION, FakeCredential(), polling_interval=1 if real_time else 0,
                           sleep=None if real_time else fake.sleep, requests_session=fake.requests_session,

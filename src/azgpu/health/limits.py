@@ -2,11 +2,12 @@
 the CLI can show them as defaults without importing that code (every command pays for its imports)."""
 
 # Scale-set VM Run Commands are throttled at 4 per minute per instance (bucket 12) and 500 per minute
-# per subscription (bucket 1,500) (Learn compute-throttling-limits, D-compute-throttle). azgpu sends one
-# per instance per round, and a check takes 20 s at the very least, so 100 in flight start at most 300
-# a minute: inside the subscription's refill rate with room for everything else running there, and
-# their status polls (Retry-After paced) stay far below the 5,000 a minute of operation GETs.
-PARALLEL = 100
+# per subscription (bucket 1,500) (Learn compute-throttling-limits, D-compute-throttle), and every POST is
+# one of Resource Manager's writes (bucket 200, 10 a second). azgpu paces its own requests under those
+# buckets (deploy/pacing.py), so the bound on Run Commands in flight is no longer what keeps it inside
+# them: at 500 a minute and 20 s or more per check, keeping up with the subscription's rate takes about
+# 170 in flight, and more while Resource Manager's first 200 and Compute's first 1,500 go at once.
+PARALLEL = 500
 MAX_PARALLEL = 500
 NODE_TIMEOUT = 3600.0  # seconds azgpu waits for one node's verdict: AzNHC with -a runs bandwidth tests
 MIN_NODE_TIMEOUT = 60.0

@@ -401,13 +401,39 @@ class _Run:
         self.data["nodes"][name] = {"scale_set": s.name, "instance_id": instance, "vm_id": vm.get("vm_id"),
                                     "hostname": vm["hostname"], "ip": vm.get("ip") or "", "status": status}
 
-    def _record(self, s: _Set, instance: str, name: str, *, repair: bool = False) -> None:
-        """Bind: Azure's record on the VM first, then the cache. `repair`: a failure is logged, not raised."""
+    def bind_all(self, s: _Set, pairs: list[tuple[str, str]]) -> dict[str, BaseException]:
+        """Azure's record on each of these VMs ((instance, name) pairs) at once, as the health check sends
+        its Run Commands: each binding is a Run Command PUT of some seconds, so one after another they took
+        ten seconds a node (hours at a thousand) while the session's pace keeps them under Azure's buckets.
+        instance -> the error of each that failed; the cache is _record's (bound=True), in the caller's order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..deploy import bind_node
+        from ..health.limits import PARALLEL
+
+        def bind(pair: tuple[str, str]) -> BaseException | None:
+            try:
+                bind_node(self.session, self.ctx.resource_group, s.name, pair[0], location=s.info["location"],
+                          cluster=self.ctx.cluster, name=pair[1])
+            except AzgpuError as exc:
+                return exc
+            return None
+
+        if not pairs:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(PARALLEL, len(pairs))) as pool:
+            errors = dict(zip((i for i, _ in pairs), pool.map(bind, pairs)))
+        return {i: e for i, e in errors.items() if e is not None}
+
+    def _record(self, s: _Set, instance: str, name: str, *, repair: bool = False, bound: bool = False) -> None:
+        """Bind: Azure's record on the VM first, then the cache. `repair`: a failure is logged, not raised.
+        `bound`: Azure's record was made already (bind_all)."""
         from ..deploy import bind_node
 
         try:
-            bind_node(self.session, self.ctx.resource_group, s.name, instance, location=s.info["location"],
-                      cluster=self.ctx.cluster, name=name)
+            if not bound:
+                bind_node(self.session, self.ctx.resource_group, s.name, instance, location=s.info["location"],
+                          cluster=self.ctx.cluster, name=name)
         except AzgpuError as exc:
             if not repair:
                 raise
@@ -697,11 +723,14 @@ def _check(run: _Run, s: _Set, candidates: list[str]) -> dict[str, Any]:
     return {n.instance_id: n for n in results}
 
 
-def _passed(run: _Run, s: _Set, instance: str, name: str) -> bool:
-    """Record the binding (Azure, then the cache), then give slurmctld the address. False when slurmctld
-    did not take it: the VM keeps its name, and resume-fail or the node's own registration follows."""
+def _passed(run: _Run, s: _Set, instance: str, name: str, bound: dict[str, BaseException]) -> bool:
+    """Record the binding (Azure's was made by bind_all: its error, if any, is raised here, once the nodes
+    before this one are recorded), then give slurmctld the address. False when slurmctld did not take it:
+    the VM keeps its name, and resume-fail or the node's own registration follows."""
     vm = s.nodes[instance]
-    run._record(s, instance, name)
+    if instance in bound:
+        raise bound[instance]
+    run._record(s, instance, name, bound=True)
     run.data["failed"].pop(name, None)
     run.save()
     try:
@@ -785,9 +814,10 @@ def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[s
         candidates = free[:len(todo)]
         results = _check(run, s, candidates)
         passed, bad, left, why = _judge(run, s, candidates, results)
+        bound = run.bind_all(s, list(zip(passed, todo)))
         for instance in passed:
             name = todo.pop(0)
-            if _passed(run, s, instance, name):
+            if _passed(run, s, instance, name, bound):
                 done.append(name)
             else:
                 failed[name] = reason_text(code="SCONTROL_FAILED",
@@ -877,6 +907,7 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
         results = {i: seen[i] for i in candidates if i in seen}
         passed, bad, left, why = _judge(run, s, candidates, results)
         domain = _rack_domain(run, s, host, passed, seen, tried)
+        taken = []
         for instance in passed:
             measured = _domain(seen[instance])
             if domain is None or measured != domain:
@@ -884,8 +915,12 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
                         f"({measured}) is not its rack's ({domain or 'undecided'}, {host['name']}): not used")
                 left.append(instance)
                 continue
+            taken.append(instance)
+        bound = run.bind_all(s, list(zip(taken, names)))
+        for instance in taken:
+            measured = _domain(seen[instance])
             name = names.pop(0)
-            if _passed(run, s, instance, name):
+            if _passed(run, s, instance, name, bound):
                 done.append(name)
             else:
                 failed[name] = reason_text(code="SCONTROL_FAILED",

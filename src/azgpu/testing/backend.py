@@ -39,6 +39,7 @@ class Backend:
         self.dirty = False  # set by anything that changes the store, so only changes are saved
         self.run_command_futures: dict = {}  # operation id -> a node script running beside the fake
         self.node_runs: dict = {}  # a node state's key -> its first run (vm_actions reuses it for the same state)
+        self.throttle = None  # Azure's token buckets (models/throttling.Throttle) when the fake throttles
 
     # -- lookups ---------------------------------------------------------------------------------
     def rg_id(self, rg: str) -> str:

@@ -24,11 +24,12 @@ from typing import Any, Callable
 import requests
 
 from . import images, node_faults, persistence, seeding
-from .models import completion, impact_reporting, marketplace, quota, quota_requests
+from .models import completion, impact_reporting, marketplace, quota, quota_requests, throttling
 from .backend import Backend
 from .faults import Fault, Faults
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
 from .store import Store, parse_id
+from .timeline import Timeline
 from .transport import HOST, LoggedRequest, Transport, answer
 
 __all__ = ["DEFAULT_SUBSCRIPTION", "HOST", "FakeAzure", "LoggedRequest"]
@@ -40,15 +41,25 @@ class FakeAzure:
     def __init__(self, subscription_id: str = DEFAULT_SUBSCRIPTION, *, lro_polls: int = 1,
                  lro_seconds: float | None = None, clock: Callable[[], float] | None = None,
                  state_file: str | os.PathLike | None = None, seed_skus: bool = True,
-                 locations: list[str] | tuple[str, ...] | None = None, quota_limits: dict[str, int] | None = None):
+                 locations: list[str] | tuple[str, ...] | None = None, quota_limits: dict[str, int] | None = None,
+                 throttle: str | None = None, timeline: bool = False):
         """quota_limits: default limits of this subscription's usages, by usage name ("cores",
-        "lowPriorityCores", ...) or "gpuFamily" / "family" for every GPU / other vCPU family."""
+        "lowPriorityCores", ...) or "gpuFamily" / "family" for every GPU / other vCPU family.
+
+        throttle="azure": requests take tokens from Azure's documented buckets (Compute's policies per
+        region, Resource Manager's per subscription, Network's) and are answered 429 when one is empty,
+        with Azure's headers (models/throttling.py). Off by default."""
+        if throttle not in (None, "azure"):
+            raise ValueError(f"throttle is None or 'azure', not {throttle!r}")
         self.subscription_id = subscription_id
         self.requests: list[LoggedRequest] = []
         self.sleeps: list[float] = []
         self.state_file = Path(state_file) if state_file else None
         self._clock = clock
         self._virtual_now = time.time()  # wall-clock start, so state-file timestamps compare across processes
+        if timeline and clock is not None:
+            raise ValueError("timeline=True keeps its own clock: pass no clock=")
+        self._timeline = Timeline(self._virtual_now) if timeline else None
         self._lock = threading.RLock()
         self._transport = Transport()
         self._store = Store()
@@ -59,6 +70,8 @@ class FakeAzure:
         self._backend = Backend(subscription_id, self._store, self._skus, self._faults,
                                 lro_polls=lro_polls, lro_seconds=lro_seconds, now=self.now,
                                 on_finish=completion.finish)
+        if throttle == "azure":
+            self._backend.throttle = throttling.Throttle(subscription_id)
         self._state = persistence.StateFile(self.state_file) if self.state_file else None
         with self._transaction():
             pass
@@ -73,11 +86,15 @@ class FakeAzure:
 
     def start(self) -> None:
         self._transport.start(self._answer, self.sleep if self._clock is None else None)
+        if self._timeline is not None:
+            self._timeline.install()
         from .. import pricing
 
         pricing.fake_started(self)  # its prices stay out of the user's price cache
 
     def stop(self, *, grace: float = 5.0) -> None:
+        if self._timeline is not None:
+            self._timeline.uninstall()
         self._transport.stop(grace=grace, pollers=10 if self._clock is None else 1)
         from .. import pricing
 
@@ -90,21 +107,37 @@ class FakeAzure:
         it cannot open a connection, so a request made after stop() fails with OfflineError
         instead of reaching the network.
         """
+        if self._timeline is not None:
+            return self._transport.direct_session(self._answer)
         return self._transport.session()
 
     def _answer(self, prepared: requests.PreparedRequest) -> tuple[int, dict, str]:
+        if self._timeline is not None:
+            self._timeline.touch()
         with self._transaction():
             return answer(prepared, backend=self._backend, faults=self._faults, log=self.requests, now=self.now)
 
     # -- time ------------------------------------------------------------------------------------
     def now(self) -> float:
+        if self._timeline is not None:
+            return self._timeline.now()
         return self._clock() if self._clock else self._virtual_now
 
     def sleep(self, seconds: float) -> None:
-        """What the SDK's sleeps do inside the fake: record them and advance the virtual clock."""
+        """What the SDK's sleeps do inside the fake: record them and advance the virtual clock (with
+        timeline=True: wait on the shared timeline until every thread waits)."""
+        if self._timeline is not None:
+            self.sleeps.append(seconds)
+            self._timeline.sleep(seconds)
+            return
         with self._lock:  # pollers sleep in their own threads
             self.sleeps.append(seconds)
             self._virtual_now += seconds
+
+    @property
+    def timeline(self) -> Timeline | None:
+        """The shared virtual time of timeline=True (its .stalls say whether it was ever guessed)."""
+        return self._timeline
 
     # -- inspecting state ------------------------------------------------------------------------
     def resources(self, type: str | None = None, resource_group: str | None = None) -> list[dict]:
@@ -156,6 +189,12 @@ class FakeAzure:
     def terms_accepted(self, publisher: str, offer: str, plan: str) -> bool:
         with self._transaction():
             return marketplace.accepted(self._store, publisher, offer, plan)
+
+    def throttled(self) -> dict[str, int]:
+        """The 429s the fake's throttling answered, by policy (Compute) or bucket ("reads", "writes" ...)."""
+        with self._lock:
+            throttle = self._backend.throttle
+            return dict(throttle.refused) if throttle is not None else {}
 
     def impacts(self) -> list[dict]:
         """The workload impacts filed in this subscription, as GET answers them (deep copies)."""

@@ -9,6 +9,8 @@ processes, so `--no-wait` in one CLI process and `wait` in the next see the same
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from datetime import datetime, timezone
 from typing import Callable
@@ -23,13 +25,18 @@ def iso(seconds: float) -> str:
 
 
 class Operations:
-    def __init__(self, store: Store, *, polls: int, seconds: float | None, now: Callable[[], float],
-                 finish: Callable[[dict], None]):
+    def __init__(self, store: Store, *, polls: int, seconds: float | dict[str, float] | None,
+                 now: Callable[[], float], finish: Callable[[dict], None]):
+        """seconds: how long every operation takes, or per operation as {"<resource type>:<kind>" or
+        "<resource type>" or "*:<kind>": seconds, "*": seconds for the rest} (kinds: put, delete,
+        deleteInstances, action, whatIf); None: operations end after `polls` polls instead."""
         self.store = store
         self.polls = max(1, polls)
         self.seconds = seconds
         self.now = now
         self.finish = finish  # applies a finished operation to the resources
+        self._indexed: dict | None = None
+        self._order = itertools.count()
 
     def start(self, kind: str, target: str, *, location: str, api_version: str, error: dict | None = None) -> dict:
         """Begin a 'put' or 'delete' of target (check running(target) before changing it)."""
@@ -49,34 +56,81 @@ class Operations:
             "status": "InProgress",
         }
         self.store.operations[op["id"]] = op
+        self._index()
+        self._add(op)
         return op
+
+    # -- the operations still running, indexed: a 10,000-node gate keeps thousands running at once,
+    # and every request settles them. Rebuilt whenever the store's operations were replaced (a
+    # --simulate state file read again).
+    def _index(self) -> None:
+        if self._indexed is self.store.operations:
+            return
+        self._indexed = self.store.operations
+        self._by_target: dict[str, dict[str, dict]] = {}
+        self._due_heap: list = []
+        for op in self.store.operations.values():
+            if op["status"] == "InProgress":
+                self._add(op)
+
+    def _add(self, op: dict) -> None:
+        self._by_target.setdefault(key(op["target"]), {})[op["id"]] = op
+        if isinstance(self.seconds, (int, float)) or isinstance(self.seconds, dict):
+            heapq.heappush(self._due_heap, (op["started"] + self.duration(op), next(self._order), op["id"]))
+
+    def _drop(self, op: dict) -> None:
+        ops = self._by_target.get(key(op["target"]))
+        if ops is not None:
+            ops.pop(op["id"], None)
+            if not ops:
+                del self._by_target[key(op["target"])]
+
+    def running_on(self, target: str) -> list[dict]:
+        """The operations still running on target, oldest first."""
+        self._index()
+        return [op for op in self._by_target.get(key(target), {}).values() if op["status"] == "InProgress"]
 
     def running(self, target: str) -> dict | None:
         """The operation still running on target, if any: ARM refuses another write meanwhile (409)."""
-        ops = [op for op in self.pending() if key(op["target"]) == key(target)]
+        ops = self.running_on(target)
         return ops[-1] if ops else None
 
     def pending(self) -> list[dict]:
-        return [op for op in self.store.operations.values() if op["status"] == "InProgress"]
+        self._index()
+        return [op for ops in self._by_target.values() for op in ops.values() if op["status"] == "InProgress"]
 
     def _complete(self, op: dict) -> None:
         op["status"] = "Failed" if op["error"] else "Succeeded"
         op["ended"] = self.now()
+        self._drop(op)
         self.finish(op)
+
+    def duration(self, op: dict) -> float:
+        if not isinstance(self.seconds, dict):
+            return float(self.seconds or 0)
+        rtype = parse_id(op["target"]).type.lower()
+        for name in (f"{rtype}:{op['kind']}".lower(), rtype, f"*:{op['kind']}".lower(), "*"):
+            if name in self.seconds:
+                return float(self.seconds[name])
+        return 0.0
 
     def _due(self, op: dict) -> bool:
         if op.get("hang"):  # a Run Command whose node never answers (a fault, or no outbound path)
             return False
         if self.seconds is not None:
-            return self.now() - op["started"] >= self.seconds
+            return self.now() - op["started"] >= self.duration(op)
         return op["polls"] >= self.polls
 
     def settle(self) -> None:
         """Finish every operation whose time has come (duration mode only: polls need a poll)."""
         if self.seconds is None:
             return
-        for op in self.pending():
-            if self._due(op):
+        self._index()
+        now = self.now()
+        while self._due_heap and self._due_heap[0][0] <= now:
+            _, _, op_id = heapq.heappop(self._due_heap)
+            op = self.store.operations.get(op_id)
+            if op is not None and op["status"] == "InProgress" and self._due(op):
                 self._complete(op)
 
     def poll(self, op: dict) -> dict:
@@ -88,15 +142,14 @@ class Operations:
 
     def touch(self, resource_id: str) -> None:
         """A GET of the resource itself counts as a poll, so `--no-wait` then `wait` by GET finishes."""
-        for op in self.pending():
-            if key(op["target"]) == key(resource_id):
-                self.poll(op)
+        for op in self.running_on(resource_id):
+            self.poll(op)
 
     # -- what goes on the wire ---------------------------------------------------------------
     def retry_after(self, op: dict) -> str:
         if self.seconds is None:
             return "1"
-        remaining = self.seconds - (self.now() - op["started"])
+        remaining = self.duration(op) - (self.now() - op["started"])
         return str(min(10, max(1, math.ceil(remaining))))
 
     def url(self, op: dict, *, monitor: bool = False) -> str:

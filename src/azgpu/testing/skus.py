@@ -142,6 +142,13 @@ def _new_sku(size: str, location: str) -> dict:
     }
 
 
+@cache
+def _seeded(location: str) -> dict[str, dict]:
+    """The data file's SKUs in a location (the fake's own catalog, never changed: copies are handed out)."""
+    found = (sku_in(sku["name"], location) for sku in catalog_data()["skus"])
+    return {sku["name"].lower(): sku for sku in found if sku is not None}
+
+
 class SkuCatalog:
     """The SKUs of each location: the data file's, with the store's overrides replayed on top."""
 
@@ -157,8 +164,7 @@ class SkuCatalog:
     def _base(self, location: str) -> dict[str, dict]:
         if not self.seed or location not in self.locations:
             return {}
-        found = (sku_in(sku["name"], location) for sku in catalog_data()["skus"])
-        return {sku["name"].lower(): sku for sku in found if sku is not None}
+        return {name: copy.deepcopy(sku) for name, sku in _seeded(location).items()}
 
     def in_location(self, location: str) -> list[dict]:
         location = normalize_location(location)
@@ -188,6 +194,12 @@ class SkuCatalog:
         return list(dict.fromkeys([*self.locations, *extra]))
 
     def find(self, location: str, size: str) -> dict | None:
+        location = normalize_location(location)
+        if not any(e["location"] == location and e["size"].lower() == size.lower() for e in self.overrides):
+            # No override for it: the seeded entry, without building the location's whole catalog (a
+            # scale set's PUT looks its size up; 100 of them rebuilt it 100 times).
+            seeded = _seeded(location).get(size.lower()) if self.seed and location in self.locations else None
+            return copy.deepcopy(seeded) if seeded is not None else None
         return next((s for s in self.in_location(location) if s["name"].lower() == size.lower()), None)
 
     def set(self, location: str, size: str, overrides: dict) -> None:

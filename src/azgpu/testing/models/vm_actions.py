@@ -27,7 +27,7 @@ from .. import hardware
 from ..errors import ArmError, NotImplementedInFake
 from ..messages import Response
 from ..node_sandbox import Sandbox
-from ..store import key, parse_id, same_id
+from ..store import key, parse_id
 
 TAIL = 4096  # bytes of stdout and of stderr Run Command returns (maxTailLen in main/cmds.go)
 MARKER = "# azgpu node health check, verdict version 1"
@@ -51,8 +51,8 @@ def node_of(backend, vm: dict, vmss: dict) -> dict:
 
 
 def _running(backend, vm_id: str) -> dict | None:
-    for op in backend.ops.pending():
-        if op.get("on_finish") == "run_command" and same_id(op["target"], vm_id):
+    for op in backend.ops.running_on(vm_id):
+        if op.get("on_finish") == "run_command":
             return op
     return None
 
@@ -140,15 +140,31 @@ HOME_FILES = (".ssh/authorized_keys", ".azgpu-nccl/id_ed25519", ".azgpu-nccl/id_
 _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2), thread_name_prefix="azgpu-node")
 
 
-def prepare(backend, node: dict, vmss: dict, script: list[str]) -> dict[str, Any]:
+def prepare(backend, node: dict, vmss: dict, script: list[str], *, copy_node: bool = True) -> dict[str, Any]:
     """Everything the node's run needs, copied out of the store (under the fake's lock)."""
-    from azgpu.health.script import settings_of
-
-    settings = settings_of(script)
-    job = {"node": copy.deepcopy(node), "script": list(script), "mode": settings.get("AZGPU_MODE", "check")}
+    digest, settings = _script(script)
+    job = {"node": copy.deepcopy(node) if copy_node else node, "script": list(script), "digest": digest,
+           "mode": settings.get("AZGPU_MODE", "check")}
     if job["mode"] == "nccl-run":
         job["mpirun"] = _mpirun(backend, node, vmss, settings)
     return job
+
+
+# One node script serves every Run Command of a gate: its settings and digest are read once, not per node
+# (parsing 40 KB of script cost about a millisecond a node).
+_SCRIPTS: dict[tuple, tuple[str, dict]] = {}
+
+
+def _script(script: list[str]) -> tuple[str, dict]:
+    from azgpu.health.script import settings_of
+
+    key = tuple(script)
+    known = _SCRIPTS.get(key)
+    if known is None:
+        if len(_SCRIPTS) >= 64:
+            _SCRIPTS.clear()
+        known = _SCRIPTS[key] = (hashlib.sha256("\n".join(script).encode()).hexdigest(), settings_of(script))
+    return known
 
 
 def execute(job: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
@@ -196,7 +212,7 @@ def _state_key(job: dict[str, Any]) -> str | None:
     state = {k: v for k, v in node.items() if k not in IDENTITY}
     state["gpus"] = [{**g, "serial": i} for i, g in enumerate(node["gpus"])]  # serials: per board, like the name
     state["fabric"] = hardware.fabric_of(node)  # derived from the scale set's name where not set
-    text = json.dumps([state, job["script"]], sort_keys=True, default=str)
+    text = json.dumps([state, job["digest"]], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -219,12 +235,16 @@ class _Reused:
 def _start(backend, op: dict, node: dict, vmss: dict, script: list[str]) -> None:
     """Start the node's run at once, beside the fake (or reuse the run of a node in the same state): its
     result is collected when the operation ends."""
-    job = prepare(backend, node, vmss, script)
+    job = prepare(backend, node, vmss, script, copy_node=False)
     state = _state_key(job)
     first = backend.node_runs.get(state) if state else None
     if first is not None:
-        backend.run_command_futures[op["id"]] = _Reused(first[0], first[1], job["node"])
+        identity = {k: node[k] for k in ("computer", "physical_host", "vm_id")}
+        identity["gpus"] = [{"serial": g["serial"]} for g in node["gpus"]]
+        identity["files"] = dict(node["files"])
+        backend.run_command_futures[op["id"]] = _Reused(first[0], first[1], identity)
         return
+    job["node"] = copy.deepcopy(node)  # the run goes on beside the fake: its own copy
     future = _POOL.submit(execute, job)
     if state:
         if len(backend.node_runs) >= MAX_REUSED:

@@ -1,0 +1,87 @@
+"""Slurm's resume at Azure's pace: a node's binding (a managed Run Command PUT on its VM, deploy/nodes.py)
+takes its seconds in Azure like any operation, so a resume of many nodes records them at once, under the
+session's pace (deploy/pacing.py), not one after another. Run in the fake's simulated time
+(FakeAzure(timeline=True)) with Azure's throttling on (Learn's buckets, testing/models/throttling.py)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import azgpu
+from azgpu.deploy import CreateOptions, create
+from azgpu.deploy.session import Session
+from azgpu.hostlist import compress
+from azgpu.slurm import power
+from azgpu.slurm.names import domains
+from azgpu.testing import FakeAzure, FakeCredential
+
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
+VM = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+BINDING = f"{VM}/runCommands"
+BIND, CHECK, GROW = 10.0, 20.0, 180.0  # seconds of a binding PUT, a Run Command, a scale set's growth
+
+
+class Scontrol(power.Slurmctld):
+    def __init__(self):
+        super().__init__("scontrol")
+        self.calls: list[list[str]] = []
+
+    def update(self, nodes: str, **fields: str) -> None:
+        self.calls.append([nodes, *(f"{k}={v}" for k, v in fields.items())])
+
+    def show(self, hostlist: str):  # slurmctld answers and holds no address yet: every name powered down
+        return {}
+
+
+def _fake() -> FakeAzure:
+    return FakeAzure(timeline=True, throttle="azure", quota_limits={"gpuFamily": 10**6, "cores": 10**6},
+                      lro_seconds={"microsoft.compute/virtualmachinescalesets/virtualmachines:action": CHECK,
+                                   "microsoft.compute/virtualmachinescalesets:put": GROW, "*": BIND})
+
+
+def _cluster(azure: FakeAzure, state_dir, nodes: int) -> tuple[power.Context, list[str]]:
+    """A cluster whose scale sets are empty, and the Context slurm's programs would build for it."""
+    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
+                      requests_session=azure.requests_session, clock=azure.now)
+    request = azgpu.build_request(profile="nd-a100-v4", name="pace", resource_group="pace-rg",
+                                  location="eastus", nodes=nodes, ssh_key=SSH_KEY)
+    spec = azgpu.validate(request, command="create")
+    create(session, request, CreateOptions(scale_sets=tuple(0 for _ in spec.scale_sets)))
+
+    @contextlib.contextmanager
+    def open_session():
+        yield session
+
+    ctx = power.Context(request=request, spec=spec, open_session=open_session, state_dir=str(state_dir),
+                        slurm=Scontrol(), log=power.EventLog(None, echo=lambda line: None))
+    return ctx, [n for d in domains(spec) for n in d.names]
+
+
+def test_a_resume_records_its_nodes_bindings_at_once(tmp_path):
+    nodes = 12
+    with _fake() as azure:
+        ctx, names = _cluster(azure, tmp_path, nodes)
+        start = azure.now()
+        outcome = power.resume(ctx, compress(names))
+        took = azure.now() - start
+        bound = azure.resources(type=BINDING, resource_group="pace-rg")
+    assert sorted(outcome["resumed"]) == sorted(names) and not outcome["failed"]
+    assert len(bound) == nodes
+    # Growth, the check, then every binding at once (one after another it took GROW + CHECK + 12 x BIND).
+    assert took <= GROW + CHECK + 2 * BIND
+
+
+def test_a_binding_that_fails_leaves_a_state_the_next_resume_converges_from(tmp_path):
+    """One VM refuses its binding: the resume ends DOWN for the names not up, and the next resume brings
+    every name up, each on its own VM, with no VM left over and none without a name."""
+    with _fake() as azure:
+        ctx, names = _cluster(azure, tmp_path, 6)
+        azure.inject(method="PUT", path="/virtualMachines/3/runCommands/", status=409, code="Conflict", times=1)
+        first = power.resume(ctx, compress(names))
+        second = power.resume(ctx, compress(names))
+        vms = {r["id"].lower() for r in azure.resources(type=VM, resource_group="pace-rg")}
+        bound = {r["id"].lower().rsplit("/runcommands/", 1)[0]: r["tags"]["azgpu-slurm-node"]
+                 for r in azure.resources(type=BINDING, resource_group="pace-rg")}
+    assert first["failed"] and len(first["resumed"]) + len(first["failed"]) == 6
+    assert sorted(second["resumed"]) == sorted(names) and not second["failed"]
+    assert set(bound) == vms and sorted(bound.values()) == sorted(names)
