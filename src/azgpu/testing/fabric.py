@@ -217,7 +217,7 @@ def collective(nodes: Sequence[dict], op: str, fabric: str, min_bytes: str, max_
         share = min(float(n.get("nvlink_degraded", 1.0)) for n in nodes)
     else:
         base = f.allreduce if op == "all_reduce" else f.alltoall
-        share = min(node_share(n) for n in nodes)
+        share = min(min(node_share(n), float(n.get("collective_share", 1.0))) for n in nodes)
     busbw = round(base * share * _transient(nodes) * _noise(rng), 2)
     size = tool_output._size(max_bytes)
     seconds = LAUNCH_SECONDS + 25 * size / max(1.0, busbw) / 1e9 * 2
@@ -331,3 +331,35 @@ class ModelRunner:
                 text, seconds = collective(members, job.op, job.fabric, job.min_bytes, job.max_bytes, self.rng)
                 out.append(Answer(drop_noise(text), seconds))
         return out
+
+
+# ------------------------------------------------------------------------------ trials
+
+KINDS = ("link", "thermal", "flapping")
+
+
+def inject(rng: random.Random, nodes: dict[str, dict], count: int, *, transient: bool = True) -> dict[str, str]:
+    """Break `count` things at random, each one of KINDS (issue #29's trial: a link at 60 %, a GPU that
+    throttles after 60 s under load, a flapping port), and maybe give a healthy node one transient.
+    Returns what a certification must name: subject (NODE or NODE:PORT) -> kind."""
+    names = sorted(nodes)
+    expected: dict[str, str] = {}
+    for _ in range(count):
+        kind = rng.choice(KINDS)
+        name = rng.choice(names)
+        node = nodes[name]
+        port = rng.choice(node["ib"])["dev"]
+        if kind == "link":
+            node.setdefault("ib_degraded", {})[port] = 0.6
+            expected[f"{name}:{port}"] = kind
+        elif kind == "thermal":
+            node.setdefault("gpu_throttle", {})[str(rng.randrange(len(node["gpus"])))] = 60
+            expected[name] = kind
+        else:
+            node.setdefault("ib_flapping", {})[port] = rng.choice((15, 20, 30, 45, 60))
+            expected[f"{name}:{port}"] = kind
+    if transient:
+        healthy = [n for n in names if not any(s.split(":")[0] == n for s in expected)]
+        if healthy:
+            nodes[rng.choice(healthy)]["transient"] = 1
+    return expected
