@@ -8,7 +8,8 @@ create(session, request, CreateOptions) -> CreateResult; what_if(session, reques
 status / wait / destroy / outputs(session, name, resource_group); check(session, name, resource_group,
 CheckOptions) -> health_gate.HealthReport; report(session, name, resource_group, ReportOptions,
 check=CheckOptions) -> ReportResult;
-list(session, resource_group=None) -> one row per cluster. The options and results (azgpu.deploy.
+list(session, resource_group=None) -> one row per cluster; certify(session, name, resource_group,
+CertifyOptions) -> CertifyResult (the certificate). The options and results (azgpu.deploy.
 interface) load with this package; each verb's module, and with it the Azure SDK (imported only
 inside the calls that talk to Azure), loads on the verb's first use.
 """
@@ -18,9 +19,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .interface import CheckOptions, CreateOptions, CreateResult, GateOptions, ReportOptions, ReportResult
+from .interface import (CertifyOptions, CertifyResult, CheckOptions, CreateOptions, CreateResult, GateOptions,
+                        ReportOptions, ReportResult)
 
 if TYPE_CHECKING:
+    from .certification import certify
     from .cluster_create import create
     from .cluster_list import list_clusters as list  # the verb's name, as `provision list`
     from .ghr import report
@@ -33,10 +36,12 @@ VERBS = {
     "create": ("cluster_create", "create"), "what_if": ("whatif", "what_if"), "status": ("lifecycle", "status"),
     "wait": ("lifecycle", "wait"), "destroy": ("lifecycle", "destroy"), "outputs": ("lifecycle", "outputs"),
     "check": ("health_gate", "check"), "report": ("ghr", "report"), "list": ("cluster_list", "list_clusters"),
+    "certify": ("certification", "certify"),
 }
 
-__all__ = ["CheckOptions", "CreateOptions", "CreateResult", "GateOptions", "ReportOptions", "ReportResult", "create", "what_if",
-           "status", "wait", "destroy", "outputs", "check", "report", "list"]
+__all__ = ["CertifyOptions", "CertifyResult", "CheckOptions", "CreateOptions", "CreateResult", "GateOptions",
+           "ReportOptions", "ReportResult", "create", "what_if", "status", "wait", "destroy", "outputs", "check", "report",
+           "list", "certify"]
 
 
 def __getattr__(name: str):

@@ -19,6 +19,7 @@
 #   fabric       the launcher: run AZGPU_JOBS at once (collectives through HPC-X mpirun, ib_write_bw
 #                between pairs over ssh), as the admin user with the key of the multi-node NCCL check
 #   page         page AZGPU_PAGE of the output of run AZGPU_PAGE_RUN
+#   forget       the launcher: remove the key pair of the rounds
 set -u
 export LC_ALL=C
 R=${AZGPU_ROOT:-}
@@ -191,15 +192,17 @@ ibpair() {  # id a b: ib_write_bw from a to b on every port at once, GPUDirect (
     wait
     cat "$WORK"/job-"$id"-* 2>/dev/null
 }
-collective() {  # id op min max ips: nccl-tests across those nodes
-    local id=$1 op=$2 min=$3 max=$4 ips=$5 exe args=() ip np=0
+collective() {  # id op min max ips [mnnvl]: nccl-tests across those nodes, over InfiniBand or a rack's NVLink
+    local id=$1 op=$2 min=$3 max=$4 ips=$5 mnnvl=0 exe args=() ip np=0
+    [ "${6:-}" = mnnvl ] && mnnvl=1
     exe=$(nccl_tests "$op")
     [ -x "$exe" ] || { echo "$exe: not found"; return 127; }
     mapfile -t args < <(nccl_env)
     for ip in ${ips//,/ }; do echo "$ip slots=$AZGPU_EXPECT_GPUS"; np=$((np + AZGPU_EXPECT_GPUS)); done >"$WORK/hosts-$id"
     chmod 644 "$WORK/hosts-$id"
     AZGPU_JOB=$id mpi "${AZGPU_STEP_TIMEOUT:-1200}" "$np" "$WORK/hosts-$id" --mca plm_rsh_args "-i $(admin_home)/.azgpu-nccl/id_ed25519 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" \
-        -x LD_LIBRARY_PATH "${args[@]+"${args[@]}"}" "$exe" -b "$min" -e "$max" -f 2 -g 1 -c 0 -n "${AZGPU_NCCL_ITERS:-20}" 2>&1 | drop_noise
+        -x LD_LIBRARY_PATH -x NCCL_MNNVL_ENABLE=$mnnvl "${args[@]+"${args[@]}"}" "$exe" -b "$min" -e "$max" -f 2 -g 1 -c 0 \
+        -n "${AZGPU_NCCL_ITERS:-20}" 2>&1 | drop_noise
     return "${PIPESTATUS[0]}"
 }
 fabric() {
@@ -209,7 +212,7 @@ fabric() {
         [ -z "$line" ] && continue
         id=${line%% *}; rest=${line#* }; kind=${rest%% *}; rest=${rest#* }
         if [[ $id =~ ^[0-9]{1,4}$ ]] && [ "$kind" = collective ] && \
-           [[ $rest =~ ^(all_reduce|alltoall)\ $size\ $size\ $ip(,$ip){0,1023}$ ]]; then
+           [[ $rest =~ ^(all_reduce|alltoall)\ $size\ $size\ $ip(,$ip){0,1023}(\ mnnvl)?$ ]]; then
             # shellcheck disable=SC2086
             ( set -- $rest; collective "$id" "$@" >"$WORK/job-$id" 2>&1; echo "==== end $id exit $?" >>"$WORK/job-$id" ) &
         elif [[ $id =~ ^[0-9]{1,4}$ ]] && [ "$kind" = ibpair ] && [[ $rest =~ ^$ip\ $ip$ ]]; then
@@ -218,12 +221,17 @@ fabric() {
         else
             echo "==== job refused: $(printf '%s' "$line" | tr -dc '[:print:]' | head -c 120)" >>"$WORK/out"
         fi
-    done <<<"${AZGPU_JOBS:-}"
+    done <<<"${AZGPU_JOBS//;/$'\n'}"
     wait
     for line in $(ls -1 "$WORK" | grep -E '^job-[0-9]+$' | sort -t- -k2 -n); do
         echo "==== job ${line#job-}"
         cat "$WORK/$line"
     done >>"$WORK/out"
+    verdict true 0 "$WORK/out"
+}
+forget() {  # the launcher's key pair goes once the rounds are over
+    rm -rf "$(admin_home)/.azgpu-nccl"
+    : >"$WORK/out"
     verdict true 0 "$WORK/out"
 }
 page() {
@@ -247,6 +255,7 @@ main() {
         loopback) loopback ;;
         fabric) fabric ;;
         page) page ;;
+        forget) forget ;;
         *) printf '{"azgpu_certify":1,"mode":%s,"ok":false,"error":"unknown mode"}\n' "$(js "${AZGPU_MODE:-}" 16)" >"$WORK/verdict" ;;
     esac
 }
