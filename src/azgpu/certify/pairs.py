@@ -101,9 +101,11 @@ def certify_ports(fabric, nodes: Sequence[str], ports: Sequence[str], rounds: in
         result.rounds += 1
         result.seconds.append(run_round(fabric, pairs, ports, result.tests, round_offset + result.rounds))
     floor = _floor(result.tests, figure)
-    failing = {key for key, tests in result.tests.tests.items() if any(_fails(g, floor) for _, g, _ in tests)}
+    # A port whose every test failed is a suspect; one that also passed with another partner is not (its
+    # failure was its partner's): Imbue's pass ratio per host and port, T-imbue.
+    failing = {key for key, tests in result.tests.tests.items() if tests and all(_fails(g, floor) for _, g, _ in tests)}
     suspects = sorted({node for node, _ in failing} - set(partners))
-    good = [n for n in [*partners, *nodes] if n not in suspects]
+    good = [n for n in [*partners, *nodes] if n not in suspects and n not in flapped]
     if failing and not good:
         findings.common.append(Unattributed("ib_write_bw", "every node had a port below the figure: the fabric, the "
                                             "image (GPUDirect, peer memory) or the configuration rather than a host; "

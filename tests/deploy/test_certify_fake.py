@@ -1,0 +1,124 @@
+"""`certify` end to end against the fake Azure: the real SDK, Run Command running azgpu's real
+certify_node.sh on stub tools that print what the fake's hardware model says (in the real tools'
+formats), Guest Health Reporting, replacement."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from deploy_support import RG, request
+
+from azgpu.deploy import CertifyOptions, CreateOptions, ReportOptions, certify, create
+
+SCHEMA = Path(__file__).resolve().parents[1] / "fixtures" / "certify" / "dcgm-4.6.0-diag-schema.json"
+
+
+@pytest.fixture
+def h100(azure, session):
+    create(session, request("nd-h100-v5", nodes=6), CreateOptions())
+    return azure
+
+
+def computer(azure, instance: str) -> str:
+    vm = azure.get(f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Compute/"
+                   f"virtualMachineScaleSets/c1-vmss000/virtualMachines/{instance}")
+    return vm["properties"]["osProfile"]["computerName"]
+
+
+def test_a_healthy_cluster_is_certified_with_every_figure_and_its_source(h100, session):
+    done = certify(session, "c1", RG, CertifyOptions(level="quick"))
+    record = done.as_dict()
+    assert done.certified and record["verdict"] == "certified" and record["summary"]["certified"] == 6
+    assert record["summary"]["links_measured"] == 6 * 8
+    figures = record["expected"]["Standard_ND96isr_H100_v5"]
+    assert figures["allreduce_busbw"] == {"unit": "GB/s", "expected": 450.0, "warn": 400.0, "floor": 300.0,
+                                          "source": ["R-aia"], "note": figures["allreduce_busbw"]["note"]}
+    (collective,) = record["collectives"]
+    assert collective["verdict"] == "pass" and collective["source"] == ["R-aia"]
+    link = record["links"][0]
+    assert link["check"] == "ib_write_bw" and link["floor"] == 380 and link["value"] > 380
+    versions = record["versions"]
+    assert versions["driver"][0]["value"] == "570.133.20" and versions["driver"][0]["nodes"] == 6
+    assert versions["hca_fw"][0]["value"] == "28.43.1014" and "dcgm" in versions
+    stages = [s["stage"] for s in record["timeline"]["critical_path"]]
+    assert stages[:3] == ["health gate", "dcgmi diag -r 1", "nvbandwidth"]
+
+
+def test_outputs_larger_than_run_commands_tail_come_back_in_pages(h100, session):
+    before = len(h100.requests)
+    certify(session, "c1", RG, CertifyOptions(level="quick"))
+    pages = [r for r in h100.requests[before:] if r.method == "POST" and r.path.endswith("/runCommand")
+             and "AZGPU_MODE=page" in (r.body or {}).get("script", [])]
+    assert pages  # a DCGM document of 8 GPUs does not fit 4 KB; its pages were fetched and checked
+
+
+def test_faults_are_reported_with_their_evidence_before_their_nodes_are_deleted(h100, session):
+    link, hot, flap = computer(h100, "1"), computer(h100, "2"), computer(h100, "4")
+    h100.make_unhealthy(link, ib_degraded="mlx5_ib3:0.6")
+    h100.make_unhealthy(hot, gpu_throttle="2:60")
+    h100.make_unhealthy(flap, ib_flapping="mlx5_ib1:30")
+    done = certify(session, "c1", RG, CertifyOptions(replace=True, report=ReportOptions(report_to_azure=True,
+                                                                                        insight_timeout=0)))
+    record = done.as_dict()
+    assert {f["subject"] for f in record["faults"]} >= {f"{link}:mlx5_ib3", hot, f"{flap}:mlx5_ib1"}
+    impacts = {i["properties"]["impactedResourceId"].lower(): i["properties"] for i in h100.impacts()}
+    categories = {p["impactCategory"].rsplit(".", 1)[1] for p in impacts.values()}
+    assert categories == {"IBPerformance", "HpcDcgmiThermalReport", "IBPortFlapping"}
+    thermal = next(p for p in impacts.values() if p["impactCategory"].endswith("HpcDcgmiThermalReport"))
+    assert "HW Thermal Slowdown" in thermal["impactDescription"]
+    assert thermal["additionalProperties"]["Location"] == "0003:00:00.0"  # the throttling GPU, by bus id
+    assert thermal["additionalProperties"]["SerialNumber"]
+    degraded = next(p for p in impacts.values() if p["impactCategory"].endswith("IBPerformance"))
+    assert "mlx5_ib3" in degraded["impactDescription"] and "Gb/s" in degraded["impactDescription"]
+    # Each report was filed before the request that deleted its node.
+    order = [(r.method, r.path, json.dumps(r.body or {})) for r in h100.requests]
+    for resource_id in impacts:
+        instance = resource_id.rsplit("/", 1)[1]
+        put = next(i for i, (m, p, _) in enumerate(order) if m == "PUT" and "/workloadimpacts/" in p.lower()
+                   and f"-{instance}-" in p)
+        delete = next(i for i, (m, p, b) in enumerate(order) if m == "POST" and p.endswith("/delete")
+                      and f'"{instance}"' in b)
+        assert put < delete
+    assert record["verdict"] == "certified" and len(record["replaced"]) == 3
+    assert all(r["by"] for r in record["replaced"])  # each replacement was certified in its place
+
+
+def test_a_fault_every_node_shares_is_reported_nowhere_and_replaces_nothing(h100, session):
+    for i in range(6):
+        h100.make_unhealthy(computer(h100, str(i)), gpu_throttle="0:60")
+    before = len(h100.requests)
+    done = certify(session, "c1", RG, CertifyOptions(replace=True, report=ReportOptions(report_to_azure=True,
+                                                                                        insight_timeout=0)))
+    record = done.as_dict()
+    assert not done.certified and not record["faults"] and record["common"]
+    writes = [r for r in h100.requests[before:] if r.method in ("PUT", "POST", "DELETE", "PATCH")]
+    assert not [r for r in writes if "workloadimpacts" in r.path.lower() or r.path.endswith("/delete")]
+    assert h100.impacts() == []
+
+
+def test_the_fakes_dcgm_answer_validates_against_nvidias_schema(h100, session):
+    """NVIDIA's schema of dcgmi diag -j (DCGM 4): what the fake prints is what DCGM documents."""
+    from azgpu.testing import fabric
+
+    node = fabric.make_node("n0", "Standard_ND96isr_H100_v5", 0)
+    node["gpu_throttle"] = {"1": 30}
+    text, _ = fabric.dcgm(node, 3)
+    _validate(json.loads(text), json.loads(SCHEMA.read_text()))
+
+
+def _validate(value, schema, where="$"):
+    kind = schema.get("type")
+    types = {"object": dict, "array": list, "string": str, "integer": int}
+    if kind in types:
+        assert isinstance(value, types[kind]), f"{where}: {type(value).__name__}, not {kind}"
+    if kind == "object":
+        for key in schema.get("required", []):
+            assert key in value, f"{where}: '{key}' missing"
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                _validate(value[key], sub, f"{where}.{key}")
+    if kind == "array" and "items" in schema:
+        for i, item in enumerate(value):
+            _validate(item, schema["items"], f"{where}[{i}]")
