@@ -402,7 +402,8 @@ def _certify(raw: Any, where: str) -> dict[str, Figure]:
     out = {}
     for name, entry in raw.items():
         if not isinstance(entry, dict):
-            raise ProfileError(f"{where}: '{name}' must be written as {{ expected = ..., warn = ..., floor = ..., source = ... }}")
+            raise ProfileError(f"{where}: '{name}' must be written as "
+                               "{ expected = ..., warn = ..., floor = ..., source = ... }")
         _check_keys(entry, {"expected", "warn", "floor", "source", "note"}, f"{where}.{name}")
         levels = {k: entry.get(k) for k in ("expected", "warn", "floor")}
         if all(v is None for v in levels.values()):
@@ -414,7 +415,8 @@ def _certify(raw: Any, where: str) -> dict[str, Figure]:
         if known != sorted(known):
             raise ProfileError(f"{where}: '{name}' must have floor <= warn <= expected")
         out[name] = Figure(name, CERTIFY_FIGURES[name], _sources(entry.get("source"), f"{where}.{name}.source"),
-                           *(float(v) if v is not None else None for v in (levels["expected"], levels["warn"], levels["floor"])),
+                           *(float(v) if v is not None else None
+                             for v in (levels["expected"], levels["warn"], levels["floor"])),
                            note=str(entry.get("note", "")))
     return out
 

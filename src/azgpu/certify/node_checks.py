@@ -21,7 +21,8 @@ from .findings import FAIL, Fault, Findings, Measurement, Unattributed
 # AzNHC warns within 5 % above its floor (customTests/azure_gpu_bandwidth.nhc: WARN_BW = EXP_BW * 1.05).
 NVBANDWIDTH_TESTS = {"nvbandwidth_h2d": "host_to_device_memcpy_ce", "nvbandwidth_d2h": "device_to_host_memcpy_ce",
                      "nvbandwidth_d2d": "device_to_device_memcpy_read_ce"}
-_SECTION = re.compile(r"^== (gpus|load gpu (\d{1,4}) exit (\d{1,3})|sample at (\d{1,6}) s|final sample at (\d{1,6}) s)$")
+_SECTION = re.compile(r"^== (gpus|load gpu (\d{1,4}) exit (\d{1,3})|sample at (\d{1,6}) s"
+                      r"|final sample at (\d{1,6}) s)$")
 _COUNTER = re.compile(r"^(before|after) (mlx5_ib\d{1,2}) link_downed (\d{1,12}|unknown)$")
 
 
@@ -172,7 +173,8 @@ def judge_nvbandwidth(findings: Findings, node: str, text: str, figures: dict[st
             gpus = tuple(r for g in bad for r in _gpu(facts, g))
             findings.add(Fault("node", node, "gpu_copy_bandwidth", metric,
                                f"nvbandwidth {testcase}: GPU {', '.join(map(str, bad))} at {low:g} GB/s, below the "
-                               f"{figure.floor:g} GB/s floor", expected=f">= {figure.floor:g} GB/s", measured=f"{low:g} GB/s",
+                               f"{figure.floor:g} GB/s floor", expected=f">= {figure.floor:g} GB/s",
+                               measured=f"{low:g} GB/s",
                                gpus=gpus, source=figure.source, evidence=(matrix.description,)))
 
 
@@ -202,6 +204,7 @@ def judge_loopback(findings: Findings, node: str, text: str, figure: Figure | No
                            expected="link_downed unchanged", measured=f"+{after - before}", port=port,
                            source=("R-aia", "R-nhc-ghr"), evidence=(f"link_downed {before} -> {after}",)))
     if m.verdict == FAIL:
-        findings.add(Fault("node", node, "ib_bandwidth", "loopback", f"all_reduce over this node's own InfiniBand ports at "
-                           f"{run.busbw:g} GB/s, below the {figure.floor:g} GB/s floor",
+        findings.add(Fault("node", node, "ib_bandwidth", "loopback",
+                           f"all_reduce over this node's own InfiniBand ports at {run.busbw:g} GB/s, below the "
+                           f"{figure.floor:g} GB/s floor",
                            expected=f">= {figure.floor:g} GB/s", measured=f"{run.busbw:g} GB/s", source=figure.source))

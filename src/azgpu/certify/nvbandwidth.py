@@ -77,7 +77,6 @@ def parse(text: object, what: str = "nvbandwidth") -> NvbandwidthRun:
     i = 0
     while i < len(lines):
         line = lines[i].strip()
-        where = f"{what}, line {i + 1}"
         if line.startswith("nvbandwidth Version:") and version is None:
             version = printable(line.split(":", 1)[1], 40)
         elif line.startswith("Driver Version:") and driver is None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..profiles import Figure
 from . import perftest
 from .bounded import OutputError, lines_of
-from .findings import FAIL, Fault, Findings, Measurement, Unattributed
+from .findings import Fault, Findings, Measurement, Unattributed
 from .runner import Job, Output
 
 FLEET_DROP = 0.2  # with no documented floor, a test this far below the fleet's median fails

@@ -100,41 +100,51 @@ def _dry_run(obj, name, resource_group, size_name, nodes, location, level, curre
     from ..profiles import find_size
 
     currency = check_currency(currency)
+    prices: dict[tuple[str, str], Any] = {}
     if size_name:
         if nodes is None or nodes < 1:
             raise InputError("--dry-run --size needs --nodes N", code="MISSING_ARGUMENT",
                              remedy="e.g. provision certify --dry-run --size Standard_ND96isr_H100_v5 --nodes 64")
         sets = [(find_size(size_name)[1], nodes, location)]
+        if location:
+            prices[(sets[0][0].name, location)] = lookup(sets[0][0].name, location, currency=currency)
     else:
         options.cluster_args(name, resource_group, latency=simulate_latency)
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             sets = _cluster_sizes(session, name, resource_group)
+            for size, _, where in sets:  # while a simulated cloud runs, its prices answer
+                prices[(size.name, where)] = lookup(size.name, where, currency=currency, simulated=bool(simulate))
     rows, total_price, total_gpu_hours, longest = [], 0.0, 0.0, 0.0
     for size, count, where in sets:
         vertical = (find_size(size.name)[0].vertical_connect or {}).get("rack", 0)
         gpus = int(size.health.get("gpus", size.gpus)) if size.health else size.gpus
         est = estimate(level, count, gpus, racks=math.ceil(count / vertical) if vertical else 0,
                        parallel=node_check.parallel)
-        price = lookup(size.name, where, currency=currency, simulated=bool(simulate)) if where else None
+        price = prices.get((size.name, where))
         hours = est.seconds / 3600
         cost = round(price.per_hour * count * hours, 2) if price is not None and price.per_hour is not None else None
         rows.append({"size": size.name, "nodes": count, "gpu_hours": round(est.gpu_hours, 1),
                      "minutes": round(est.seconds / 60, 1), "price_per_node_hour": price.per_hour if price else None,
                      "cost": cost, "currency": currency,
                      "price": (price.reason or price.source) if price is not None else "no location: pass -l",
-                     "stages": [{"stage": s, "minutes": round(sec / 60, 1), "basis": why} for s, sec, why in est.stages],
+                     "stages": [{"stage": s, "minutes": round(sec / 60, 1), "basis": why}
+                                for s, sec, why in est.stages],
                      "localisation_minutes_at_most": round(est.localisation_seconds / 60, 1)})
         total_gpu_hours += est.gpu_hours
         total_price += cost or 0.0
         longest = max(longest, est.seconds)
     result = {"level": level, "dry_run": True, "gpu_hours": round(total_gpu_hours, 1),
-              "minutes": round(longest / 60, 1), "cost": round(total_price, 2) if any(r["cost"] for r in rows) else None,
+              "minutes": round(longest / 60, 1),
+              "cost": round(total_price, 2) if any(r["cost"] for r in rows) else None,
               "currency": currency, "scale_sets": rows,
               "note": "nothing ran: the duration is the level's stages at the documented or estimated length (basis); "
                       "a collective below its band adds localisation rounds, at most the figure given"}
     if obj["output"] == "table" and not obj["query"]:
-        result = {k: v for k, v in result.items() if k != "scale_sets"} | {
-            "stages": [{"size": r["size"], **s} for r in rows for s in r["stages"]]}
+        result = {k: v for k, v in result.items() if k not in ("scale_sets", "note")} | {
+            "price": "; ".join(f"{r['size']}: {r['price_per_node_hour']} {currency}/node-hour" if r["cost"] is not None
+                               else f"{r['size']}: {r['price']}" for r in rows),
+            "stages": [{"size": r["size"], "stage": s["stage"], "minutes": s["minutes"]} for r in rows
+                       for s in r["stages"]]}
     emit(result, obj)
 
 
@@ -172,7 +182,8 @@ def register(cli: click.Group) -> None:
             return
         if size or nodes is not None:
             raise InputError("--size and --nodes go with --dry-run", code="CONFLICTING_OPTIONS",
-                             remedy="certify a cluster with -n NAME -g RG, or price a level with --dry-run --size --nodes")
+                             remedy="certify a cluster with -n NAME -g RG, or price a level with "
+                                    "--dry-run --size --nodes")
         opts = certify_request(certify, node_check)
         options.cluster_args(name, resource_group, latency=simulate_latency)
         from ..deploy import certify as run_certify

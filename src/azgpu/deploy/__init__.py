@@ -40,8 +40,8 @@ VERBS = {
 }
 
 __all__ = ["CertifyOptions", "CertifyResult", "CheckOptions", "CreateOptions", "CreateResult", "GateOptions",
-           "ReportOptions", "ReportResult", "create", "what_if", "status", "wait", "destroy", "outputs", "check", "report",
-           "list", "certify"]
+           "ReportOptions", "ReportResult", "create", "what_if", "status", "wait", "destroy", "outputs", "check",
+           "report", "list", "certify"]
 
 
 def __getattr__(name: str):

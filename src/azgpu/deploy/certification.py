@@ -140,9 +140,9 @@ class RunCommandRunner:
         wanted = sorted(n for n in names | {self.launcher} if n not in self.trusted and n not in self.refused)
         if not wanted:
             return
-        expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=KEY_HOURS)).strftime("%Y%m%d%H%M")
+        expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=KEY_HOURS)
         settings = {**self._settings(), "AZGPU_NCCL_PUBKEY": self.pubkey, "AZGPU_NCCL_FROM": self.ips[self.launcher],
-                    "AZGPU_NCCL_EXPIRY": expiry}
+                    "AZGPU_NCCL_EXPIRY": expiry.strftime("%Y%m%d%H%M")}
         with ThreadPoolExecutor(max_workers=min(self.parallel, len(wanted))) as pool:
             results = list(pool.map(lambda n: check_node_raw(self.session, self.rg, self.instances[n], "nccl-trust",
                                                              settings, self.timeout), wanted))
@@ -383,8 +383,8 @@ def _infos(d: _Domain, nodes: list[NodeResult]) -> list[NodeInfo]:
     out = []
     for n in nodes:
         rack = fabric_domain(fabric_of(n)) if d.plan.racks else None
-        out.append(NodeInfo(n.computer_name, n.scale_set, n.instance_id, n.resource_id, d.runner.ips.get(n.computer_name),
-                            n.physical_host, n.vm_id, rack))
+        out.append(NodeInfo(n.computer_name, n.scale_set, n.instance_id, n.resource_id,
+                            d.runner.ips.get(n.computer_name), n.physical_host, n.vm_id, rack))
     return out
 
 

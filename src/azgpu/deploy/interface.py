@@ -179,6 +179,12 @@ class CreateResult:
     def unhealthy_error(self) -> UnhealthyNodes:
         """The error a gate that did not pass ends with (its .result: this result as a dict)."""
         result = self.as_dict()
+        if self.health is None or self.health.healthy:  # the gate passed; the certification did not
+            faults = (self.certificate or {}).get("faults", [])
+            return UnhealthyNodes(f"the cluster was not certified: {len(faults)} fault(s)", code="NOT_CERTIFIED",
+                                  remedy=f"see 'certificate' ('provision certify -n {self.cluster} -g "
+                                         f"{self.resource_group} -o table' certifies it again)",
+                                  report={"nodes": []}, result=result)
         return unhealthy_error(result["health"], cluster=self.cluster, resource_group=self.resource_group,
                                replacing=self.replacing, stopped=self.health.stopped, result=result)
 

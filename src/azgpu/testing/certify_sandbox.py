@@ -39,6 +39,7 @@ case "$1" in
   atleast) c=$(cat "$f"); [ "$2" -gt "$c" ] && echo "$2" >"$f" ;;
 esac
 """
+RUNUSER = "#!/bin/bash\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n"
 DATE = """#!/bin/bash
 if [ "$*" = "+%s" ]; then echo $(( @BASE@ + $(@TICK@ now) )); else exec @REAL@ "$@"; fi
 """
@@ -102,7 +103,7 @@ def prepare(backend, node: dict, vmss: dict, script: list[str], nodes_by_ip) -> 
         files["/opt/nccl-tests/build/all_reduce_perf"] = "#!/bin/bash\nexit 0\n"
     elif mode == "fabric":
         _fabric(job, node, s, nodes_by_ip, rng)
-    job["stubs"]["runuser"] = "#!/bin/bash\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n"
+    job["stubs"]["runuser"] = RUNUSER
     job["gpus"] = gpus
     return job
 
@@ -226,7 +227,8 @@ def _stubs(box: Sandbox, job: dict, tick) -> None:
 case "$*" in
   "-q -d PERFORMANCE")
     k=$(( $({shlex.quote(str(tick))} now) / {every} * {every} )); [ $k -lt {first} ] && k={first}
-    f="$AZGPU_ROOT/.azgpu-samples/$k"; [ -f "$f" ] || f=$(ls -1 "$AZGPU_ROOT/.azgpu-samples" | sort -n | tail -n 1 | sed "s|^|$AZGPU_ROOT/.azgpu-samples/|")
+    d="$AZGPU_ROOT/.azgpu-samples"; f="$d/$k"
+    [ -f "$f" ] || f="$d/$(ls -1 "$d" | sort -n | tail -n 1)"
     cat "$f" ;;
   "--query-gpu=index,pci.bus_id,serial --format=csv,noheader") cat {shlex.quote(str(box._saved(job['gpu_query'])))} ;;
   *) exit 0 ;;

@@ -81,8 +81,8 @@ def make_node(name: str, size: str, number: int, *, rack: str | None = None) -> 
     node = {"size": size, "computer": name, "vm_name": f"{name}_0", "vm_id": f"00000000-0000-0000-0000-{number:012d}",
             "physical_host": f"EUS{number:012d}", "nvidia_smi": "ok", "nvlink": "ok", "run_command": "ok",
             "xids": [], "faults": [], "files": {}, "hpc_image": True, "admin_user": "azureuser",
-            "gpus": [{"bus": hardware.gpu_bus(i, m.gpus), "serial": f"{1650000000000 + number * 16 + i}", "present": True}
-                     for i in range(m.gpus)],
+            "gpus": [{"bus": hardware.gpu_bus(i, m.gpus), "serial": f"{1650000000000 + number * 16 + i}",
+                      "present": True} for i in range(m.gpus)],
             "ib": [{"dev": f"mlx5_ib{i}", "state": "ACTIVE", "phys": "LinkUp", "rate": m.ib_rate, "width": 4}
                    for i in range(m.ib_ports)]}
     if rack:
@@ -166,8 +166,8 @@ def driver(node: dict) -> str:
 
 def dcgm(node: dict, level: int) -> tuple[str, float]:
     seconds = DCGM_SECONDS.get(level, 120.0)
-    failures = {i: (tool_output.THERMAL_VIOLATIONS[0], tool_output.THERMAL_VIOLATIONS[1], tool_output.THERMAL_VIOLATIONS[2],
-                    tool_output.THERMAL_VIOLATIONS[3].format(seconds=hot, gpu=i))
+    error_id, category, severity, message = tool_output.THERMAL_VIOLATIONS
+    failures = {i: (error_id, category, severity, message.format(seconds=hot, gpu=i))
                 for i, hot in throttled(node, seconds).items()} if level >= 2 else {}
     _advance([node], seconds)
     return tool_output.dcgm_json(level, present(node), failures, driver=driver(node)), seconds
@@ -306,7 +306,8 @@ class ModelRunner:
             if mode == "dcgm":
                 text, seconds = dcgm(node, int(settings.get("AZGPU_DCGM_LEVEL", 2)))
             elif mode == "thermal":
-                s, every = int(settings.get("AZGPU_THERMAL_SECONDS", 120)), int(settings.get("AZGPU_THERMAL_SAMPLE", 15))
+                s = int(settings.get("AZGPU_THERMAL_SECONDS", 120))
+                every = int(settings.get("AZGPU_THERMAL_SAMPLE", 15))
                 raw = thermal(node, s, every)
                 text, seconds = thermal_text(raw, s), raw["seconds"]
             elif mode == "nvbandwidth":
