@@ -119,3 +119,43 @@ def test_the_timeline_of_64_nodes_at_standard_is_within_45_minutes():
     timeline = result.timeline.as_dict()
     assert timeline["minutes"] <= 45 and [s["stage"] for s in timeline["critical_path"]][:2] == [
         "dcgmi diag -r 2", "thermal 120 s"]
+
+
+GB300 = find_size("Standard_ND128isr_GB300_v6")[1]
+
+
+def racks(count: int = 2) -> dict[str, dict]:
+    return {f"g{r}{i:02d}": fabric.make_node(f"g{r}{i:02d}", GB300.name, r * 18 + i, rack=f"rack-{r}")
+            for r in range(count) for i in range(18)}
+
+
+def certify_racks(nodes):
+    plan = SuitePlan(GB300.name, LEVELS["quick"], GB300.certify, 4, tuple(f"mlx5_ib{i}" for i in range(4)), racks=True)
+    return run(fabric.ModelRunner(nodes, 5), [NodeInfo(n, rack=v["rack"]) for n, v in nodes.items()], plan)
+
+
+def test_a_node_slowing_its_racks_nvlink_is_found_inside_the_rack():
+    nodes = racks()
+    nodes["g007"]["nvlink_degraded"] = 0.5
+    result = certify_racks(nodes)
+    assert [(f.scope, f.subject, f.category.rsplit(".", 1)[1]) for f in result.faults] == [("node", "g007", "NvLink")]
+    (found,) = result.localisation
+    assert all(set(t.group) <= {n for n in nodes if nodes[n]["rack"] == "rack-0"} for t in found.tests)
+
+
+def test_a_rack_where_no_node_clears_is_the_rack():
+    nodes = racks()
+    for name, node in nodes.items():
+        if node["rack"] == "rack-1":
+            node["nvlink_degraded"] = 0.5
+    result = certify_racks(nodes)
+    assert {f.scope for f in result.faults} == {"rack"} and len(result.faults) == 18
+    assert {f.rack for f in result.faults} == {"rack-1"}
+
+
+def test_every_rack_slow_is_the_configuration():
+    nodes = racks()
+    for node in nodes.values():
+        node["nvlink_degraded"] = 0.5
+    result = certify_racks(nodes)
+    assert not result.faults and "mnnvl_all_reduce" in {c.check for c in result.findings.common}

@@ -126,7 +126,7 @@ class Findings:
         return {f.node for f in self.faults}
 
     def add(self, fault: Fault) -> None:
-        if not any(f.subject == fault.subject and f.kind == fault.kind for f in self.faults):
+        if not any((f.subject, f.kind, f.node) == (fault.subject, fault.kind, fault.node) for f in self.faults):
             self.faults.append(fault)
 
 

@@ -119,7 +119,9 @@ def read(stdout: object) -> Verdict | None:
             data = json.loads(line, parse_constant=_reject_constant)
         except NodeOutputError:
             raise
-        except (ValueError, RecursionError):
+        except RecursionError:
+            raise NodeOutputError("a verdict nested too deep to read") from None
+        except ValueError:
             continue  # cut at its start by Run Command's 4 KB tail: not a verdict
         if not isinstance(data, dict):
             continue

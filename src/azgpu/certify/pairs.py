@@ -79,6 +79,8 @@ def run_round(fabric: Callable[[Sequence[Job]], list[Output]], pairs: list[tuple
               tests: PortTests, round_: int) -> float:
     outputs = fabric([Job("ibpair", pair) for pair in pairs])
     for (a, b), output in zip(pairs, outputs):
+        if output.text is None:  # the pair did not run (no key, no address): no evidence either way
+            continue
         rails = split_rails(output.text) if output.text else {}
         for port in ports:
             gbps = _gbps(rails[port]) if port in rails else None

@@ -13,6 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..errors import AzureError
+
+
+class RoundFailed(AzureError):
+    """A round of the fabric did not run (its launcher did not answer, a node refused the key):
+    nothing can be concluded from it, about any node."""
+
+    default_code = "CERTIFY_ROUND_FAILED"
+
 
 @dataclass(frozen=True)
 class NodeInfo:

@@ -25,7 +25,7 @@ from .nccl_tests import parse as parse_nccl
 from .bounded import OutputError
 from .node_checks import NodeFacts, judge_dcgm, judge_loopback, judge_nvbandwidth, judge_thermal
 from .outliers import outliers
-from .runner import Job, NodeInfo, Output, Runner
+from .runner import Job, NodeInfo, Output, RoundFailed, Runner
 from .timeline import Timeline
 
 OUTLIER_METRICS = ("nvbandwidth_h2d", "nvbandwidth_d2h", "nvbandwidth_d2d", "loopback_busbw")
@@ -209,9 +209,17 @@ def _localise(runner: Runner, groups: list[tuple[str, list[str]]], plan: SuitePl
     def measure(gs: list[tuple[str, ...]]) -> list[float | None]:
         outputs = runner.fabric([Job("collective", g, op, fabric, lv.max_bytes, lv.max_bytes) for g in gs])
         seconds.append(max((o.seconds for o in outputs), default=0.0))
+        missing = next((o for o in outputs if o.text is None), None)
+        if missing is not None:  # a test that did not run is no evidence about anybody
+            raise RoundFailed(f"a localisation round did not run: {missing.error}")
         return [_busbw(o) for o in outputs]
 
-    found = localise(groups, measure, _passes(figure), known_good=known_good)
+    try:
+        found = localise(groups, measure, _passes(figure), known_good=known_good)
+    except RoundFailed as exc:
+        result.findings.inconclusive.append(Unattributed(op, f"{exc.message}; nothing was localised",
+                                                         tuple(n for _, g in groups for n in g)))
+        return Localisation()
     result.localisation.append(found)
     timeline = result.timeline
     timeline.add_seconds(f"localisation ({found.rounds} collective round(s))", sum(s + RUN_COMMAND for s in seconds),

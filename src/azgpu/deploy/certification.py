@@ -29,7 +29,7 @@ from typing import Any
 from .. import resource_types
 from ..certify import certificate, node_step
 from ..certify.levels import RUN_COMMAND, level as level_of
-from ..certify.runner import NodeInfo, Output
+from ..certify.runner import NodeInfo, Output, RoundFailed
 from ..certify.suite import SuitePlan, SuiteResult
 from ..certify.suite import run as run_suite
 from ..errors import AzgpuError
@@ -44,12 +44,6 @@ from .interface import CertifyOptions, CertifyResult
 from .run_command import Instance, Unreachable, _run, check_node_raw, list_instances
 
 KEY_HOURS = 8  # the launcher's key is accepted this long at most, whatever happens to the clean-up
-
-
-class RoundFailed(AzgpuError):
-    """A fabric round did not run (the launcher did not answer): nothing can be concluded from it."""
-
-    default_code = "CERTIFY_ROUND_FAILED"
 
 
 class RunCommandRunner:

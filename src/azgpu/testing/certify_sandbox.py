@@ -102,7 +102,8 @@ def prepare(backend, node: dict, vmss: dict, script: list[str], nodes_by_ip) -> 
         stubs["mpirun"] = _tool(raw["text"], raw["seconds"], extra=after)
         files["/opt/nccl-tests/build/all_reduce_perf"] = "#!/bin/bash\nexit 0\n"
     elif mode == "fabric":
-        _fabric(job, node, s, nodes_by_ip, rng)
+        # `provision simulate fabric`: the scale set's InfiniBand fabric carries only this share
+        _fabric(job, node, s, nodes_by_ip, rng, backend.store.fabric.get(vmss["id"].lower(), 1.0))
     job["stubs"]["runuser"] = RUNUSER
     job["gpus"] = gpus
     return job
@@ -122,7 +123,7 @@ def _tool(text: str, seconds: float, extra: str = "", rc: int = 0) -> dict:
     return {"text": text, "seconds": int(round(seconds)), "extra": extra, "rc": rc}
 
 
-def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: random.Random) -> None:
+def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: random.Random, share: float) -> None:
     """The launcher's round: each job's answer, by the nodes behind its addresses."""
     by_ip = nodes_by_ip()
     pubkey = (launcher["files"].get(".azgpu-nccl/id_ed25519.pub") or "").strip()
@@ -153,7 +154,7 @@ def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: rand
             fab = "mnnvl" if rest[-1] == "mnnvl" else "ib"
             ips = rest[3].split(",")
             members = [by_ip.get(ip) for ip in ips]
-            text, seconds = fabric.collective(members, rest[0], fab, rest[1], rest[2], rng)
+            text, seconds = fabric.collective(members, rest[0], fab, rest[1], rest[2], rng, share)
             job["mpi_jobs"][jid] = _tool(text, seconds)
         elif kind == "ibpair" and len(members) == 2:
             reports, seconds = fabric.ibpair(members[0], members[1], rng)

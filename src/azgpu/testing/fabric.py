@@ -210,7 +210,7 @@ def loopback(node: dict, rng: random.Random, min_bytes: str, max_bytes: str) -> 
 
 
 def collective(nodes: Sequence[dict], op: str, fabric: str, min_bytes: str, max_bytes: str,
-               rng: random.Random) -> tuple[str, float]:
+               rng: random.Random, fabric_share: float = 1.0) -> tuple[str, float]:
     f = figures(nodes[0])
     if fabric == "mnnvl":
         base = f.mnnvl or f.allreduce
@@ -218,7 +218,7 @@ def collective(nodes: Sequence[dict], op: str, fabric: str, min_bytes: str, max_
     else:
         base = f.allreduce if op == "all_reduce" else f.alltoall
         share = min(min(node_share(n), float(n.get("collective_share", 1.0))) for n in nodes)
-    busbw = round(base * share * _transient(nodes) * _noise(rng), 2)
+    busbw = round(base * share * (fabric_share if fabric != "mnnvl" else 1.0) * _transient(nodes) * _noise(rng), 2)
     size = tool_output._size(max_bytes)
     seconds = LAUNCH_SECONDS + 25 * size / max(1.0, busbw) / 1e9 * 2
     text = tool_output.nccl_table(op, [n["computer"] for n in nodes], len(present(nodes[0])), busbw, min_bytes,
