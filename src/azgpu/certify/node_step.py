@@ -32,7 +32,7 @@ _RUN = re.compile(r"[a-z0-9-]{8,48}")
 _HEX = re.compile(r"[0-9a-f]{64}")
 _B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _TEXT = re.compile(r"[\x20-\x7e]*")
-MODES = ("dcgm", "thermal", "nvbandwidth", "loopback", "fabric", "page", "forget")
+MODES = ("dcgm", "thermal", "nvbandwidth", "loopback", "ibpair", "fabric", "page", "forget")
 
 
 class NodeOutputError(ValueError):

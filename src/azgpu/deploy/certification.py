@@ -147,6 +147,8 @@ class RunCommandRunner:
                 self.refused[name] = str(got.get("error") or "refused")
 
     def fabric(self, jobs) -> list[Output]:
+        if all(j.kind == "ibpair" for j in jobs):
+            return self._pairs(jobs)
         self._key()
         self._trust({n for j in jobs for n in j.nodes})
         lines, runnable = [], []
@@ -155,11 +157,8 @@ class RunCommandRunner:
             if missing:
                 continue
             ips = [self.ips[n] for n in job.nodes]
-            if job.kind == "ibpair":
-                lines.append(f"{i} ibpair {ips[0]} {ips[1]}")
-            else:
-                lines.append(f"{i} collective {job.op} {job.min_bytes} {job.max_bytes} {','.join(ips)}"
-                             + (" mnnvl" if job.fabric == "mnnvl" else ""))
+            lines.append(f"{i} collective {job.op} {job.min_bytes} {job.max_bytes} {','.join(ips)}"
+                         + (" mnnvl" if job.fabric == "mnnvl" else ""))
             runnable.append(i)
         out = self.step(self.launcher, "fabric", {**self._settings(), "AZGPU_JOBS": ";".join(lines),
                                                   "AZGPU_NCCL_ENV": self.nccl_env,
@@ -178,6 +177,32 @@ class RunCommandRunner:
             else:
                 results.append(Output(sections.get(str(i), ""), out.seconds, pages=out.pages))
         return results
+
+    def _pairs(self, jobs) -> list[Output]:
+        """ib_write_bw between each pair: the server end and the client end, each through its own Run Command,
+        all at once (in waves of pairs when there are more than --parallel allows)."""
+        out: list[Output] = []
+        per_wave = max(1, self.parallel // 2)
+        for start in range(0, len(jobs), per_wave):
+            wave = jobs[start:start + per_wave]
+            tasks = []
+            for job in wave:
+                a, b = job.nodes
+                if a not in self.ips or b not in self.ips:
+                    tasks += [None, None]
+                    continue
+                settings = {**self._settings(), "AZGPU_IB_DEVICES": " ".join(self.ports), "AZGPU_IB_SECONDS": 5}
+                tasks.append((b, {**settings, "AZGPU_IB_ROLE": "server", "AZGPU_IB_PEER": self.ips[a]}))
+                tasks.append((a, {**settings, "AZGPU_IB_ROLE": "client", "AZGPU_IB_PEER": self.ips[b]}))
+            live = [t for t in tasks if t is not None]
+            with ThreadPoolExecutor(max_workers=max(1, len(live))) as pool:
+                done = iter(list(pool.map(lambda t: self.step(t[0], "ibpair", t[1]), live)))
+            answers = [next(done) if t is not None else Output(None, error="no private IP") for t in tasks]
+            for i in range(0, len(answers), 2):
+                server, client = answers[i], answers[i + 1]
+                out.append(Output(client.text, max(server.seconds, client.seconds), error=client.error,
+                                  image=client.image, pages=client.pages))
+        return out
 
     def close(self) -> None:
         """The key goes from every node that accepted it, and from the launcher."""

@@ -16,8 +16,10 @@
 #   nvbandwidth  nvbandwidth: host to device, device to host and device to device (copy engines)
 #   loopback     all_reduce_perf on this node's GPUs over InfiniBand only (NCCL_P2P_DISABLE=1,
 #                NCCL_SHM_DISABLE=1), with each port's link_downed counter before and after
-#   fabric       the launcher: run AZGPU_JOBS at once (collectives through HPC-X mpirun, ib_write_bw
-#                between pairs over ssh), as the admin user with the key of the multi-node NCCL check
+#   ibpair       ib_write_bw with GPUDirect on every port, as the server or as the client of AZGPU_IB_PEER
+#                (both ends run at once, each through its own Run Command)
+#   fabric       the launcher: run AZGPU_JOBS (collectives) at once through HPC-X mpirun, as the admin
+#                user with the key of the multi-node NCCL check
 #   page         page AZGPU_PAGE of the output of run AZGPU_PAGE_RUN
 #   forget       the launcher: remove the key pair of the rounds
 set -u
@@ -76,8 +78,11 @@ find_tool() {  # the first of the names that exists on PATH or as an absolute pa
 }
 admin_home() { printf '%s/home/%s' "$R" "${AZGPU_ADMIN_USER:?}"; }
 nccl_tests() { printf '%s/opt/nccl-tests/build/%s_perf' "$R" "$1"; }
-drop_noise() {  # what the verdict need not carry: per-rank lines, NCCL INFO, perftest's address lines
-    grep -v -E '^#  Rank |NCCL INFO| (local|remote) address:| GID: ' || true
+nccl_lines() {  # of nccl-tests' output, what azgpu reads: the result rows and the trailer (not one line per rank)
+    grep -E '^ *[0-9]+ +[0-9]+ +[A-Za-z]|NCCL version|^# (nThread|Collective test|Out of bounds|Avg bus)' || true
+}
+perftest_lines() {  # of ib_write_bw's report: the device, the header, the rows, CUDA's device name, its errors
+    grep -E '^ *#bytes|Device *:|^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+|initializing CUDA|device name =|Couldn.t|Failed|[Ee]rror' || true
 }
 ports() { ls -1 "$R/sys/class/infiniband" 2>/dev/null | grep -E '^mlx5_ib[0-9]+$' | sort -V; }
 counters() {  # label: each port's link_downed counter (the kernel's count of link failures)
@@ -169,28 +174,43 @@ loopback() {
     counters before >"$WORK/out"
     AZGPU_JOB=loopback mpi "${AZGPU_STEP_TIMEOUT:-900}" "$AZGPU_EXPECT_GPUS" "$WORK/hosts" -x LD_LIBRARY_PATH \
         -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 "${args[@]+"${args[@]}"}" "$exe" -b "${AZGPU_NCCL_MIN:-8G}" \
-        -e "${AZGPU_NCCL_MAX:-16G}" -f 2 -g 1 -c 0 -n "${AZGPU_NCCL_ITERS:-20}" 2>&1 | drop_noise >>"$WORK/out"
+        -e "${AZGPU_NCCL_MAX:-16G}" -f 2 -g 1 -c 0 -n "${AZGPU_NCCL_ITERS:-20}" 2>&1 | nccl_lines >>"$WORK/out"
     rc=${PIPESTATUS[0]}
     counters after >>"$WORK/out"
     verdict true "$rc" "$WORK/out"
 }
-ssh_to() {  # ip command: as the admin user, with the launcher's key
-    runuser -u "$AZGPU_ADMIN_USER" -- ssh -i "$(admin_home)/.azgpu-nccl/id_ed25519" -o StrictHostKeyChecking=no \
-        -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=20 "$AZGPU_ADMIN_USER@$1" "$2"
-}
-ibpair() {  # id a b: ib_write_bw from a to b on every port at once, GPUDirect (each port's own GPU)
-    local id=$1 a=$2 b=$3 s=${AZGPU_IB_SECONDS:-5} i=0 dev port
+ibpair() {  # ib_write_bw on every port at once with GPUDirect (each port's own GPU): this node as the server,
+            # or as the client of the server at AZGPU_IB_PEER (retrying until the server listens)
+    local role=${AZGPU_IB_ROLE:-} peer=${AZGPU_IB_PEER:-} s=${AZGPU_IB_SECONDS:-5} i=0 dev port try rc
     [[ $s =~ ^[0-9]{1,3}$ ]] || s=5
+    if ! [[ $peer =~ ^([0-9]{1,3}\.){3}[0-9]{1,3}$ ]] || { [ "$role" != server ] && [ "$role" != client ]; }; then
+        echo "refused: not a role and an IPv4 peer" >"$WORK/out"
+        verdict false 2 "$WORK/out" ',"error":"refused: not a role and an IPv4 peer"'
+        return
+    fi
+    command -v ib_write_bw >/dev/null 2>&1 || { missing ib_write_bw; return; }
     for dev in ${AZGPU_IB_DEVICES:-}; do
         [[ $dev =~ ^mlx5_ib[0-9]{1,2}$ ]] || continue
         port=$((18515 + i))
-        ssh_to "$b" "ib_write_bw -d $dev --use_cuda=$i -F --report_gbits -D $s -p $port" >/dev/null 2>&1 &
-        sleep 2
-        { echo "---- rail $dev"; AZGPU_JOB=$id ssh_to "$a" "ib_write_bw -d $dev --use_cuda=$i -F --report_gbits -D $s -p $port $b" 2>&1 | drop_noise; } >"$WORK/job-$id-$i" &
+        if [ "$role" = server ]; then
+            tmo 300 ib_write_bw -d "$dev" --use_cuda="$i" -F --report_gbits -D "$s" -p "$port" >/dev/null 2>&1 &
+        else
+            (
+                for ((try = 0; try < 30; try++)); do
+                    tmo $((s + 60)) ib_write_bw -d "$dev" --use_cuda="$i" -F --report_gbits -D "$s" -p "$port" "$peer" \
+                        >"$WORK/rail-$i" 2>&1
+                    rc=$?
+                    [ $rc -eq 0 ] || ! grep -q "Couldn.t connect" "$WORK/rail-$i" && break
+                    sleep 2
+                done
+                { echo "---- rail $dev"; perftest_lines <"$WORK/rail-$i"; } >"$WORK/report-$i"
+            ) &
+        fi
         i=$((i + 1))
     done
     wait
-    cat "$WORK"/job-"$id"-* 2>/dev/null
+    if [ "$role" = server ]; then echo "served $i port(s)" >"$WORK/out"; else cat "$WORK"/report-* >"$WORK/out" 2>/dev/null; fi
+    verdict true 0 "$WORK/out"
 }
 collective() {  # id op min max ips [mnnvl]: nccl-tests across those nodes, over InfiniBand or a rack's NVLink
     local id=$1 op=$2 min=$3 max=$4 ips=$5 mnnvl=0 exe args=() ip np=0
@@ -202,7 +222,7 @@ collective() {  # id op min max ips [mnnvl]: nccl-tests across those nodes, over
     chmod 644 "$WORK/hosts-$id"
     AZGPU_JOB=$id mpi "${AZGPU_STEP_TIMEOUT:-1200}" "$np" "$WORK/hosts-$id" --mca plm_rsh_args "-i $(admin_home)/.azgpu-nccl/id_ed25519 -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" \
         -x LD_LIBRARY_PATH -x NCCL_MNNVL_ENABLE=$mnnvl "${args[@]+"${args[@]}"}" "$exe" -b "$min" -e "$max" -f 2 -g 1 -c 0 \
-        -n "${AZGPU_NCCL_ITERS:-20}" 2>&1 | drop_noise
+        -n "${AZGPU_NCCL_ITERS:-20}" 2>&1 | nccl_lines
     return "${PIPESTATUS[0]}"
 }
 fabric() {
@@ -215,9 +235,6 @@ fabric() {
            [[ $rest =~ ^(all_reduce|alltoall)\ $size\ $size\ $ip(,$ip){0,1023}(\ mnnvl)?$ ]]; then
             # shellcheck disable=SC2086
             ( set -- $rest; collective "$id" "$@" >"$WORK/job-$id" 2>&1; echo "==== end $id exit $?" >>"$WORK/job-$id" ) &
-        elif [[ $id =~ ^[0-9]{1,4}$ ]] && [ "$kind" = ibpair ] && [[ $rest =~ ^$ip\ $ip$ ]]; then
-            # shellcheck disable=SC2086
-            ( set -- $rest; ibpair "$id" "$1" "$2" >"$WORK/job-$id" 2>&1; echo "==== end $id exit $?" >>"$WORK/job-$id" ) &
         else
             echo "==== job refused: $(printf '%s' "$line" | tr -dc '[:print:]' | head -c 120)" >>"$WORK/out"
         fi
@@ -254,6 +271,7 @@ main() {
         nvbandwidth) nvbandwidth_step ;;
         loopback) loopback ;;
         fabric) fabric ;;
+        ibpair) ibpair ;;
         page) page ;;
         forget) forget ;;
         *) printf '{"azgpu_certify":1,"mode":%s,"ok":false,"error":"unknown mode"}\n' "$(js "${AZGPU_MODE:-}" 16)" >"$WORK/verdict" ;;

@@ -101,6 +101,8 @@ def prepare(backend, node: dict, vmss: dict, script: list[str], nodes_by_ip) -> 
                         for dev, n in raw["after"].items())
         stubs["mpirun"] = _tool(raw["text"], raw["seconds"], extra=after)
         files["/opt/nccl-tests/build/all_reduce_perf"] = "#!/bin/bash\nexit 0\n"
+    elif mode == "ibpair":
+        _ibpair(job, node, s, nodes_by_ip, rng)
     elif mode == "fabric":
         # `provision simulate fabric`: the scale set's InfiniBand fabric carries only this share
         _fabric(job, node, s, nodes_by_ip, rng, backend.store.fabric.get(vmss["id"].lower(), 1.0))
@@ -123,6 +125,22 @@ def _tool(text: str, seconds: float, extra: str = "", rc: int = 0) -> dict:
     return {"text": text, "seconds": int(round(seconds)), "extra": extra, "rc": rc}
 
 
+def _ibpair(job: dict, node: dict, s: dict[str, str], nodes_by_ip, rng: random.Random) -> None:
+    """One end of a pair: the client's reports come from both ends' ports (the server's prints nothing azgpu
+    reads); a peer that is not a node of the scale set is not reached ('Couldn't connect')."""
+    peer = nodes_by_ip().get(s.get("AZGPU_IB_PEER", ""))
+    job["ib_reports"] = {}
+    if s.get("AZGPU_IB_ROLE") == "client":
+        if peer is None:
+            job["ib_reports"] = {p["dev"]: _tool(f" Couldn't connect to {s.get('AZGPU_IB_PEER')}:18515\n", 1, rc=1)
+                                 for p in node["ib"]}
+        else:
+            reports, seconds = fabric.ibpair(node, peer, rng)
+            job["ib_reports"] = {dev: _tool(text, seconds) for dev, text in reports.items()}
+    else:
+        job["ib_reports"] = {p["dev"]: _tool("", fabric.PAIR_SECONDS) for p in node["ib"]}
+
+
 def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: random.Random, share: float) -> None:
     """The launcher's round: each job's answer, by the nodes behind its addresses."""
     by_ip = nodes_by_ip()
@@ -130,7 +148,7 @@ def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: rand
     files = job["files"]
     for exe in ("all_reduce", "alltoall"):
         files[f"/opt/nccl-tests/build/{exe}_perf"] = "#!/bin/bash\nexit 0\n"
-    job["mpi_jobs"], job["ssh"] = {}, {}
+    job["mpi_jobs"] = {}
     for line in (s.get("AZGPU_JOBS") or "").split(";"):
         fields = line.split()
         if len(fields) < 3 or not fields[0].isdigit():
@@ -144,11 +162,7 @@ def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: rand
             error = (f"{launcher['admin_user']}@{refused}: Permission denied (publickey).\n"
                      "--------------------------------------------------------------------------\n"
                      "ORTE was unable to reliably start one or more daemons.\n")
-            if kind == "collective":
-                job["mpi_jobs"][jid] = _tool(error, 5, rc=1)
-            else:
-                for port in launcher["ib"]:
-                    job["ssh"][f"{rest[0]}-{port['dev']}"] = _tool(error, 5, rc=255)
+            job["mpi_jobs"][jid] = _tool(error, 5, rc=1)
             continue
         if kind == "collective" and len(rest) in (4, 5):
             fab = "mnnvl" if rest[-1] == "mnnvl" else "ib"
@@ -156,10 +170,6 @@ def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: rand
             members = [by_ip.get(ip) for ip in ips]
             text, seconds = fabric.collective(members, rest[0], fab, rest[1], rest[2], rng, share)
             job["mpi_jobs"][jid] = _tool(text, seconds)
-        elif kind == "ibpair" and len(members) == 2:
-            reports, seconds = fabric.ibpair(members[0], members[1], rng)
-            for dev, text in reports.items():
-                job["ssh"][f"{rest[0]}-{dev}"] = _tool(text, seconds)
 
 
 # ------------------------------------------------------------------------------ the run
@@ -240,22 +250,19 @@ esac
         box.tool("nvidia-smi", "", cases=smi_cases)
     box.tool("ofed_info", "OFED-internal-24.10-1.1.4:\n")
     box.tool("curl", "", rc=7, cases=[("*imageReference*", job.get("image", "{}"), 0)])
+    if job["mode"] == "ibpair":
+        for dev, tool in job["ib_reports"].items():
+            box.file(f"/.azgpu-ib/{dev}", _tool_script(tool, tick, box))
+        box.script("ib_write_bw", '''#!/bin/bash
+dev=""; while [ $# -gt 0 ]; do [ "$1" = -d ] && dev=$2; shift; done
+f="$AZGPU_ROOT/.azgpu-ib/$dev"
+[ -f "$f" ] && exec bash "$f"
+echo " Couldn't connect" >&2
+exit 1
+''')
     if job["mode"] == "fabric":
         for jid, tool in job["mpi_jobs"].items():
             box.file(f"/.azgpu-jobs/{jid}", _tool_script(tool, tick, box))
         box.script("mpirun", '#!/bin/bash\nf="$AZGPU_ROOT/.azgpu-jobs/${AZGPU_JOB:-none}"\n'
                              '[ -f "$f" ] && exec bash "$f"\necho "mpirun: no such job" >&2\nexit 1\n')
-        for key, tool in job["ssh"].items():
-            box.file(f"/.azgpu-ssh/{key}", _tool_script(tool, tick, box))
-        box.script("ssh", """#!/bin/bash
-host=""; for a in "$@"; do case "$a" in *@*) host=${a#*@} ;; esac; done
-cmd=${!#}
-set -- $cmd
-dev=""; server=""; while [ $# -gt 0 ]; do case "$1" in -d) dev=$2; shift ;; esac; last=$1; shift; done
-case "$last" in [0-9]*.[0-9]*.[0-9]*.[0-9]*) server=$last ;; esac
-[ -z "$server" ] && exit 0
-f="$AZGPU_ROOT/.azgpu-ssh/$host-$dev"
-[ -f "$f" ] && exec bash "$f"
-echo "ssh: connect to host $host port 22: No route to host" >&2
-exit 255
-""")
+

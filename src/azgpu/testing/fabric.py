@@ -245,13 +245,21 @@ def ibpair(a: dict, b: dict, rng: random.Random) -> tuple[dict[str, str], float]
 
 # ------------------------------------------------------------------------------ as the node script returns it
 
-_NOISE_LINES = re.compile(r"(?m)^(?:#  Rank |.*NCCL INFO|.* (?:local|remote) address:|.* GID: ).*\n?")
+_NCCL_LINES = re.compile(r"(?m)^(?: *\d+ +\d+ +[A-Za-z]|.*NCCL version|# (?:nThread|Collective test|Out of bounds|Avg bus))"
+                         r".*\n?")
+_PERFTEST_LINES = re.compile(r"(?m)^(?: *#bytes|.*Device *:| *\d+ +\d+ +[\d.]+ +[\d.]+|.*initializing CUDA"
+                             r"|.*device name =|.*Couldn.t|.*Failed|.*[Ee]rror).*\n?")
 _SAMPLE_LINES = re.compile(r"(?m)^(?:GPU |.*Clocks (?:Event|Throttle) Reasons|.*Slowdown).*\n?")
 
 
-def drop_noise(text: str) -> str:
-    """certify_node.sh's drop_noise: the lines the verdict need not carry."""
-    return _NOISE_LINES.sub("", text)
+def nccl_lines(text: str) -> str:
+    """certify_node.sh's nccl_lines: of nccl-tests' output, the rows and the trailer."""
+    return "".join(_NCCL_LINES.findall(text))
+
+
+def perftest_lines(text: str) -> str:
+    """certify_node.sh's perftest_lines: of ib_write_bw's report, what azgpu reads."""
+    return "".join(_PERFTEST_LINES.findall(text))
 
 
 def sample_lines(text: str) -> str:
@@ -271,12 +279,12 @@ def thermal_text(raw: dict, seconds: int) -> str:
 
 def loopback_text(raw: dict) -> str:
     out = "".join(f"before {dev} link_downed {n}\n" for dev, n in raw["before"].items())
-    out += drop_noise(raw["text"])
+    out += nccl_lines(raw["text"])
     return out + "".join(f"after {dev} link_downed {n}\n" for dev, n in raw["after"].items())
 
 
 def ibpair_text(reports: dict[str, str]) -> str:
-    return "".join(f"---- rail {dev}\n" + drop_noise(text) for dev, text in reports.items())
+    return "".join(f"---- rail {dev}\n" + perftest_lines(text) for dev, text in reports.items())
 
 
 @dataclass(frozen=True)
@@ -330,7 +338,7 @@ class ModelRunner:
                 out.append(Answer(ibpair_text(reports), seconds))
             else:
                 text, seconds = collective(members, job.op, job.fabric, job.min_bytes, job.max_bytes, self.rng)
-                out.append(Answer(drop_noise(text), seconds))
+                out.append(Answer(nccl_lines(text), seconds))
         return out
 
 
