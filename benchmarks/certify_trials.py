@@ -125,8 +125,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results-certify.json")
     args = parser.parse_args()
     started = time.perf_counter()
+    trials, locs = [], []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        trials = list(pool.map(trial, range(args.trials), chunksize=8))
+        for t in pool.map(trial, range(args.trials), chunksize=4):
+            trials.append(t)
+            if len(trials) % 50 == 0:  # progress on stderr: a long sweep shows where it stands
+                print(f"  {len(trials)} trials, {sum(x['ok'] for x in trials)} passed "
+                      f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
         locs = list(pool.map(localisation, range(args.localisations or args.trials), chunksize=16))
     passed = sum(t["ok"] for t in trials)
     rounds = [loc["rounds"] for loc in locs]

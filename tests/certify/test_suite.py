@@ -159,3 +159,33 @@ def test_every_rack_slow_is_the_configuration():
         node["nvlink_degraded"] = 0.5
     result = certify_racks(nodes)
     assert not result.faults and "mnnvl_all_reduce" in {c.check for c in result.findings.common}
+
+
+def test_the_fakes_link_matrix_is_bounded_by_the_slower_end():
+    nodes = cluster(3)
+    nodes["n01"]["ib_degraded"] = {"mlx5_ib3": 0.6}
+    matrix = fabric.link_matrix(list(nodes.values()), "mlx5_ib3")
+    assert matrix[0][2] == 392.9 and matrix[0][1] == matrix[1][0] == matrix[1][2] == round(392.9 * 0.6, 2)
+    assert fabric.link_matrix(list(nodes.values()), "mlx5_ib0")[0][1] == 392.9
+
+
+def test_a_node_that_does_not_trust_the_launcher_is_not_reached():
+    """The fake's launcher reaches another node only if that node accepts its key (authorized_keys), as ssh
+    does: mpirun fails with ssh's words, and such a round is no evidence about any node."""
+    from types import SimpleNamespace
+
+    from azgpu.testing import certify_sandbox
+
+    backend, vmss = SimpleNamespace(store=SimpleNamespace(fabric={})), {"id": "/x/c1-vmss000", "properties": {}}
+    nodes = cluster(2)
+    launcher, other = nodes["n00"], nodes["n01"]
+    launcher["files"] = {".azgpu-nccl/id_ed25519.pub": "ssh-ed25519 AAAAkey azgpu-nccl\n"}
+    script = ["#!/bin/bash", certify_sandbox.MARKER, "AZGPU_MODE=fabric",
+              "AZGPU_JOBS='0 collective all_reduce 8G 8G 10.0.0.4,10.0.0.5'"]
+    job = certify_sandbox.prepare(backend, launcher, vmss, script,
+                                  lambda: {"10.0.0.4": launcher, "10.0.0.5": other})
+    assert "Permission denied (publickey)" in job["mpi_jobs"]["0"]["text"] and job["mpi_jobs"]["0"]["rc"] == 1
+    other["files"] = {".ssh/authorized_keys": 'from="10.0.0.4" ssh-ed25519 AAAAkey azgpu-nccl\n'}
+    job = certify_sandbox.prepare(backend, launcher, vmss, script,
+                                  lambda: {"10.0.0.4": launcher, "10.0.0.5": other})
+    assert job["mpi_jobs"]["0"]["rc"] == 0 and "float     sum" in job["mpi_jobs"]["0"]["text"]

@@ -105,6 +105,13 @@ def port_share(node: dict, dev: str) -> float:
     return min(1.0, port["rate"] / full) * float((node.get("ib_degraded") or {}).get(dev, 1.0))
 
 
+def link_matrix(nodes: Sequence[dict], dev: str) -> list[list[float]]:
+    """The per-link bandwidth matrix of one port (Gb/s): what ib_write_bw with GPUDirect measures between
+    each two nodes on it, the slower end's link bounding it (0 on the diagonal)."""
+    return [[0.0 if a is b else round(figures(a).port_gbps * min(port_share(a, dev), port_share(b, dev)), 2)
+             for b in nodes] for a in nodes]
+
+
 def node_share(node: dict) -> float:
     return min((port_share(node, p["dev"]) for p in node["ib"]), default=1.0)
 

@@ -72,7 +72,9 @@ def nccl_table(op: str, hosts: list[str], gpus: int, busbw: float, min_bytes: st
 
 def ib_write_bw(device: str, gbps: float | None, gpu_name: str, seconds: int = 5) -> str:
     """ib_write_bw's client report with --use_cuda and -D: the real capture with this port, this GPU and
-    this average; gbps None is a run the link's drop ended (perftest's completion error)."""
+    this average; gbps None is a run the link's drop ended: perftest's completion error, in the words of its
+    NOTIFY_COMP_ERROR_SEND (linux-rdma/perftest src/perftest_resources.h), status 12 being
+    IBV_WC_RETRY_EXC_ERR (transport retries exhausted)."""
     text = template("perftest-ib_write_bw-cuda-client.txt")
     text = text.replace("Device         : mlx5_1", f"Device         : {device}")
     text = text.replace("device name = [NVIDIA A40]", f"device name = [{gpu_name}]")
