@@ -95,7 +95,7 @@ def run(runner: Runner, nodes: Sequence[NodeInfo], plan: SuitePlan, *, reference
 
     def stage(mode: str, label: str, settings: dict) -> dict[str, str]:
         outputs = runner.per_node(mode, nodes, settings)
-        timeline.add(label, {k: v for k, v in outputs.items()})
+        timeline.add(label, outputs)
         texts = {}
         for name in names:
             out = outputs.get(name) or Output(None, error="no answer")

@@ -304,8 +304,7 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
             bad = _bad(domains, results, report)
             if not bad:
                 break
-            vertical = any(d.size.cap("infiniband") and (find_size(d.size.name)[0].vertical_connect or {})
-                           for d in domains.values())
+            vertical = any(d.plan.racks for d in domains.values())
             if not options.replace or vertical:
                 if reporter is not None:
                     reporter.report(bad)
@@ -339,7 +338,12 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
                 fresh = [n for n in again.nodes if n.scale_set == d.vmss.name and n.status == PASSED]
                 if not fresh:
                     continue
-                good = [f for f in d.results[-1].facts if f not in {x.node for x in d.results[-1].faults}]
+                # The nodes that passed before: every node of the scale set the gate passed, but the new ones and
+                # any a certification run still holds faulty.
+                faulty = {f.node for r in d.results for f in r.faults}
+                new_names = {n.computer_name for n in fresh}
+                good = [n.computer_name for n in results.values() if n.scale_set == d.vmss.name and n.status == PASSED
+                        and n.computer_name not in new_names and n.computer_name not in faulty]
                 d.results.append(run_suite(d.runner, _infos(d, fresh), d.plan, reference=_infos_named(d, good),
                                            on_notice=notice))
     finally:
