@@ -150,7 +150,8 @@ def main() -> int:
         print(f"  seed {t['seed']}: missing {t['missing']}, wrongly named {t['wrong']}")
     loc = out["localisation"]
     print(f"localisation: {loc['exact']} of {loc['count']} exact; rounds max {loc['rounds_max']}, mean "
-          f"{loc['rounds_mean']} (bound ceil(log2 {NODES}) + 2 = {loc['bound']}; exhaustive pairing {loc['exhaustive']})")
+          f"{loc['rounds_mean']} "
+          f"(bound ceil(log2 {NODES}) + 2 = {loc['bound']}; exhaustive pairing {loc['exhaustive']})")
     if args.fake:
         fake = through_the_fake()
         out["fake_64_standard"] = fake

@@ -30,7 +30,8 @@ def run_step(tmp_path, mode: str, settings: dict, tools=(), files=()) -> tuple[s
 
 def test_the_body_is_the_script_with_its_settings_quoted(tmp_path):
     b = body("dcgm", {"AZGPU_DCGM_LEVEL": 2, "AZGPU_JOBS": "1 a; rm -rf /"})
-    assert b["commandId"] == "RunShellScript" and b["script"][:3] == ["#!/bin/bash", node_step.MARKER, "AZGPU_MODE=dcgm"]
+    assert b["commandId"] == "RunShellScript"
+    assert b["script"][:3] == ["#!/bin/bash", node_step.MARKER, "AZGPU_MODE=dcgm"]
     assert "AZGPU_JOBS='1 a; rm -rf /'" in b["script"]
     with pytest.raises(ValueError):
         body("dcgm", {"PATH": "/tmp"})

@@ -10,6 +10,7 @@ from deploy_support import RG, assert_cli_error, request
 from azgpu.deploy import CertifyOptions, CreateOptions, create
 
 H100 = "Standard_ND96isr_H100_v5"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg t"
 
 
 def test_dry_run_of_a_size_prints_gpu_hours_and_the_stages(run, monkeypatch):
@@ -27,7 +28,7 @@ def test_dry_run_of_a_size_prints_gpu_hours_and_the_stages(run, monkeypatch):
 
 def test_dry_run_of_a_simulated_cluster_prices_it_at_the_retail_price(sim, session, azure):
     assert sim("create", "--profile", "nd-h100-v5", "-n", "c1", "-g", RG, "-l", "eastus", "--nodes", "4",
-               "--ssh-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg t")[0] == 0
+               "--ssh-key", KEY)[0] == 0
     rc, out, err = sim("certify", "--dry-run", "-n", "c1", "-g", RG, "--level", "quick")
     assert rc == 0, err
     data = json.loads(out)
@@ -53,10 +54,11 @@ def test_bad_input_exits_2_before_anything_runs(run):
 
 def test_simulate_fault_refuses_a_bad_certification_fault(sim, run, state_file):
     assert sim("create", "--profile", "nd-h100-v5", "-n", "c1", "-g", RG, "-l", "eastus", "--nodes", "2",
-               "--ssh-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg t")[0] == 0
+               "--ssh-key", KEY)[0] == 0
     for flag, value in (("--ib-degraded", "mlx5_ib9:0.5"), ("--ib-degraded", "mlx5_ib1:1.5"),
                         ("--gpu-throttle", "9:60"), ("--transient", "0"), ("--nvlink-degraded", "0.5")):
-        rc, out, err = run("simulate", "fault", "-n", "c1", "--instance", "0", flag, value, "--simulate-state", state_file)
+        rc, out, err = run("simulate", "fault", "-n", "c1", "--instance", "0", flag, value,
+                           "--simulate-state", state_file)
         assert rc == 2 and "INVALID_FAULT" in err and "Traceback" not in err, (flag, value, err)
     rc, out, err = run("simulate", "fault", "-n", "c1", "--instance", "0", "--ib-degraded", "mlx5_ib3:0.6",
                        "--gpu-throttle", "2:60", "--ib-flapping", "mlx5_ib1:20", "--transient", "1",

@@ -98,6 +98,20 @@ def test_a_fault_every_node_shares_is_reported_nowhere_and_replaces_nothing(h100
     assert h100.impacts() == []
 
 
+def test_a_fault_that_follows_its_replacement_stops_replacing_as_the_gate_does(h100, session):
+    """health_gate.replacement_stop decides for certify too: a replacement on a new host that shows the
+    finding of the node it replaced points at the image or the configuration, so nothing more is deleted
+    (the old loop replaced until max_rounds)."""
+    h100.make_unhealthy(computer(h100, "3"), gpu_throttle="2:60")
+    h100.unhealthy_next(3, gpu_throttle="2:60")
+    before = len(h100.requests)
+    done = certify(session, "c1", RG, CertifyOptions(replace=True, max_rounds=3))
+    record = done.as_dict()
+    deletes = [r for r in h100.requests[before:] if r.method == "POST" and r.path.endswith("/delete")]
+    assert len(deletes) == 1 and len(record["replaced"]) == 1
+    assert "followed them to new hosts" in record["stopped"] and not done.certified
+
+
 def test_the_fakes_dcgm_answer_validates_against_nvidias_schema(h100, session):
     """NVIDIA's schema of dcgmi diag -j (DCGM 4): what the fake prints is what DCGM documents."""
     from azgpu.testing import fabric

@@ -39,8 +39,9 @@ from ..profiles import Figure, Size, find_size, load_profile
 from ..racks import fabric_domain, fabric_of
 from .arm import to_azure_error
 from .ghr import Reporter
-from .health_gate import HealthReport, _ips, _replace, check, validate_options
+from .health_gate import HealthReport, _ips, check, replacement_stop, signature, validate_options
 from .interface import CertifyOptions, CertifyResult
+from .nodes import delete_instances, set_capacity
 from .run_command import Instance, Unreachable, _run, check_node_raw, list_instances
 
 KEY_HOURS = 8  # the launcher's key is accepted this long at most, whatever happens to the clean-up
@@ -293,6 +294,8 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
     figures: dict[str, dict] = {}
     replaced: list[dict[str, Any]] = []
     stopped = None
+    checked: list[NodeResult] = list(report.nodes)  # the nodes the last round checked
+    previous: set = set()  # the signatures of the nodes the last round replaced
     try:
         for d in domains.values():
             figures[d.size.name] = {k: _figure_dict(f) for k, f in d.size.certify.items()}
@@ -311,19 +314,22 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
                 if vertical and options.replace:
                     stopped = "NVL72 racks are kept whole: the faulty nodes were reported, none was deleted"
                 break
-            if rounds >= options.max_rounds:
-                stopped = f"still faulty after {options.max_rounds} replacement round(s)"
-                break
-            if len(bad) == len(report.nodes):
-                stopped = "every node is faulty: that points at the image or the configuration; none was replaced"
+            # The gate's own rules for when replacing stops (health_gate.replacement_stop): the finding followed the
+            # replacements to new hosts, the rounds are used up, or every node the last round checked is faulty.
+            by_id = {n.resource_id.lower(): n for n in bad}
+            stopped = replacement_stop([by_id.get(n.resource_id.lower(), n) for n in checked], bad, previous,
+                                       rounds + 1, options.max_rounds)
+            if stopped:
                 break
             rounds += 1
+            previous = {signature(n) for n in bad}
             hooks = [h for h in (reporter, options.before_delete) if h is not None]
             for hook in hooks:
                 hook(list(bad))  # while the VMs still exist: Guest Health Reporting first
             new = _replace(session, resource_group, bad, report)
             notice(f"certify: replaced {len(bad)} node(s) (round {rounds}); certifying the new one(s)")
             again = check(session, name, resource_group, dataclasses.replace(node, nccl=False), instances=new)
+            checked = list(again.nodes)
             for old in bad:
                 replaced.append({"round": rounds, "node": old.computer_name, "scale_set": old.scale_set,
                                  "physical_host": old.physical_host, "summary": old.summary(),
@@ -356,6 +362,31 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
     record = _record(name, resource_group, lv.name, domains, results, reporter, replaced, figures, gate_seconds,
                      started, stopped)
     return CertifyResult(name, resource_group, record)
+
+
+def _replace(session, resource_group: str, bad: list[NodeResult], report: HealthReport) -> set[str]:
+    """Delete the faulty instances and grow each scale set back to the capacity the gate saw, through the
+    node verbs azgpu.deploy exports (nodes.py: one delete request per scale set; a request that would leave
+    a vertical-connect scale set off whole racks is refused there, before it is sent); the new instances'
+    resource ids."""
+    by_set: dict[str, list[str]] = {}
+    for node in bad:
+        by_set.setdefault(node.scale_set, []).append(node.instance_id)
+    sets = {s["name"]: s for s in report.scale_sets}
+    for name, ids in by_set.items():
+        delete_instances(session, resource_group, name, ids)
+    for name in by_set:
+        set_capacity(session, resource_group, name, int(sets[name]["capacity"]))
+    new: set[str] = set()
+    try:
+        for name in by_set:
+            before = set(sets[name]["instances"])
+            vmss = resource_types.VMSS.get(session, resource_group, name)
+            new |= {i.resource_id.lower() for i in list_instances(session, resource_group, vmss)
+                    if i.instance_id not in before}
+    except Exception as exc:
+        raise to_azure_error(exc, "reading the replacement nodes") from None
+    return new
 
 
 def _domains(session, resource_group: str, name: str, report: HealthReport, options: CertifyOptions, lv) -> dict:
