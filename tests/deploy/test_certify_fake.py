@@ -112,6 +112,32 @@ def test_a_fault_that_follows_its_replacement_stops_replacing_as_the_gate_does(h
     assert "followed them to new hosts" in record["stopped"] and not done.certified
 
 
+@pytest.mark.slow  # 36 nodes created and certified through the fake: about 35 s of CPU
+def test_on_nvl72_sizes_a_faulty_node_is_reported_then_its_whole_rack_replaced_and_certified(azure, session):
+    """ND GB300 v6: Azure creates and shrinks these scale sets only in whole racks of 18 (facts §14.1), so
+    a faulty node's rack is replaced whole, through nodes.delete_instances, after the report."""
+    azure.set_quota("eastus", "standardNDISRGB300V6Family", limit=54 * 128)
+    azure.set_quota("eastus", "cores", limit=54 * 128)
+    create(session, request("nd-gb300-v6", nodes=36, ephemeral_os_disk=True), CreateOptions())
+    vmss = "/".join(["", "subscriptions", azure.subscription_id, "resourceGroups", RG, "providers",
+                     "Microsoft.Compute", "virtualMachineScaleSets", "c1-vmss000"])
+    hot = azure.get(f"{vmss}/virtualMachines/20")["properties"]["osProfile"]["computerName"]  # the second rack
+    azure.make_unhealthy(hot, ib_degraded="mlx5_ib1:0.6")
+    before = len(azure.requests)
+    done = certify(session, "c1", RG, CertifyOptions(level="quick", replace=True,
+                                                     report=ReportOptions(report_to_azure=True, insight_timeout=0)))
+    record = done.as_dict()
+    assert f"{hot}:mlx5_ib1" in {f["subject"] for f in record["faults"]}, record.get("stopped")
+    order = [(r.method, r.path.lower(), json.dumps(r.body or {})) for r in azure.requests[before:]]
+    put = next(i for i, (m, p, _) in enumerate(order) if m == "PUT" and "/workloadimpacts/" in p)
+    (delete,) = [i for i, (m, p, _) in enumerate(order) if m == "POST" and p.endswith("/delete")]
+    assert put < delete and len(json.loads(order[delete][2])["instanceIds"]) == 18
+    assert azure.get(vmss)["sku"]["capacity"] == 36
+    assert len(record["replaced"]) == 18
+    assert [r["node"] for r in record["replaced"] if "rack of" not in r["summary"]] == [hot]
+    assert done.certified, record.get("stopped")
+
+
 def test_the_fakes_dcgm_answer_validates_against_nvidias_schema(h100, session):
     """NVIDIA's schema of dcgmi diag -j (DCGM 4): what the fake prints is what DCGM documents."""
     from azgpu.testing import fabric

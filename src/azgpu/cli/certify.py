@@ -38,7 +38,8 @@ def certify_options(fn):
                      help="quick: dcgmi diag -r 1, one round of pairs, one all_reduce; standard: -r 2, a 120 s "
                           "thermal run, all_reduce and all_to_all to 16 GiB; extended: -r 3, 900 s under load."),
         click.option("--replace", is_flag=True,
-                     help="Replace the nodes proven faulty (not on NVL72 sizes) and certify the replacements."),
+                     help="Replace the nodes proven faulty (a faulty node's whole rack on NVL72 sizes) and certify the "
+                          "replacements."),
         click.option("--max-rounds", "certify_max_rounds", type=int, default=MAX_ROUNDS, show_default=True,
                      help="Replacement rounds at most."),
         click.option("--report-to-azure", is_flag=True,

@@ -9,8 +9,10 @@ removed afterwards). Every fault the suite attributes to hardware becomes the no
 with reporting asked for, Guest Health Reporting files it with the measurement as evidence (ghr.py)
 while the VM exists; with replacing asked for, the node is then deleted and the scale set grown back
 (health_gate's replacement), and the new node is certified against the nodes that passed. Findings that
-could be the image's or the configuration's are never reported or replaced. NVL72 sizes are kept in
-whole racks: their faulty nodes are reported, never deleted one by one (rack_gate.py).
+could be the image's or the configuration's are never reported or replaced; replacing stops by the gate's
+rules (health_gate.replacement_stop). Nodes go through azgpu.deploy's node verbs (nodes.py). NVL72 sizes
+are kept in whole racks: a faulty node's rack (as rack_gate.measure names it) is replaced whole, never
+one node of it; a rack that cannot be named whole is reported and kept.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..health.trust import valid_nccl_pubkey
 from ..profiles import Figure, Size, find_size, load_profile
 from ..racks import fabric_domain, fabric_of
 from .arm import to_azure_error
+from . import rack_gate
 from .ghr import Reporter
 from .health_gate import HealthReport, _ips, check, replacement_stop, signature, validate_options
 from .interface import CertifyOptions, CertifyResult
@@ -307,12 +310,14 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
             bad = _bad(domains, results, report)
             if not bad:
                 break
-            vertical = any(d.plan.racks for d in domains.values())
-            if not options.replace or vertical:
+            doomed, whole = bad, None
+            if options.replace and any(d.plan.racks for d in domains.values()):
+                doomed, whole = _racks_of(session, name, resource_group, results, bad, domains)
+            if not options.replace or not doomed:
                 if reporter is not None:
                     reporter.report(bad)
-                if vertical and options.replace:
-                    stopped = "NVL72 racks are kept whole: the faulty nodes were reported, none was deleted"
+                if options.replace:
+                    stopped = f"{whole}: nothing was deleted"
                 break
             # The gate's own rules for when replacing stops (health_gate.replacement_stop): the finding followed the
             # replacements to new hosts, the rounds are used up, or every node the last round checked is faulty.
@@ -326,13 +331,16 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
             hooks = [h for h in (reporter, options.before_delete) if h is not None]
             for hook in hooks:
                 hook(list(bad))  # while the VMs still exist: Guest Health Reporting first
-            new = _replace(session, resource_group, bad, report)
-            notice(f"certify: replaced {len(bad)} node(s) (round {rounds}); certifying the new one(s)")
+            new = _replace(session, resource_group, doomed, report)
+            notice(f"certify: replaced {len(doomed)} node(s) (round {rounds}); certifying the new one(s)")
             again = check(session, name, resource_group, dataclasses.replace(node, nccl=False), instances=new)
             checked = list(again.nodes)
-            for old in bad:
+            faulty_names = {n.computer_name: n for n in bad}
+            for old in doomed:
+                why = (faulty_names[old.computer_name].summary() if old.computer_name in faulty_names else
+                       f"in the NVL72 rack of {whole}: Azure keeps these scale sets in whole racks")
                 replaced.append({"round": rounds, "node": old.computer_name, "scale_set": old.scale_set,
-                                 "physical_host": old.physical_host, "summary": old.summary(),
+                                 "physical_host": old.physical_host, "summary": why,
                                  "by": [n.computer_name for n in again.nodes if n.scale_set == old.scale_set]})
                 results.pop(old.resource_id.lower(), None)
             for n in again.nodes:
@@ -362,6 +370,33 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
     record = _record(name, resource_group, lv.name, domains, results, reporter, replaced, figures, gate_seconds,
                      started, stopped)
     return CertifyResult(name, resource_group, record)
+
+
+def _racks_of(session, name: str, resource_group: str, results: dict[str, NodeResult], bad: list[NodeResult],
+              domains: dict) -> tuple[list[NodeResult], str]:
+    """On NVL72 sizes, the nodes to replace: every node of each rack holding a faulty one (Azure creates and
+    shrinks these scale sets only in whole racks, facts §14.1; nodes.delete_instances refuses anything else),
+    and the faulty nodes' names. ([], why) when a rack cannot be named whole: it is short, or the nodes'
+    NVLink domain disagrees with Azure's interconnect subgroup (rack_gate.measure) - then nothing is deleted."""
+    per_rack = {d.vmss.name: int(find_size(d.size.name)[0].vertical_connect["rack"]) for d in domains.values()
+                if d.plan.racks}
+    sick = {n.computer_name for n in bad}
+    names = ", ".join(sorted(sick))
+    by_name = {n.computer_name: n for n in results.values()}
+    doomed: list[NodeResult] = []
+    for scale_set, size in per_rack.items():
+        nodes = [n for n in results.values() if n.scale_set == scale_set]
+        for rack in rack_gate.measure(session, name, resource_group, nodes, size):
+            if not sick & set(rack["nodes"]):
+                continue
+            if len(rack["nodes"]) != size or rack.get("agrees_with_azure") is False:
+                why = (f"{len(rack['nodes'])} of {size} VMs" if len(rack["nodes"]) != size else
+                       "its nodes' NVLink domain disagrees with Azure's interconnect subgroup")
+                return [], f"rack {rack['name']} of {names} is not a whole rack azgpu can name ({why})"
+            doomed += [by_name[h] for h in rack["nodes"]]
+    if sick - {n.computer_name for n in doomed}:  # a faulty node of a scale set without racks
+        doomed += [n for n in bad if n.computer_name not in {d.computer_name for d in doomed}]
+    return doomed, names
 
 
 def _replace(session, resource_group: str, bad: list[NodeResult], report: HealthReport) -> set[str]:

@@ -73,11 +73,11 @@ class CertifyOptions:
     """`provision certify` (and `create --certify`): burn the cluster in, name the bad node, link or rack.
 
     level: quick | standard | extended (azgpu.certify.levels). replace: replace the nodes proven faulty
-    (never on NVL72 sizes, which Azure keeps in whole racks) for at most max_rounds rounds, certifying each
-    replacement. node: how each node is reached, as `provision check`. report: Guest Health Reporting of
-    the faults before their nodes are deleted. seed: the order of the pairs (default: from the cluster's
-    name, so a re-run tests the same pairs). Hooks: on_notice(message); before_delete(nodes) while the
-    faulty VMs still exist.
+    (on NVL72 sizes, which Azure keeps in whole racks, each faulty node's whole rack) for at most max_rounds
+    rounds, certifying each replacement. node: how each node is reached, as `provision check`. report:
+    Guest Health Reporting of the faults before their nodes are deleted. seed: the order of the pairs
+    (default: from the cluster's name, so a re-run tests the same pairs). Hooks: on_notice(message);
+    before_delete(nodes) while the faulty VMs still exist.
     """
 
     level: str = "standard"
