@@ -121,3 +121,55 @@ def test_pages_of_another_output_or_a_wrong_digest_are_refused():
     same = read(verdict_line(bytes=2701, pages=2, sha256="0" * 64, page=1))
     with pytest.raises(NodeOutputError, match="not the output"):
         assemble(first, [same])
+
+
+# ---- the fake's stub tools answer what the command line asks, as the real tools do
+
+
+def _sandboxed(mode: str, settings: dict, script_edit=None, **fault):
+    from azgpu.testing import certify_sandbox, fabric, hardware
+
+    node = fabric.make_node("n0", "Standard_ND96isr_H100_v5", 0)
+    if fault:
+        hardware.apply_fault(node, **fault)
+    script = body(mode, {"AZGPU_RUN": "run-00000009", "AZGPU_EXPECT_GPUS": 8, "AZGPU_ADMIN_USER": "azureuser",
+                         **settings})["script"]
+    if script_edit:
+        script = [script_edit(line) for line in script]
+    vmss = {"id": "/x", "properties": {}}
+    job = certify_sandbox.prepare(None, node, vmss, script, lambda: {})
+    out, _, _ = certify_sandbox.execute(job)
+    return read(out)
+
+
+def _loopback_busbw(verdict) -> float:
+    from azgpu.certify import nccl_tests
+
+    assert verdict.ok and verdict.pages == 1, verdict
+    return nccl_tests.parse(verdict.output.decode()).busbw
+
+
+def test_the_loopback_sees_a_degraded_port_only_with_nvlink_and_shared_memory_off(tmp_path):
+    """NCCL's Environment Variables (NVIDIA NCCL user guide): NCCL_P2P_DISABLE turns off the NVLink/PCI
+    transport and NCCL_SHM_DISABLE the shared-memory one; only then does NCCL carry one node's traffic over
+    its InfiniBand ports. The fake's mpirun answers so: the same step with either flag removed from the
+    script measures the node's inside and misses the port (this fails if the fake ignores the flags)."""
+    degraded = _loopback_busbw(_sandboxed("loopback", {}, ib_degraded="mlx5_ib3:0.6"))
+    healthy = _loopback_busbw(_sandboxed("loopback", {}))
+    assert degraded < 0.9 * healthy
+    for flag in ("-x NCCL_P2P_DISABLE=1 ", "-x NCCL_SHM_DISABLE=1 "):
+        inside = _loopback_busbw(_sandboxed("loopback", {}, lambda line, f=flag: line.replace(f, ""),
+                                            ib_degraded="mlx5_ib3:0.6"))
+        assert inside > 0.97 * healthy
+
+
+def test_dcgmi_runs_the_level_the_step_asks_and_answers_json_only_with_j(tmp_path):
+    """dcgmi diag -r N -j (NVIDIA DCGM user guide): the fake answers the level on the command line; a script
+    that ran another level, or dropped -j, gets no document azgpu could misread as the one asked for."""
+    three = _sandboxed("dcgm", {"AZGPU_DCGM_LEVEL": 3})
+    assert three.ok and three.exit == 0 and three.output.lstrip().startswith(b"{")
+    wrong = _sandboxed("dcgm", {"AZGPU_DCGM_LEVEL": 3}, lambda line: line.replace('-r "$AZGPU_DCGM_LEVEL"', "-r 2"))
+    assert wrong.exit == 1 and not wrong.output.startswith(b"{")
+    plain = _sandboxed("dcgm", {"AZGPU_DCGM_LEVEL": 2},
+                       lambda line: line.replace('"$AZGPU_DCGM_LEVEL" -j', '"$AZGPU_DCGM_LEVEL"'))
+    assert plain.exit == 1 and not plain.output.startswith(b"{")

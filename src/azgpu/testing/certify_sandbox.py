@@ -79,8 +79,14 @@ def prepare(backend, node: dict, vmss: dict, script: list[str], nodes_by_ip) -> 
         files[f"{OUTDIR}/{rel}"] = content
     _ports(job, node)
     if mode == "dcgm":
-        text, seconds = fabric.dcgm(node, int(s.get("AZGPU_DCGM_LEVEL", "2") or 2))
-        stubs["dcgmi"] = _tool(text, seconds)
+        level = int(s.get("AZGPU_DCGM_LEVEL", "2") or 2)
+        text, seconds = fabric.dcgm(node, level)
+        # dcgmi prints JSON only with -j, and runs the level its -r names (NVIDIA DCGM user guide, "dcgmi diag"):
+        # the model answers the level the step asked for, so a command line that runs another one, or no JSON,
+        # gets DCGM's refusal instead of a document azgpu would misread.
+        stubs["dcgmi"] = _tool(text, seconds, require=("diag", f"-r {level}", "-j"),
+                               otherwise=_tool("Error: the fake's dcgmi answers 'dcgmi diag -r N -j' for the level the "
+                                               "step asked\n", 1, rc=1))
     elif mode == "thermal":
         seconds, every = int(s.get("AZGPU_THERMAL_SECONDS") or 120), int(s.get("AZGPU_THERMAL_SAMPLE") or 15)
         raw = fabric.thermal(node, seconds, every)
@@ -99,7 +105,13 @@ def prepare(backend, node: dict, vmss: dict, script: list[str], nodes_by_ip) -> 
         job["counters"] = raw["before"]
         after = "".join(f"echo {n} >\"$AZGPU_ROOT/sys/class/infiniband/{dev}/ports/1/counters/link_downed\"\n"
                         for dev, n in raw["after"].items())
-        stubs["mpirun"] = _tool(raw["text"], raw["seconds"], extra=after)
+        # NCCL uses the InfiniBand ports between a node's own GPUs only with both the P2P (NVLink/PCI) and the
+        # shared-memory transports disabled (NVIDIA NCCL user guide, Environment Variables: NCCL_P2P_DISABLE,
+        # NCCL_SHM_DISABLE); otherwise the traffic stays inside the node and the ports' faults do not show.
+        inside = fabric.loopback_inside(node, rng, s.get("AZGPU_NCCL_MIN", "8G"), s.get("AZGPU_NCCL_MAX", "16G"))
+        stubs["mpirun"] = _tool(raw["text"], raw["seconds"], extra=after,
+                                require=("NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"),
+                                otherwise=_tool(inside, raw["seconds"]))
         files["/opt/nccl-tests/build/all_reduce_perf"] = "#!/bin/bash\nexit 0\n"
     elif mode == "ibpair":
         _ibpair(job, node, s, nodes_by_ip, rng)
@@ -121,8 +133,12 @@ def _ports(job: dict, node: dict) -> None:
     job["counters"] = {p["dev"]: int((node.get("link_downed") or {}).get(p["dev"], 0)) for p in node["ib"]}
 
 
-def _tool(text: str, seconds: float, extra: str = "", rc: int = 0) -> dict:
-    return {"text": text, "seconds": int(round(seconds)), "extra": extra, "rc": rc}
+def _tool(text: str, seconds: float, extra: str = "", rc: int = 0, require: tuple[str, ...] = (),
+          otherwise: dict | None = None) -> dict:
+    """A stub tool's answer. require: phrases (whole words) its command line must each hold, else it answers
+    `otherwise`."""
+    return {"text": text, "seconds": int(round(seconds)), "extra": extra, "rc": rc, "require": list(require),
+            "otherwise": otherwise}
 
 
 def _ibpair(job: dict, node: dict, s: dict[str, str], nodes_by_ip, rng: random.Random) -> None:
@@ -216,7 +232,14 @@ def execute(job: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
 
 def _tool_script(tool: dict, tick, box: Sandbox) -> str:
     out = box._saved(tool["text"])
-    return (f"#!/bin/bash\ncat {shlex.quote(str(out))}\n{tool['extra']}"
+    head = ""
+    if tool.get("require") and tool.get("otherwise"):
+        alt = tool["otherwise"]
+        refuse = (f"cat {shlex.quote(str(box._saved(alt['text'])))}; {shlex.quote(str(tick))} atleast "
+                  f"{alt['seconds']}; exit {alt['rc']}")
+        head = "".join(f'case " $* " in\n  *{shlex.quote(" " + phrase + " ")}*) ;;\n  *) {refuse} ;;\nesac\n'
+                       for phrase in tool["require"])
+    return (f"#!/bin/bash\n{head}cat {shlex.quote(str(out))}\n{tool['extra']}"
             f"{shlex.quote(str(tick))} atleast {tool['seconds']}\nexit {tool['rc']}\n")
 
 

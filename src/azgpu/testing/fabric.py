@@ -216,6 +216,14 @@ def loopback(node: dict, rng: random.Random, min_bytes: str, max_bytes: str) -> 
     return {"text": text, "before": before, "after": after, "seconds": LOOPBACK_SECONDS}
 
 
+def loopback_inside(node: dict, rng: random.Random, min_bytes: str, max_bytes: str) -> str:
+    """The same all_reduce with NCCL's P2P or shared-memory transport left on: the GPUs talk inside the node,
+    so the ports' faults (degraded, flapping) do not show; its own time is not modelled apart."""
+    busbw = round(figures(node).loopback * _noise(rng), 2)
+    return tool_output.nccl_table("all_reduce", [node["computer"]], len(present(node)), busbw, min_bytes, max_bytes,
+                                  gpu_name(node))
+
+
 def collective(nodes: Sequence[dict], op: str, fabric: str, min_bytes: str, max_bytes: str,
                rng: random.Random, fabric_share: float = 1.0) -> tuple[str, float]:
     f = figures(nodes[0])
@@ -252,8 +260,8 @@ def ibpair(a: dict, b: dict, rng: random.Random) -> tuple[dict[str, str], float]
 
 # ------------------------------------------------------------------------------ as the node script returns it
 
-_NCCL_LINES = re.compile(r"(?m)^(?: *\d+ +\d+ +[A-Za-z]|.*NCCL version|# (?:nThread|Collective test|Out of bounds|Avg bus))"
-                         r".*\n?")
+_NCCL_LINES = re.compile(r"(?m)^(?: *\d+ +\d+ +[A-Za-z]|.*NCCL version"
+                         r"|# (?:nThread|Collective test|Out of bounds|Avg bus)).*\n?")
 _PERFTEST_LINES = re.compile(r"(?m)^(?: *#bytes|.*Device *:| *\d+ +\d+ +[\d.]+ +[\d.]+|.*initializing CUDA"
                              r"|.*device name =|.*Couldn.t|.*Failed|.*[Ee]rror).*\n?")
 _SAMPLE_LINES = re.compile(r"(?m)^(?:GPU |.*Clocks (?:Event|Throttle) Reasons|.*Slowdown).*\n?")
