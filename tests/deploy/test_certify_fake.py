@@ -138,6 +138,31 @@ def test_on_nvl72_sizes_a_faulty_node_is_reported_then_its_whole_rack_replaced_a
     assert done.certified, record.get("stopped")
 
 
+def test_the_certificate_names_versions_and_the_chart_shows_the_slow_node(h100, session):
+    """The certificate's table and chart: one row and one bar per node, the faulty node marked in the
+    terminal and red in the SVG (which is well-formed XML, names escaped), the floor drawn."""
+    from xml.etree import ElementTree
+
+    from azgpu.certify import certificate, chart
+
+    slow = computer(h100, "2")
+    h100.make_unhealthy(slow, ib_degraded="mlx5_ib5:0.6")
+    record = certify(session, "c1", RG, CertifyOptions(level="quick")).as_dict()
+    rows = certificate.table(record)["nodes"]
+    assert len(rows) == 6 and {r["status"] for r in rows if r["node"] == slow} != {"certified"}
+    lines = chart.terminal(record).splitlines()
+    assert lines[0].startswith("loopback_busbw per node (GB/s)") and len(lines) == 7
+    marked = [line.split()[0] for line in lines[1:] if "<-" in line]
+    assert marked == [slow]
+    bars = {line.split()[0]: line.split()[1].count("#") for line in lines[1:]}
+    assert bars[slow] < min(n for name, n in bars.items() if name != slow)
+    record["cluster"] = "<c1&>"  # a name is text in the SVG, never markup
+    root = ElementTree.fromstring(chart.svg(record))
+    rects = root.findall("{http://www.w3.org/2000/svg}rect")
+    assert len(rects) == 6 and [r.get("fill") for r in rects].count("#d33") == 1
+    assert "<c1&>" in "".join(root.itertext())
+
+
 def test_the_fakes_dcgm_answer_validates_against_nvidias_schema(h100, session):
     """NVIDIA's schema of dcgmi diag -j (DCGM 4): what the fake prints is what DCGM documents."""
     from azgpu.testing import fabric
