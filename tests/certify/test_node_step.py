@@ -173,3 +173,15 @@ def test_dcgmi_runs_the_level_the_step_asks_and_answers_json_only_with_j(tmp_pat
     plain = _sandboxed("dcgm", {"AZGPU_DCGM_LEVEL": 2},
                        lambda line: line.replace('"$AZGPU_DCGM_LEVEL" -j', '"$AZGPU_DCGM_LEVEL"'))
     assert plain.exit == 1 and not plain.output.startswith(b"{")
+
+
+def test_the_nccl_version_is_read_only_where_nccl_debug_asks_nccl_to_print_it(tmp_path):
+    """NCCL prints "NCCL version X" with NCCL_DEBUG=VERSION (NCCL user guide, Environment Variables); the
+    loopback passes it so that the certificate names the NCCL the image ran. Without the flag the fake's
+    NCCL says nothing, as the real one does."""
+    from azgpu.certify import nccl_tests
+
+    with_flag = _sandboxed("loopback", {})
+    assert nccl_tests.parse(with_flag.output.decode()).nccl_version == "2.23.4"
+    without = _sandboxed("loopback", {}, lambda line: line.replace("-x NCCL_DEBUG=VERSION ", ""))
+    assert nccl_tests.parse(without.output.decode()).nccl_version is None

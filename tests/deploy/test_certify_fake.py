@@ -42,6 +42,8 @@ def test_a_healthy_cluster_is_certified_with_every_figure_and_its_source(h100, s
     versions = record["versions"]
     assert versions["driver"][0]["value"] == "570.133.20" and versions["driver"][0]["nodes"] == 6
     assert versions["hca_fw"][0]["value"] == "28.43.1014" and "dcgm" in versions
+    assert versions["nccl"] == [{"value": "2.23.4", "nodes": 6, "example": versions["nccl"][0]["example"]}]
+    assert "image" in versions
     stages = [s["stage"] for s in record["timeline"]["critical_path"]]
     assert stages[:3] == ["health gate", "dcgmi diag -r 1", "nvbandwidth"]
 

@@ -194,6 +194,8 @@ def judge_loopback(findings: Findings, node: str, text: str, figure: Figure | No
         unreadable(findings, node, "loopback", f"the loopback all_reduce's output does not read: {exc}")
         return
     facts.values["loopback_busbw"] = run.busbw
+    if run.nccl_version:  # the NCCL the image's nccl-tests ran with (its "NCCL version" line), for the certificate
+        facts.versions["nccl"] = run.nccl_version
     m = Measurement(node, "loopback_busbw", run.busbw, "GB/s", figure,
                     detail=f"all_reduce_perf on {run.ranks or '?'} GPUs over InfiniBand only (NCCL_P2P_DISABLE=1), "
                            f"{run.largest.size} bytes" + (f", {run.wrong} wrong values" if run.wrong else ""))

@@ -173,7 +173,8 @@ loopback() {
     chmod 644 "$WORK/hosts"
     counters before >"$WORK/out"
     AZGPU_JOB=loopback mpi "${AZGPU_STEP_TIMEOUT:-900}" "$AZGPU_EXPECT_GPUS" "$WORK/hosts" -x LD_LIBRARY_PATH \
-        -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 "${args[@]+"${args[@]}"}" "$exe" -b "${AZGPU_NCCL_MIN:-8G}" \
+        -x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_DEBUG=VERSION "${args[@]+"${args[@]}"}" "$exe" \
+        -b "${AZGPU_NCCL_MIN:-8G}" \
         -e "${AZGPU_NCCL_MAX:-16G}" -f 2 -g 1 -c 0 -n "${AZGPU_NCCL_ITERS:-20}" 2>&1 | nccl_lines >>"$WORK/out"
     rc=${PIPESTATUS[0]}
     counters after >>"$WORK/out"

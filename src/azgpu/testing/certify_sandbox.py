@@ -109,7 +109,10 @@ def prepare(backend, node: dict, vmss: dict, script: list[str], nodes_by_ip) -> 
         # shared-memory transports disabled (NVIDIA NCCL user guide, Environment Variables: NCCL_P2P_DISABLE,
         # NCCL_SHM_DISABLE); otherwise the traffic stays inside the node and the ports' faults do not show.
         inside = fabric.loopback_inside(node, rng, s.get("AZGPU_NCCL_MIN", "8G"), s.get("AZGPU_NCCL_MAX", "16G"))
-        stubs["mpirun"] = _tool(raw["text"], raw["seconds"], extra=after,
+        # NCCL prints its "NCCL version" line only when NCCL_DEBUG asks for it (VERSION, or INFO; NCCL user
+        # guide, Environment Variables: NCCL_DEBUG), so the certificate's NCCL version needs the flag.
+        text = raw["text"] if _nccl_debug(script) else _VERSION_LINE.sub("", raw["text"])
+        stubs["mpirun"] = _tool(text, raw["seconds"], extra=after,
                                 require=("NCCL_P2P_DISABLE=1", "NCCL_SHM_DISABLE=1"),
                                 otherwise=_tool(inside, raw["seconds"]))
         files["/opt/nccl-tests/build/all_reduce_perf"] = "#!/bin/bash\nexit 0\n"
@@ -121,6 +124,14 @@ def prepare(backend, node: dict, vmss: dict, script: list[str], nodes_by_ip) -> 
     job["stubs"]["runuser"] = RUNUSER
     job["gpus"] = gpus
     return job
+
+
+_VERSION_LINE = re.compile(r"(?m)^NCCL version .*\n?")
+
+
+def _nccl_debug(script: list[str]) -> bool:
+    """Whether the step's mpirun passes NCCL_DEBUG=VERSION or INFO (read from the script as written)."""
+    return any(re.search(r"-x NCCL_DEBUG=(?:VERSION|INFO)\b", line) for line in script)
 
 
 def _identity(node: dict) -> dict:
