@@ -21,6 +21,9 @@ COMMANDS = {
     "images list": ["images", "list", "-o", "yaml"],
     "simulate --help": ["simulate", "--help"],
     "list --help": ["list", "--help"],
+    "certify --dry-run --size": ["certify", "--dry-run", "--size", "Standard_ND96isr_H100_v5", "--nodes", "64",
+                                 "--level", "extended"],
+    "certify --help": ["certify", "--help"],
 }
 
 PROBE = """

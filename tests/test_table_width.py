@@ -51,6 +51,8 @@ SESSION: list[tuple[tuple[str, ...], int]] = [
     (("simulate", "rack", "-n", "rack01", "--fabric-incomplete", "rack01-000-000002"), 0),
     (("check", *GB, *SIM), 1),
     (("report", *H100, *SIM, "--yes"), 0),
+    (("certify", *H100, *SIM, "--level", "quick"), 1),
+    (("certify", "--dry-run", "--size", "Standard_ND96isr_H100_v5", "--nodes", "64"), 0),
     (("reports", "-g", "wide-rg", *SIM), 0),
     (("simulate", "quota", "list", "-l", "eastus"), 0),
     (("simulate", "quota", "set", "-l", "eastus", "--name", "cores", "--limit", "60000"), 0),

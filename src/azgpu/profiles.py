@@ -48,8 +48,8 @@ SIZE_NUMBERS = (
     "ib_ports",
     "ib_rate_gbps",
 )
-SIZE_KEYS = {"name", "aliases", "source", "gpu_model", "gpu_fraction", "nvme", "notes", "health", *SIZE_NUMBERS,
-             *CAPABILITIES}
+SIZE_KEYS = {"name", "aliases", "source", "gpu_model", "gpu_fraction", "nvme", "notes", "health", "certify",
+             *SIZE_NUMBERS, *CAPABILITIES}
 
 # What the health gate expects of a healthy node of a size ([sizes.health], each as {value, source}): the
 # AzNHC configuration that applies ("" when AzNHC has none for the size, so the fallback runs), and what the
@@ -67,6 +67,19 @@ HEALTH_FACTS: dict[str, tuple[tuple[type, ...], str]] = {
     "nccl_busbw_gbps": ((int, float), "infiniband"),
 }
 GPU_VENDORS = ("nvidia", "amd")
+# What `provision certify` expects a healthy node, link or rack of a size to measure ([sizes.certify]):
+# each figure {expected, warn, floor} (at least one), with its source; the unit is fixed per figure.
+# floor: below it the hardware is faulty (reported); warn: below it the result is re-tested and named.
+CERTIFY_FIGURES = {
+    "allreduce_busbw": "GB/s",  # all_reduce_perf across an InfiniBand domain, bus bandwidth at the largest size
+    "alltoall_busbw": "GB/s",
+    "mnnvl_allreduce_busbw": "GB/s",  # all_reduce_perf across one NVL72 rack (multi-node NVLink)
+    "loopback_busbw": "GB/s",  # all_reduce_perf on one node's GPUs over InfiniBand only (NCCL_P2P_DISABLE=1)
+    "ib_write_bw_gdr": "Gb/s",  # ib_write_bw per port with GPUDirect RDMA (--use_cuda)
+    "nvbandwidth_h2d": "GB/s",  # nvbandwidth host_to_device_memcpy_ce, per GPU
+    "nvbandwidth_d2h": "GB/s",  # device_to_host_memcpy_ce, per GPU
+    "nvbandwidth_d2d": "GB/s",  # device_to_device_memcpy_read_ce, per pair of GPUs
+}
 PROFILE_KEYS = {
     "schema", "id", "series", "description", "seeds", "default_size", "defaults", "sizes", "images",
     "ofed", "nccl", "extensions", "rules", "discrepancies", "scale_set", "notes", "placement", "vertical_connect",
@@ -98,6 +111,19 @@ class Health:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """One expected figure of [sizes.certify]: higher is better; None where the source gives none."""
+
+    name: str
+    unit: str
+    source: tuple[str, ...]
+    expected: float | None = None
+    warn: float | None = None
+    floor: float | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Size:
     name: str
     aliases: tuple[str, ...]
@@ -117,6 +143,7 @@ class Size:
     nvme: str = ""
     notes: str = ""
     health: Health | None = None
+    certify: dict[str, Figure] = dataclasses.field(default_factory=dict)
 
     def cap(self, name: str, default: Any = None) -> Any:
         fact = self.facts.get(name)
@@ -328,6 +355,7 @@ def _size(raw: dict, defaults: dict[str, Fact], where: str) -> Size:
         **numbers,
     )
     size = _with_health(size, raw.get("health"), where)
+    size = dataclasses.replace(size, certify=_certify(raw.get("certify"), f"{where} [sizes.certify]"))
     if size.infiniband != (size.ib_ports > 0):
         raise ProfileError(f"{where}: 'infiniband' is {size.infiniband} but ib_ports is {size.ib_ports}")
     if size.arch not in ("x64", "Arm64"):
@@ -362,6 +390,34 @@ def _with_health(size: Size, raw: Any, where: str) -> Size:
     if conf is not None and conf.value and not conf.value.endswith(".conf"):
         raise ProfileError(f"{where}: aznhc_conf names an AzNHC conf/ file (e.g. nd96asr_v4.conf) or is empty")
     return dataclasses.replace(size, health=Health(facts))
+
+
+def _certify(raw: Any, where: str) -> dict[str, Figure]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: must be a table")
+    _check_keys(raw, set(CERTIFY_FIGURES), where)
+    out = {}
+    for name, entry in raw.items():
+        if not isinstance(entry, dict):
+            raise ProfileError(f"{where}: '{name}' must be written as "
+                               "{ expected = ..., warn = ..., floor = ..., source = ... }")
+        _check_keys(entry, {"expected", "warn", "floor", "source", "note"}, f"{where}.{name}")
+        levels = {k: entry.get(k) for k in ("expected", "warn", "floor")}
+        if all(v is None for v in levels.values()):
+            raise ProfileError(f"{where}: '{name}' names no expected, warn or floor figure")
+        for k, v in levels.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+                raise ProfileError(f"{where}: '{name}.{k}' must be a positive number")
+        known = [v for v in (levels["floor"], levels["warn"], levels["expected"]) if v is not None]
+        if known != sorted(known):
+            raise ProfileError(f"{where}: '{name}' must have floor <= warn <= expected")
+        out[name] = Figure(name, CERTIFY_FIGURES[name], _sources(entry.get("source"), f"{where}.{name}.source"),
+                           *(float(v) if v is not None else None
+                             for v in (levels["expected"], levels["warn"], levels["floor"])),
+                           note=str(entry.get("note", "")))
+    return out
 
 
 def parse_profile(data: dict, path: str) -> Profile:

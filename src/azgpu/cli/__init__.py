@@ -34,7 +34,7 @@ COMMANDS = {
     **dict.fromkeys(("profiles", "images", "validate", "plan", "render"), ("offline",)),
     **dict.fromkeys(("create", "status", "wait", "destroy"), ("deploy",)),
     "outputs": ("outputs",), "check": ("check",), "list": ("listing",),
-    "report": ("report",), "reports": ("report",), "slurm": ("slurm",),
+    "report": ("report",), "reports": ("report",), "slurm": ("slurm",), "certify": ("certify",),
     "quota": ("capacity",), "capacity": ("capacity",), "reserve": ("capacity",), "release": ("capacity",),
     "simulate": ("simulate", "simulate_faults", "report", "capacity"),
 }

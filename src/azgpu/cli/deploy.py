@@ -32,8 +32,8 @@ def create_options(fn):
     @functools.wraps(fn)
     def command(*args, dry_run, no_wait, timeout, zones, fallback_locations, accept_terms, no_arm_validate,
                 allow_scale_in, currency, check, replace_unhealthy, max_rounds, spare_racks, node_check,
-                report_to_azure, insight_timeout, **kwargs):
-        from ..deploy import CreateOptions, GateOptions, ReportOptions
+                report_to_azure, insight_timeout, certify, certify_level, **kwargs):
+        from ..deploy import CertifyOptions, CreateOptions, GateOptions, ReportOptions
 
         settings = CreateOptions(
             dry_run=dry_run, wait=not no_wait, timeout=timeout, zones=tuple(zones or ()),
@@ -41,7 +41,9 @@ def create_options(fn):
             allow_scale_in=allow_scale_in, currency=currency, arm_validate=not no_arm_validate,
             gate=GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
                              spare_racks=spare_racks, node=node_check),
-            report=ReportOptions(report_to_azure=report_to_azure, insight_timeout=insight_timeout))
+            report=ReportOptions(report_to_azure=report_to_azure, insight_timeout=insight_timeout),
+            certify=CertifyOptions(level=certify_level, replace=replace_unhealthy, max_rounds=max_rounds,
+                                   node=node_check) if certify else None)
         return fn(*args, settings=settings, **kwargs)
 
     return command
@@ -79,6 +81,11 @@ def register(cli: click.Group) -> None:
     @click.option("--spare-racks", type=int, default=0, show_default=True,
                   help="GB200/GB300: deploy N racks more than --nodes, check every node (implies --check), then "
                        "remove whole racks (partial, unhealthy or beyond --nodes) to end with whole healthy racks.")
+    @click.option("--certify", is_flag=True,
+                  help="Once the cluster is up, certify it as 'provision certify' does (with --replace-unhealthy: "
+                       "replace the nodes it proves faulty; with --report-to-azure: report them first).")
+    @click.option("--certify-level", type=click.Choice(["quick", "standard", "extended"]), default="standard",
+                  show_default=True, help="The level of --certify.")
     @click.option("--capacity-reservation-group", default=None, metavar="ID",
                   help="Deploy the scale sets into this existing capacity reservation group (see 'provision "
                        "reserve'); the preflight checks it has room first.")
@@ -134,6 +141,9 @@ def register(cli: click.Group) -> None:
         confirm = ask if not settings.allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
         settings = dataclasses.replace(settings, confirm=confirm,
                                        report=dataclasses.replace(reporting, confirm=None if yes else ask_to_report))
+        if settings.certify is not None:
+            settings = dataclasses.replace(settings, certify=dataclasses.replace(
+                settings.certify, report=settings.report, on_notice=log))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             if request_quota and not dry_run:
                 from .capacity import quota_before_create

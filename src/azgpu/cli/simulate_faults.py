@@ -71,12 +71,25 @@ def register(cli: click.Group) -> None:
                   help="nvidia-smi answers that the NVIDIA driver is not loaded (exit 9).")
     @click.option("--fabric-incomplete", is_flag=True, default=None, help="GB sizes: NVLink fabric state not Completed.")
     @click.option("--imex-missing", is_flag=True, default=None, help="GB sizes: no IMEX channel.")
+    @click.option("--ib-degraded", default=None, metavar="PORT[:SHARE]",
+                  help="A port up at full rate that carries only SHARE of its bandwidth (default 0.6): what "
+                       "'provision certify' finds and the gate does not (e.g. mlx5_ib3:0.6).")
+    @click.option("--ib-flapping", default=None, metavar="PORT[:SECONDS]",
+                  help="A port whose link drops every SECONDS (default 30; its link_downed counter counts them).")
+    @click.option("--gpu-throttle", default=None, metavar="GPU[:SECONDS]",
+                  help="A GPU that throttles (HW Thermal Slowdown) after SECONDS under load (default 60).")
+    @click.option("--transient", type=int, default=None, help="Slow the node's next N fabric tests once each.")
+    @click.option("--collective-share", type=float, default=None,
+                  help="Every collective with the node runs at this share (its ports pass alone).")
+    @click.option("--nvlink-degraded", type=float, default=None, help="GB sizes: the node's NVLink at this share.")
     @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
     @common
     def fault_cmd(obj, name, instances, next_count, gpus, ib_down, ib_rate, ib_port, xid, nvidia_smi_hang,
                   nvlink_down, run_command, ecc, row_remap, gpu_lost, no_devices, driver_not_loaded, fabric_incomplete,
-                  imex_missing, simulate_state):
-        """Make simulated nodes unhealthy (a GPU missing, an IB port down or slow, an Xid, a hang ...)."""
+                  imex_missing, ib_degraded, ib_flapping, gpu_throttle, transient, collective_share, nvlink_degraded,
+                  simulate_state):
+        """Make simulated nodes unhealthy (a GPU missing, an IB port down or slow, an Xid, a hang ...), or faulty in
+        the ways only 'provision certify' finds (a degraded or flapping port, a GPU throttling under load ...)."""
         if bool(instances) == (next_count is not None):
             raise InputError("name the nodes with --instance, or the next ones to be created with --next N",
                              code="MISSING_ARGUMENT", remedy="e.g. --next 2 --gpus 7, or --instance c1-000-000003 --xid 79")
@@ -84,7 +97,9 @@ def register(cli: click.Group) -> None:
                  "ib_port": ib_port, "xid": xid, "nvidia_smi_hang": nvidia_smi_hang, "nvlink_down": nvlink_down,
                  "run_command": run_command, "ecc": ecc, "row_remap": row_remap, "gpu_lost": gpu_lost,
                  "no_devices": no_devices, "fabric_incomplete": fabric_incomplete, "imex_missing": imex_missing,
-                 "driver_not_loaded": driver_not_loaded}
+                 "driver_not_loaded": driver_not_loaded,
+                 "ib_degraded": ib_degraded, "ib_flapping": ib_flapping, "gpu_throttle": gpu_throttle,
+                 "transient": transient, "collective_share": collective_share, "nvlink_degraded": nvlink_degraded}
         fake = _fake(simulate_state, new=next_count is not None)
         try:
             if next_count is not None:

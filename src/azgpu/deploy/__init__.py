@@ -8,7 +8,8 @@ create(session, request, CreateOptions) -> CreateResult; what_if(session, reques
 status / wait / destroy / outputs(session, name, resource_group); check(session, name, resource_group,
 CheckOptions) -> health_gate.HealthReport; report(session, name, resource_group, ReportOptions,
 check=CheckOptions) -> ReportResult;
-list(session, resource_group=None) -> one row per cluster. For a scheduler's power programs (azgpu.slurm):
+list(session, resource_group=None) -> one row per cluster; certify(session, name, resource_group,
+CertifyOptions) -> CertifyResult (the certificate). For a scheduler's power programs (azgpu.slurm):
 cluster_nodes, delete_instances, set_capacity, node_bindings, bind_node, unbind_node (deploy.nodes), and
 the health gate's own judgements replaceable, common_failures, replacement_stop and signature, and
 to_azure_error (an SDK exception in azgpu's terms). The options and results (azgpu.deploy.
@@ -21,9 +22,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .interface import CheckOptions, CreateOptions, CreateResult, GateOptions, ReportOptions, ReportResult
+from .interface import (CertifyOptions, CertifyResult, CheckOptions, CreateOptions, CreateResult, GateOptions,
+                        ReportOptions, ReportResult)
 
 if TYPE_CHECKING:
+    from .certification import certify
     from .cluster_create import create
     from .cluster_list import list_clusters as list  # the verb's name, as `provision list`
     from .ghr import report
@@ -38,16 +41,18 @@ VERBS = {
     "create": ("cluster_create", "create"), "what_if": ("whatif", "what_if"), "status": ("lifecycle", "status"),
     "wait": ("lifecycle", "wait"), "destroy": ("lifecycle", "destroy"), "outputs": ("lifecycle", "outputs"),
     "check": ("health_gate", "check"), "report": ("ghr", "report"), "list": ("cluster_list", "list_clusters"),
+    "certify": ("certification", "certify"),
     **{verb: ("nodes", verb) for verb in ("cluster_nodes", "delete_instances", "set_capacity", "node_bindings",
                                            "bind_node", "unbind_node")},
     **{verb: ("health_gate", verb) for verb in ("replaceable", "common_failures", "replacement_stop", "signature")},
     "to_azure_error": ("arm", "to_azure_error"),
 }
 
-__all__ = ["CheckOptions", "CreateOptions", "CreateResult", "GateOptions", "ReportOptions", "ReportResult", "create", "what_if",
-           "status", "wait", "destroy", "outputs", "check", "report", "list", "cluster_nodes", "delete_instances",
-           "set_capacity", "node_bindings", "bind_node", "unbind_node", "replaceable", "common_failures",
-           "replacement_stop", "signature", "to_azure_error"]
+__all__ = ["CertifyOptions", "CertifyResult", "CheckOptions", "CreateOptions", "CreateResult", "GateOptions",
+           "ReportOptions", "ReportResult", "create", "what_if", "status", "wait", "destroy", "outputs", "check",
+           "report", "list", "certify", "cluster_nodes", "delete_instances", "set_capacity", "node_bindings",
+           "bind_node", "unbind_node", "replaceable", "common_failures", "replacement_stop", "signature",
+           "to_azure_error"]
 
 
 def __getattr__(name: str):

@@ -121,8 +121,14 @@ def create(session, request: Request | Spec, options: CreateOptions = CreateOpti
         if gate.enabled:
             _health_gate(session, plan, resource_group, result, gate, _before_delete(reporter, options),
                          options.on_notice)
+        if options.certify is not None and options.wait and (result.health is None or result.health.healthy):
+            from .certification import certify  # the suite loads only when asked for
+
+            done = certify(session, plan.spec.names.cluster, resource_group, dataclasses.replace(
+                options.certify, before_delete=options.before_delete))
+            result.certificate = done.as_dict()
         if reporter is not None:
-            result.reports = reporter.entries
+            result.reports = reporter.entries + (result.certificate or {}).get("reports", [])
         return result
     raise AssertionError("unreachable: the loop returns or raises")  # candidates() always holds one
 

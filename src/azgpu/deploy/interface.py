@@ -69,6 +69,45 @@ def _nothing(*args: Any) -> None:
 
 
 @dataclass(frozen=True)
+class CertifyOptions:
+    """`provision certify` (and `create --certify`): burn the cluster in, name the bad node, link or rack.
+
+    level: quick | standard | extended (azgpu.certify.levels). replace: replace the nodes proven faulty
+    (on NVL72 sizes, which Azure keeps in whole racks, each faulty node's whole rack) for at most max_rounds
+    rounds, certifying each replacement. node: how each node is reached, as `provision check`. report:
+    Guest Health Reporting of the faults before their nodes are deleted. seed: the order of the pairs
+    (default: from the cluster's name, so a re-run tests the same pairs). Hooks: on_notice(message);
+    before_delete(nodes) while the faulty VMs still exist.
+    """
+
+    level: str = "standard"
+    replace: bool = False
+    max_rounds: int = MAX_ROUNDS
+    node: CheckOptions = CheckOptions()
+    report: ReportOptions = field(default_factory=ReportOptions)
+    seed: int | None = None
+    on_notice: Callable[[str], None] = _nothing
+    before_delete: Callable[[list[NodeResult]], None] | None = None
+
+
+@dataclass
+class CertifyResult:
+    """What `certify` found: the certificate (a dict, the readiness record) and the reports it filed.
+    `certified` is False when anything is faulty, unreachable or not the host's: the CLI exits 1."""
+
+    cluster: str
+    resource_group: str
+    certificate: dict[str, Any]
+
+    @property
+    def certified(self) -> bool:
+        return self.certificate["verdict"] != "not_certified"
+
+    def as_dict(self) -> dict[str, Any]:
+        return plain(self.certificate)
+
+
+@dataclass(frozen=True)
 class CreateOptions:
     """Everything `create` does beyond the request, and the caller's hooks.
 
@@ -96,6 +135,7 @@ class CreateOptions:
     scale_sets: Sequence[int] | None = None
     gate: GateOptions = field(default_factory=GateOptions)
     report: ReportOptions = field(default_factory=ReportOptions)
+    certify: CertifyOptions | None = None  # burn the cluster in once it is up (`create --certify`)
     on_event: Callable[[Event], None] = _nothing
     on_notice: Callable[[str], None] = _nothing
     confirm: Callable[[str], bool] | None = None
@@ -121,6 +161,7 @@ class CreateResult:
     spare_racks: dict[str, Any] | None = None
     reports: list[dict[str, Any]] | None = None  # Guest Health Reporting's entries, when it was asked for
     replacing: bool = False
+    certificate: dict[str, Any] | None = None  # `create --certify`: the readiness record
 
     @property
     def cluster(self) -> str:
@@ -132,11 +173,18 @@ class CreateResult:
 
     @property
     def healthy(self) -> bool:
-        return self.health is None or self.health.healthy
+        return (self.health is None or self.health.healthy) and (
+            self.certificate is None or self.certificate["verdict"] != "not_certified")
 
     def unhealthy_error(self) -> UnhealthyNodes:
         """The error a gate that did not pass ends with (its .result: this result as a dict)."""
         result = self.as_dict()
+        if self.health is None or self.health.healthy:  # the gate passed; the certification did not
+            faults = (self.certificate or {}).get("faults", [])
+            return UnhealthyNodes(f"the cluster was not certified: {len(faults)} fault(s)", code="NOT_CERTIFIED",
+                                  remedy=f"see 'certificate' ('provision certify -n {self.cluster} -g "
+                                         f"{self.resource_group} -o table' certifies it again)",
+                                  report={"nodes": []}, result=result)
         return unhealthy_error(result["health"], cluster=self.cluster, resource_group=self.resource_group,
                                replacing=self.replacing, stopped=self.health.stopped, result=result)
 
@@ -161,6 +209,8 @@ class CreateResult:
             out["health"] = self.health.as_dict()
         if self.reports is not None:
             out["guest_health_reports"] = self.reports
+        if self.certificate is not None:
+            out["certificate"] = self.certificate
         return plain(out)
 
 

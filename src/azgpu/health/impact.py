@@ -46,6 +46,12 @@ KINDS = {
     # GB racks: the NVLink fabric not Completed/Success and IMEX (which shares GPU memory over NVLink across
     # the rack) not running are NVLink faults of the node (Learn: "NvLink: NVLink issue").
     "fabric": "NvLink", "imex_service": "NvLink", "imex_channel": "NvLink",
+    # provision certify's findings (azgpu/certify): a GPU throttling under load (Learn: "HpcDcgmiThermalReport",
+    # AzNHC NHC2017), DCGM's diagnostics by DCGM's own error category, nvbandwidth's copies below the size's
+    # figure (AzNHC's check_gpu_bw files these as NHC2020, HpcGpuDcgmDiagFailure), and NVLink across a rack.
+    "thermal_slowdown": "HpcDcgmiThermalReport", "dcgm_thermal": "HpcDcgmiThermalReport",
+    "dcgm_diag": "HpcGpuDcgmDiagFailure", "gpu_copy_bandwidth": "HpcGpuDcgmDiagFailure",
+    "gpu_memory_bandwidth": "GPUMemoryBWFailure", "dcgm_nvlink": "NvLink", "nvlink_bandwidth": "NvLink",
 }
 # Faults of the check's run, not of the host: AzNHC's own set-up and its watchdog, a tool the image lacks, a
 # check that could not run (the kernel log unreadable to the user running it by hand).

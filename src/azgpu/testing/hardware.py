@@ -68,7 +68,9 @@ MODELS: dict[str, Model] = {
 }
 NO_GPU = Model("none", 0)
 FAULT_KEYS = ("gpus", "ib_down", "ib_rate", "ib_port", "xid", "nvidia_smi_hang", "nvlink_down", "run_command", "ecc",
-              "row_remap", "gpu_lost", "no_devices", "fabric_incomplete", "imex_missing", "driver_not_loaded")
+              "row_remap", "gpu_lost", "no_devices", "fabric_incomplete", "imex_missing", "driver_not_loaded",
+              # What only certification finds (fabric.py says what each does under load).
+              "ib_degraded", "ib_flapping", "gpu_throttle", "transient", "collective_share", "nvlink_degraded")
 ROW_REMAP_FAULTS = ("pending", "failure")
 RUN_COMMAND_FAULTS = ("timeout", "no_verdict")
 
@@ -132,14 +134,23 @@ def apply_fault(node: dict, *, gpus: int | None = None, ib_down: bool | str | in
                 nvidia_smi_hang: bool = False, nvlink_down: bool = False, run_command: str | None = None,
                 ecc: int | None = None, row_remap: str | None = None, gpu_lost: bool = False,
                 no_devices: bool = False, fabric_incomplete: bool = False, imex_missing: bool = False,
-                driver_not_loaded: bool = False) -> None:
+                driver_not_loaded: bool = False,
+                ib_degraded: str | None = None, ib_flapping: str | None = None, gpu_throttle: str | None = None,
+                transient: int | None = None, collective_share: float | None = None,
+                nvlink_degraded: float | None = None) -> None:
     """Break a node: gpus=7 (one missing), ib_down=True|'mlx5_ib3'|3, ib_rate=100 (on ib_port or the
     first port), xid=79, nvidia_smi_hang, nvlink_down, run_command='timeout'|'no_verdict'; ecc=N
     uncorrectable SRAM errors on the first GPU, row_remap='pending'|'failure' there, gpu_lost (the driver
     calls the first GPU lost, no Xid line), no_devices (the driver lists none, the PCI bus still shows
     them), driver_not_loaded (nvidia-smi exits 9, "NVIDIA driver is not loaded"); on GB sizes fabric_incomplete
-    (NVLink fabric not Completed) and imex_missing (no IMEX channel)."""
+    (NVLink fabric not Completed) and imex_missing (no IMEX channel).
+    Certification's faults: ib_degraded='mlx5_ib3:0.6' (the port carries that share), ib_flapping='mlx5_ib1:30'
+    (its link drops every 30 s), gpu_throttle='2:60' (GPU 2 throttles after 60 s under load), transient=N
+    (its next N fabric tests are slowed once each), collective_share=0.5 (every collective with it slowed),
+    nvlink_degraded=0.5 (GB racks: its NVLink carries that share)."""
     m = model(node["size"])
+    _load_faults(node, ib_degraded=ib_degraded, ib_flapping=ib_flapping, gpu_throttle=gpu_throttle, transient=transient,
+                 collective_share=collective_share, nvlink_degraded=nvlink_degraded)
     _gpu_faults(node, ecc=ecc, row_remap=row_remap, gpu_lost=gpu_lost, no_devices=no_devices,
                 fabric_incomplete=fabric_incomplete, imex_missing=imex_missing)
     if gpus is not None:
@@ -205,6 +216,60 @@ def _gpu_faults(node: dict, *, ecc, row_remap, gpu_lost, no_devices, fabric_inco
     if imex_missing:
         node["imex"] = "missing"
         node["faults"].append("IMEX channel missing")
+
+
+def _pair(text: str, what: str) -> tuple[str, str | None]:
+    head, sep, tail = str(text).partition(":")
+    if not head:
+        raise ValueError(f"{what}={text!r}: give PORT[:VALUE]")
+    return head, (tail if sep else None)
+
+
+def _share(value, what: str) -> float:
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}={value!r}: a share from 0 to 1") from None
+    if not 0 <= share <= 1:
+        raise ValueError(f"{what}={value!r}: a share from 0 to 1")
+    return share
+
+
+def _load_faults(node: dict, *, ib_degraded, ib_flapping, gpu_throttle, transient, collective_share,
+                 nvlink_degraded) -> None:
+    if ib_degraded is not None:
+        dev, share = _pair(ib_degraded, "ib_degraded")
+        port = _port(node, dev)
+        node.setdefault("ib_degraded", {})[port["dev"]] = _share(share if share is not None else 0.6, "ib_degraded")
+        node["faults"].append(f"{port['dev']} carries {node['ib_degraded'][port['dev']]:.0%}")
+    if ib_flapping is not None:
+        dev, period = _pair(ib_flapping, "ib_flapping")
+        port = _port(node, dev)
+        seconds = int(period) if period and period.isdigit() else 30
+        if not 2 < seconds <= 86400:
+            raise ValueError(f"ib_flapping={ib_flapping!r}: a period of 3 to 86400 seconds")
+        node.setdefault("ib_flapping", {})[port["dev"]] = seconds
+        node["faults"].append(f"{port['dev']} flaps every {seconds} s")
+    if gpu_throttle is not None:
+        gpu, after = _pair(gpu_throttle, "gpu_throttle")
+        if not gpu.isdigit() or int(gpu) >= len(node["gpus"]):
+            raise ValueError(f"gpu_throttle={gpu_throttle!r}: GPU index 0 to {len(node['gpus']) - 1}")
+        seconds = int(after) if after and after.isdigit() else 60
+        node.setdefault("gpu_throttle", {})[gpu] = seconds
+        node["faults"].append(f"GPU {gpu} throttles after {seconds} s under load")
+    if transient is not None:
+        if isinstance(transient, bool) or int(transient) < 1:
+            raise ValueError("transient: how many of its next fabric tests are slowed, 1 or more")
+        node["transient"] = int(node.get("transient", 0)) + int(transient)
+        node["faults"].append(f"{transient} transient slowdown(s)")
+    if collective_share is not None:
+        node["collective_share"] = _share(collective_share, "collective_share")
+        node["faults"].append(f"collectives with it at {node['collective_share']:.0%}")
+    if nvlink_degraded is not None:
+        if not gb_family(node["size"]):
+            raise ValueError(f"{node['size']} has no NVLink fabric across nodes (GB sizes only)")
+        node["nvlink_degraded"] = _share(nvlink_degraded, "nvlink_degraded")
+        node["faults"].append(f"NVLink at {node['nvlink_degraded']:.0%}")
 
 
 def gb_family(size: str) -> bool:

@@ -24,7 +24,8 @@ from pathlib import Path
 # System tools the script may use; everything that touches hardware or the network is a stub.
 SYSTEM_TOOLS = ("bash", "sh", "sed", "awk", "grep", "tr", "dd", "head", "tail", "wc", "cat", "date", "mktemp", "rm",
                 "mkdir", "cut", "sort", "uniq", "basename", "dirname", "ls", "chmod", "touch", "cp", "mv", "timeout",
-                "env", "tee", "sleep", "printf", "readlink", "id", "tac", "xargs", "find", "stat", "true", "false")
+                "env", "tee", "sleep", "printf", "readlink", "id", "tac", "xargs", "find", "stat", "true", "false",
+                "base64", "sha256sum")
 
 
 @dataclass

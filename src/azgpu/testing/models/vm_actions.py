@@ -23,7 +23,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import hardware
+from .. import certify_sandbox, hardware
 from ..errors import ArmError, NotImplementedInFake
 from ..messages import Response
 from ..node_sandbox import Sandbox
@@ -86,8 +86,9 @@ def run_command(backend, req, rg: str, vmss_name: str, instance: str) -> Respons
         # Learn: an unknown command id gets "The entity was not found in this Azure location".
         raise ArmError(404, "NotFound", "The entity was not found in this Azure location.")
     script = body.get("script") or []
-    if MARKER not in script[:3]:
-        raise NotImplementedInFake(req.method, req.path, "the fake runs azgpu's node check script only")
+    if MARKER not in script[:3] and not certify_sandbox.is_certify(script):
+        raise NotImplementedInFake(req.method, req.path, "the fake runs azgpu's node scripts only (the health check "
+                                                         "and the certification step)")
     if _running(backend, vm["id"]):
         raise ArmError(409, "Conflict", CONFLICT)
     node = node_of(backend, vm, vmss)
@@ -120,12 +121,21 @@ def finish(backend, op: dict) -> None:
         stdout, stderr = "", f"/var/lib/waagent/run-command/download/{op['id'][:4]}/script.sh: line 1: 4711 Killed\n"
     else:
         # Started in this process at the POST, or (the POST was in an earlier --simulate process) now.
-        stdout, stderr, files = future.result() if future else execute(prepare(backend, node, vmss, script))
-        node["files"] = files
+        stdout, stderr, files = future.result() if future else _run_now(backend, node, vmss, script)
+        node["files"] = {k: v for k, v in files.items() if not k.startswith("certify:")}
+        if certify_sandbox.is_certify(script):  # the outputs the script keeps for paging stay with the node
+            node["certify_outputs"] = {k.split(":", 1)[1]: v for k, v in files.items() if k.startswith("certify:")}
     op["result"] = {"value": [{
         "code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded",
         "message": f"Enable succeeded: \n[stdout]\n{_tail(stdout)}\n[stderr]\n{_tail(stderr)}",
     }]}
+
+
+def _run_now(backend, node: dict, vmss: dict, script: list[str]):
+    if certify_sandbox.is_certify(script):
+        return certify_sandbox.execute(certify_sandbox.prepare(backend, node, vmss, script,
+                                                               lambda: _nodes_by_ip(backend, vmss)))
+    return execute(prepare(backend, node, vmss, script))
 
 
 def _tail(text: str) -> str:
@@ -178,7 +188,8 @@ def execute(job: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
         box = Sandbox(root)
         home = f"/home/{node['admin_user']}"
         for rel, content in node["files"].items():
-            box.file(f"{home}/{rel}", content)
+            if rel in HOME_FILES:
+                box.file(f"{home}/{rel}", content)
         _identity(box, node)
         if mode == "check":
             _hardware(box, node)
@@ -235,6 +246,10 @@ class _Reused:
 def _start(backend, op: dict, node: dict, vmss: dict, script: list[str]) -> None:
     """Start the node's run at once, beside the fake (or reuse the run of a node in the same state): its
     result is collected when the operation ends."""
+    if certify_sandbox.is_certify(script):
+        job = certify_sandbox.prepare(backend, node, vmss, script, lambda: _nodes_by_ip(backend, vmss))
+        backend.run_command_futures[op["id"]] = _POOL.submit(certify_sandbox.execute, job)
+        return
     job = prepare(backend, node, vmss, script, copy_node=False)
     state = _state_key(job)
     first = backend.node_runs.get(state) if state else None
