@@ -261,8 +261,9 @@ def azure_options(fn):
     options = [
         click.option("--subscription", default=None, help="Subscription ID (default: AZURE_SUBSCRIPTION_ID or az's default)."),
         click.option("--simulate", is_flag=True, help="Run against azgpu's simulated Azure (no account needed)."),
-        click.option("--simulate-latency", type=float, default=None,
-                     help="Seconds each simulated long-running operation takes [3]; 0 = instant."),
+        click.option("--simulate-latency", type=float, default=None, envvar="AZGPU_SIMULATE_LATENCY",
+                     help="Seconds each simulated long-running operation takes [3, or AZGPU_SIMULATE_LATENCY]; "
+                          "0 = instant."),
         click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir)."),
         click.option("--throttle-budget", type=click.FloatRange(min=0), default=None, expose_value=False,
                      callback=_remember_throttle_budget, metavar="SECONDS",
