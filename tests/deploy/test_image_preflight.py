@@ -186,4 +186,4 @@ def test_unaccepted_terms_at_deploy_time_map_to_the_terms_remedy(azure, session)
     spec = validate(request(image=ALMA), command="create")
     err = _deploy_without_preflight(session, spec)
     assert (err.code, err.azure_code) == ("MARKETPLACE_TERMS_NOT_ACCEPTED", "MarketplacePurchaseEligibilityFailed")
-    assert "az vm image terms accept --urn" in err.remedy
+    assert "'az vm image terms accept' with its --urn" in err.remedy

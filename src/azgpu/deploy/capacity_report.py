@@ -28,8 +28,10 @@ def _sku_rows(compute, size: str, location: str, zones: list[str]) -> tuple[list
     skus = [s for s in compute.resource_skus.list(filter=f"location eq '{location}'")
             if (s.name or "").lower() == size.lower() and s.resource_type == "virtualMachines"]
     if not skus:
+        from .preflight import offered_remedy
+
         return [_row(location, "", "sku", BLOCKED, f"{size} is not offered in {location}",
-                     "choose another location ('az vm list-skus --size SIZE --all')")], None
+                     offered_remedy(compute, size))], None
     sku = skus[0]
     offered = sorted(z for info in sku.location_info or [] for z in (info.zones or []))
     rows = []
@@ -125,6 +127,13 @@ def report(session, *, size: str, vcpus: int, nodes: int, locations: list[str], 
                              "see the score in the portal (Spot placement score) before relying on spot capacity"))
         if group_id and location == locations[0]:
             rows += _reservation_rows(session, group_id, size, location, nodes, sku["caps"])
-    worst = BLOCKED if any(r["status"] == BLOCKED for r in rows) else SHORT if any(r["status"] == SHORT for r in rows) \
-        else OK
-    return {"size": size, "nodes": nodes, "spot": spot, "verdict": worst, "checks": rows}
+    # The verdict is the location asked for: a fallback candidate that is blocked does not stop a cluster
+    # the primary location can hold (create tries fallbacks only on capacity errors); each has its own.
+    verdicts = {location: _worst([r for r in rows if r["location"] == location]) for location in locations}
+    return {"size": size, "nodes": nodes, "spot": spot, "location": locations[0], "verdict": verdicts[locations[0]],
+            "fallbacks": [{"location": loc, "verdict": v} for loc, v in list(verdicts.items())[1:]], "checks": rows}
+
+
+def _worst(rows: list[dict]) -> str:
+    statuses = {r["status"] for r in rows}
+    return BLOCKED if BLOCKED in statuses else SHORT if SHORT in statuses else OK

@@ -131,7 +131,8 @@ def read(session, location: str, request_id: str) -> Filed:
     except Exception as exc:
         if getattr(exc, "status_code", None) == 404:
             raise InputError(f"no quota request {request_id} in {location}", code="QUOTA_REQUEST_NOT_FOUND",
-                             remedy="check the id and -l/--location: 'provision quota status -l LOCATION' lists them") from None
+                             remedy=f"check the id and -l/--location: 'provision quota status -l {location}' lists "
+                                    "the location's requests") from None
         from .arm import to_azure_error
 
         raise to_azure_error(exc, f"reading quota request {request_id}") from None

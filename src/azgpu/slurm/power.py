@@ -69,7 +69,8 @@ class Slurmctld:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise InputError(f"cannot run '{self.scontrol}': {exc}", code="SCONTROL_FAILED",
-                             remedy="run the program where slurmctld runs, or pass --scontrol PATH") from None
+                             remedy="run the program where slurmctld runs, or pass scontrol's path, e.g. "
+                                    "--scontrol /usr/bin/scontrol") from None
         if done.returncode != 0:
             raise InputError(f"'{' '.join(argv[1:])}' failed: {(done.stderr or done.stdout).strip()[:300]}",
                              code="SCONTROL_FAILED", remedy="check that slurmctld runs and knows these nodes")
