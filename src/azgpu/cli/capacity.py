@@ -23,7 +23,7 @@ def _need_location(request) -> None:
 
 
 def _shortfall_text(short) -> str:
-    lines = [f"  {s.location}: {s.label} ({s.quota}) usage {s.usage} + needed {s.needed} > limit {s.limit}: "
+    lines = [f"  {s.location}: {s.quota} usage {s.usage} + needed {s.needed} > limit {s.limit}: "
              f"request {s.new_limit}" for s in short]
     return f"Quota increase requests to file ({QUOTA.namespace}):\n" + "\n".join(lines)
 

@@ -74,7 +74,7 @@ def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool) -> 
                              f"check 'az vm list-usage -l {location}'"))
             continue
         free = int(u.limit) - int(u.current_value)
-        label = u.name.localized_value or key
+        label = u.name.value or key  # the usage API's name, as everywhere azgpu names a quota
         if not applies:
             rows.append(_row(location, "", f"quota ({what})", INFO, f"{label}: {free} of {u.limit} free "
                              f"({'spot VMs do not use it' if spot else 'used by spot VMs only'})"))

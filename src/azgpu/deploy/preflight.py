@@ -356,25 +356,25 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
     by_name = {norm_family(u.name.value): u for u in usages if getattr(u, "name", None) is not None}
     # Spot VMs count against the regional spot vCPU quota only; the standard quotas (Total Regional
     # vCPUs, then the family's) apply to pay-as-you-go VMs (Learn, "Increase spot vCPU family quotas").
-    if spec.request.spot:
-        wanted = [("lowPriorityCores", "Total Regional Low-priority vCPUs")]
-    else:
-        wanted = [(family, f"{family} vCPUs"), ("cores", "Total Regional vCPUs")]
-    for key, label in wanted:
+    # Quotas are named as the usage API names them (name.value: the family, cores, lowPriorityCores), the
+    # names 'provision quota request' files and 'provision simulate quota' takes; never the localized ones.
+    wanted = ["lowPriorityCores"] if spec.request.spot else [family, "cores"]
+    for key in wanted:
         usage = by_name.get(norm_family(key))
         if usage is None:
             pf.findings.append(Finding(code="QUOTA_UNKNOWN",
-                                       message=f"no quota entry '{label}' in {spec.request.location}",
+                                       message=f"no quota entry '{key}' in {spec.request.location}",
                                        remedy="check 'az vm list-usage -l " + str(spec.request.location) + "'",
                                        source=SOURCE_USAGE, severity="warning"))
             continue
-        line = QuotaLine(usage.name.localized_value or label, int(usage.current_value), int(usage.limit), vcpus_needed,
+        line = QuotaLine(usage.name.value or key, int(usage.current_value), int(usage.limit), vcpus_needed,
                          usage.name.value or key)
         pf.quota.append(line)
         if not line.ok:
             pf.findings.append(Finding(
                 code="QUOTA_INSUFFICIENT",
-                message=f"{line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} exceeds the limit {line.limit}",
+                message=f"vCPU quota {line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} "
+                f"exceeds the limit {line.limit}",
                 remedy=f"request an increase to {line.usage + line.needed} ('provision quota request' with the same options, or "
                 "create --request-quota; portal: Usage + quotas), "
                 "or use fewer --nodes",

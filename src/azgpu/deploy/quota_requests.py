@@ -43,7 +43,8 @@ class Shortfall:
         return self.usage + self.needed
 
     def as_dict(self) -> dict[str, Any]:
-        return {"location": self.location, "quota": self.quota, "name": self.label, "usage": self.usage,
+        # One name, the usage API's (quota): the label is the same name since the preflight names quotas so.
+        return {"location": self.location, "quota": self.quota, "usage": self.usage,
                 "limit": self.limit, "needed": self.needed, "new_limit": self.new_limit}
 
 

@@ -178,7 +178,7 @@ def reserve_preflight(session, *, location: str, size: str, count: int, zone: st
         u = usages.get(norm_family(key))
         if u is not None and u.current_value + vcpus > u.limit:
             out.append(Finding(code="QUOTA_INSUFFICIENT",
-                               message=f"{u.name.localized_value} in {location}: usage {u.current_value} + "
+                               message=f"vCPU quota {u.name.value} in {location}: usage {u.current_value} + "
                                f"{vcpus} reserved exceeds the limit {u.limit}; a reservation needs quota like its VMs",
                                remedy=f"request {u.current_value + vcpus} with 'provision quota request', or reserve fewer",
                                source="Azure usage API (az vm list-usage)"))
