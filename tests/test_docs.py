@@ -563,7 +563,8 @@ def test_a_page_that_changes_the_readmes_simulated_cloud_fails(activated, tmp_pa
 
 def test_python_blocks_share_a_namespace_and_the_shells_environment(activated, tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("```bash\nexport AZGPU_DOCS_X=7\n```\n```python\nimport os\nx = int(os.environ['AZGPU_DOCS_X'])\n```\n"
+    page.write_text("```bash\nexport AZGPU_DOCS_X=7\n```\n"
+                    "```python\nimport os\nx = int(os.environ['AZGPU_DOCS_X'])\n```\n"
                     "```python\ndef test_x():\n    assert x == 8\n```\n")
     with pytest.raises(AssertionError, match="assert x == 8"):
         activated.run_page(page)
@@ -730,7 +731,8 @@ def every_option() -> set[str]:
             out |= walk(command) if isinstance(command, click.Group) else options_of(command)
         return out
 
-    scripts = " ".join(p.read_text() for folder in ("benchmarks", "tools", "examples") for p in (REPO / folder).rglob("*.py"))
+    scripts = " ".join(p.read_text() for folder in ("benchmarks", "tools", "examples")
+                       for p in (REPO / folder).rglob("*.py"))
     return walk(cli) | set(re.findall(r"[\"'](--[a-z][a-z0-9-]*)[\"']", scripts))
 
 

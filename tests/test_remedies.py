@@ -104,7 +104,8 @@ def test_simulate_goes_before_a_redirect_and_carries_the_state_file():
 
 def test_change_not_allowed_under_simulate_names_the_simulated_destroy(run, ssh_key, tmp_path, monkeypatch):
     monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
-    args = ("create", "-n", "m2", "-g", "m-rg", "-l", "eastus", "--nodes", "2", "--ssh-key", ssh_key, *SIM, "-o", "none")
+    args = ("create", "-n", "m2", "-g", "m-rg", "-l", "eastus", "--nodes", "2", "--ssh-key", ssh_key, *SIM,
+            "-o", "none")
     assert run(*args[:1], "--profile", "nd-h100-v5", *args[1:])[0] == 0
     rc, out, err = run(*args[:1], "--profile", "nd-h200-v5", *args[1:])
     assert rc != 0 and "[CHANGE_NOT_ALLOWED]" in err

@@ -82,7 +82,8 @@ def reserve_findings(*, reservation_type: str, count: int | None, name: str | No
                            field="type", source=cite(("D-crg",))))
     if count is None or count < 1:
         out.append(Finding(code="INVALID_RESERVATION_COUNT", message=f"--count must be 1 or more, not {count}",
-                           remedy="pass --count with the VMs to reserve, e.g. --count 4", field="count", source=cite(("D-crg",))))
+                           remedy="pass --count with the VMs to reserve, e.g. --count 4", field="count",
+                           source=cite(("D-crg",))))
     elif reservation_type == "Block" and count not in BLOCK_CAPACITIES:
         near = min(BLOCK_CAPACITIES, key=lambda c: (c < count, abs(c - count)))
         out.append(Finding(code="INVALID_BLOCK_CAPACITY",

@@ -119,7 +119,8 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
         if command == "render":  # the parameter files are written without it
             return [Finding(code="SSH_KEY_NOT_SET",
                             message="no SSH public key given: main.parameters.json leaves sshPublicKey for "
-                            "you to fill", remedy="pass --ssh-key (e.g. --ssh-key ~/.ssh/id_rsa.pub) to fill it", field="ssh_key", severity="warning")]
+                            "you to fill", remedy="pass --ssh-key (e.g. --ssh-key ~/.ssh/id_rsa.pub) to fill it",
+                            field="ssh_key", severity="warning")]
         # validate and plan write nothing: a note (under --verbose) of what create will need.
         return [Finding(code="SSH_KEY_NOT_SET", message="no SSH public key given: 'provision create' will need one",
                         remedy="pass --ssh-key (e.g. --ssh-key ~/.ssh/id_rsa.pub), or --generate-ssh-keys to make "

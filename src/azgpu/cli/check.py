@@ -89,7 +89,8 @@ def compact(report: dict[str, Any], all_nodes: bool = False) -> dict[str, Any]:
     verdict = {k: report[k] for k in VERDICT if k in report}
     if len(out["nodes"]) < len(report["nodes"]):
         listed = len(out["nodes"]) - 1
-        verdict["listed"] = f"{listed} of {len(report['nodes'])} nodes, those that did not pass (--all-nodes: every one)"
+        verdict["listed"] = (f"{listed} of {len(report['nodes'])} nodes, those that did not pass "
+                             "(--all-nodes: every one)")
     if report.get("stopped"):
         verdict["stopped"] = report["stopped"]
     out["verdict"] = verdict

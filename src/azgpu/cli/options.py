@@ -59,8 +59,10 @@ def confirm(question: str) -> bool:
 QUOTED_PROVISION = re.compile(r"'(provision [^']*)'")
 QUOTED_AZ = re.compile(r"'(az [^']*)'")
 # az commands whose simulated counterpart is a `provision simulate` command.
-SIMULATED_AZ = {"az provider register --namespace Microsoft.Impact": "provision simulate ghr --provider-state Registered",
-                "az vm list-usage": "provision simulate quota list"}
+SIMULATED_AZ = {
+    "az provider register --namespace Microsoft.Impact": "provision simulate ghr --provider-state Registered",
+    "az vm list-usage": "provision simulate quota list",
+}
 
 
 def _takes_simulate(command_line: str) -> bool:

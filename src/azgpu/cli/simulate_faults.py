@@ -32,7 +32,8 @@ def _instance(fake, name: str | None, instance: str) -> str:
     if instance.isdigit():
         if not name:
             raise InputError(f"--instance {instance} is an instance id: name the cluster with -n/--name",
-                             code="MISSING_ARGUMENT", remedy="add -n with the cluster's name, or give SCALESET/ID or the computer name")
+                             code="MISSING_ARGUMENT",
+                             remedy="add -n with the cluster's name, or give SCALESET/ID or the computer name")
         sets = sorted({r["name"] for r in fake.resources(type=VMSS.type)
                        if (r.get("tags") or {}).get("azgpu-cluster") == name})
         if len(sets) != 1:

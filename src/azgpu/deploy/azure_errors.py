@@ -143,7 +143,8 @@ TABLE: dict[str, Mapping] = {
                                          "a hand-edited template needs the top-level plan block"),
     "MarketplacePurchaseEligibilityFailed": Mapping(MarketplaceError, "MARKETPLACE_TERMS_NOT_ACCEPTED",
                                                     "accept the image's Marketplace terms once for this subscription: "
-                                                    "'az vm image terms accept' with its --urn (or add --accept-terms), "
+                                                    "'az vm image terms accept' with its --urn (or add "
+                                                    "--accept-terms), "
                                                     "or check that the subscription may buy from the Marketplace"),
     "ResourcePurchaseValidationFailed": Mapping(MarketplaceError, "MARKETPLACE_PURCHASE_REFUSED",
                                                 "this subscription cannot buy the image's Marketplace offer (purchases "

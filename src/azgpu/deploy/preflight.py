@@ -274,9 +274,9 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
         known = ", ".join(s.name for s in (vnet.subnets or [])) if vnet else ""
         pf.findings.append(Finding(code="SUBNET_NOT_FOUND",
                                    message=f"{where} does not exist" + (f" (its subnets: {known})" if known else ""),
-                                   remedy=f"pass the ID of an existing subnet ('az network vnet subnet list -g {parts[3]} "
-                                   f"--vnet-name {vnet_name} --query [].id'), or drop --subnet-id to let azgpu create the "
-                                   "network",
+                                   remedy=f"pass the ID of an existing subnet ('az network vnet subnet list -g "
+                                   f"{parts[3]} --vnet-name {vnet_name} --query [].id'), or drop --subnet-id to let "
+                                   "azgpu create the network",
                                    source=SOURCE_NETWORK))
         return
     location = location_name(vnet.location)
@@ -326,8 +326,8 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
                                message=f"{where} is private (defaultOutboundAccess false) and has no NAT gateway: the nodes have "
                                f"no way to the internet{via}; this will not work: " + "; ".join(lost),
                                remedy="associate a NAT gateway with the subnet ('az network vnet subnet update -g "
-                               f"{parts[3]} --vnet-name {parts[7]} -n {parts[9]} --nat-gateway' with the gateway's name or "
-                               "ID), or use a subnet that has one",
+                               f"{parts[3]} --vnet-name {parts[7]} -n {parts[9]} --nat-gateway' with the gateway's "
+                               "name or ID), or use a subnet that has one",
                                source=cite(("D-default-outbound", "D-rc-linux")), severity="warning"))
 
 

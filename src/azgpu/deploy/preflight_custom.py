@@ -365,7 +365,8 @@ def check_ppg(pf, session, spec: Spec) -> None:
     if ppg is None:
         pf.findings.append(Finding(code="PPG_NOT_FOUND",
                                    message=f"proximity placement group {spec.ppg_id} does not exist",
-                                   remedy=f"pass an existing group's ID, or a name to have azgpu create one, e.g. --ppg {spec.names.cluster}-ppg",
+                                   remedy="pass an existing group's ID, or a name to have azgpu create one, e.g. "
+                                   f"--ppg {spec.names.cluster}-ppg",
                                    source=SOURCE_PPG))
         return
     ppg = _rest(ppg)
@@ -374,7 +375,8 @@ def check_ppg(pf, session, spec: Spec) -> None:
         pf.findings.append(Finding(code="PPG_WRONG_LOCATION",
                                    message=f"proximity placement group {parts['name']} is in "
                                                          f"{ppg.get('location')}, the cluster in {req.location}",
-                                   remedy=f"use a group in the cluster's location, or a name to create one, e.g. --ppg {spec.names.cluster}-ppg",
+                                   remedy="use a group in the cluster's location, or a name to create one, e.g. "
+                                   f"--ppg {spec.names.cluster}-ppg",
                                    source=SOURCE_PPG))
     zones = [str(z) for z in ppg.get("zones") or []]
     if zones and req.zone not in zones:
