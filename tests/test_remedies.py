@@ -140,3 +140,11 @@ def test_capacity_judges_the_primary_location_and_reports_fallbacks_apart(run, t
     assert "westus: blocked" in err
     rc, out, err = run(*capacity, "-l", "westus", "--fallback-locations", "eastus")
     assert rc == 1 and json.loads(out)["verdict"] == "blocked" and "[CAPACITY_NOT_READY] capacity report: westus" in err
+
+
+def test_remedies_in_a_result_under_simulate_carry_simulate_too(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    assert run("simulate", "quota", "set", "-l", "eastus", "--name", "cores", "--limit", "10")[0] == 0
+    rc, out, err = run("capacity", "--profile", "nd-a100-v4", "--nodes", "2", "-l", "eastus", *SIM)
+    short = next(c for c in json.loads(out)["checks"] if c["status"] == "short")
+    assert rc == 1 and short["remedy"] == "request 192: 'provision quota request ... -l eastus --simulate'"

@@ -19,7 +19,10 @@ from ..output import FORMATS, check_query, render
 
 
 def emit(result: Any, ctx_obj: dict, table=None) -> None:
-    """Print a result on stdout; table: the summary -o table shows (see output.render)."""
+    """Print a result on stdout; table: the summary -o table shows (see output.render). Under --simulate the
+    remedies it holds (findings, capacity lines) name the simulated subscription's commands (for_session)."""
+    if ctx_obj.get("simulate"):
+        result = _remedies_for_session(result, ctx_obj)
     text = render(result, ctx_obj["output"], ctx_obj["query"], table=table)
     if text:
         click.echo(text, nl=False)
@@ -110,6 +113,16 @@ def for_session(remedy: str, obj: dict | None = None) -> str:
         return f"{match.group(0)} (in Azure, not in the simulated subscription)"
 
     return QUOTED_AZ.sub(az, QUOTED_PROVISION.sub(provision, remedy))
+
+
+def _remedies_for_session(value: Any, obj: dict) -> Any:
+    """A copy of a result whose "remedy" texts are for_session's."""
+    if isinstance(value, dict):
+        return {k: for_session(v, obj) if k == "remedy" and isinstance(v, str) else _remedies_for_session(v, obj)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_remedies_for_session(v, obj) for v in value]
+    return value
 
 
 def print_finding(f: Finding, obj: dict | None = None) -> None:
