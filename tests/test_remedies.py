@@ -77,8 +77,11 @@ def test_every_remedy_under_simulate_names_commands_of_the_simulation(code, reme
     from azgpu.cli.options import _takes_simulate, for_session
 
     shown = for_session(remedy, {"simulate": True})
-    for command in QUOTED.findall(shown):
-        if command.startswith("provision ") and _takes_simulate(command):
+    from azgpu.cli import COMMANDS
+
+    bare = re.findall(r"'((?:%s) [^']*)'" % "|".join(COMMANDS), shown)
+    for command in QUOTED.findall(shown) + bare:
+        if not command.startswith("az ") and _takes_simulate(command):
             assert "--simulate" in command.split(), f"{code}: {shown}"
         if command.startswith("az "):
             assert f"'{command}' (in Azure, not in the simulated subscription)" in shown, f"{code}: {shown}"
@@ -97,6 +100,9 @@ def test_simulate_goes_before_a_redirect_and_carries_the_state_file():
         "'provision simulate quota list -l eastus'"
     assert for_session("check 'az vm list-usage -l westus'", {"simulate": True}) == \
         "check 'provision simulate quota list -l westus'"
+    # A command quoted without 'provision' is one too.
+    assert for_session("'create --replace-unhealthy' without --report-to-azure", {"simulate": True}) == \
+        "'create --replace-unhealthy --simulate' without --report-to-azure"
 
 
 # ------------------------------------------------------------------------------ end to end

@@ -69,11 +69,13 @@ SIMULATED_AZ = {
 
 
 def _takes_simulate(command_line: str) -> bool:
-    """Whether the provision command a remedy quotes talks to Azure (has --simulate)."""
+    """Whether the provision command a remedy quotes ('provision create ...', or 'create ...') talks to Azure
+    (has --simulate)."""
     from . import cli
 
     ctx, command = click.Context(cli), cli
-    for word in command_line.split()[1:]:
+    words = command_line.split()
+    for word in words[1:] if words[:1] == ["provision"] else words:
         if not isinstance(command, click.Group) or word.startswith("-"):
             break
         found = command.get_command(ctx, word)
@@ -112,7 +114,11 @@ def for_session(remedy: str, obj: dict | None = None) -> str:
                 return f"'{simulated}{line[len(real):]}'"
         return f"{match.group(0)} (in Azure, not in the simulated subscription)"
 
-    return QUOTED_AZ.sub(az, QUOTED_PROVISION.sub(provision, remedy))
+    from . import COMMANDS
+
+    # A command quoted without its 'provision' ('create --replace-unhealthy') is one too.
+    bare = re.compile(r"'((?:%s) [^']*)'" % "|".join(sorted(COMMANDS)))
+    return QUOTED_AZ.sub(az, bare.sub(provision, QUOTED_PROVISION.sub(provision, remedy)))
 
 
 def _remedies_for_session(value: Any, obj: dict) -> Any:
