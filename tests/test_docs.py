@@ -335,7 +335,7 @@ class Reader:
     def run_set_up(self, block: Block) -> None:
         """A README set-up command: what it does beyond installing and testing (the simulated cluster)."""
         line = block.code.strip()
-        assert line in CI.read_text(), f"{block.id}: .ci/run must run the README's set-up command as it stands"
+        assert line in ci_commands(), f"{block.id}: .ci/run must run the README's set-up command as it stands"
         rest = [part for part in line.split(" && ") if not any(p.fullmatch(part) for p in SET_UP_DONE)]
         if rest:
             self.run_line(block, " && ".join(rest))
@@ -504,6 +504,70 @@ def test_every_page_runs_in_page_order_in_one_shell(reader):
     assert not left, f"the docs' commands leave files in the clone (write them under out/ or a temp dir): {left}"
 
 
+def ci_commands(text: str | None = None) -> list[str]:
+    """The commands .ci/run runs: its lines as bash reads them, less comments; only those after its
+    `set -euo pipefail` (a command before it, or one that is not a line of its own, would not stop CI)."""
+    lines = shell_lines(CI.read_text() if text is None else text)
+    strict = next((i for i, line in enumerate(lines) if line.split("#")[0].split() == ["set", "-euo", "pipefail"]),
+                  None)
+    assert strict is not None, ".ci/run must stop at the first command that fails (set -euo pipefail)"
+    return lines[strict + 1:]
+
+
+def set_up_commands(text: str) -> list[Block]:
+    """The README's set-up: the shell blocks of its '## Set up' section, which must hold its first shell block."""
+    found = [b for b in blocks(text) if b.language in SHELL]
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines, 1) if line.strip() == "## Set up")
+    end = next((i for i, line in enumerate(lines, 1) if i > start and line.startswith("## ")), len(lines) + 1)
+    inside = [b for b in found if start < b.line < end]
+    assert found and inside and found[0] is inside[0], "the README's first shell block must be in '## Set up'"
+    return inside
+
+
+def check_set_up(text: str, ci: str) -> None:
+    """The README starts with exactly two set-up commands, one line each: the first installs azgpu and runs
+    its main job in simulation, the second installs the test extras and runs the tests; .ci/run runs both,
+    as they stand, in that order."""
+    commands = [b.code.strip() for b in set_up_commands(text)]
+    assert len(commands) == 2, f"the README's set-up must be exactly two commands, not {len(commands)}"
+    assert all("\n" not in c for c in commands), "each set-up command must be one line"
+    first, second = (c.split(" && ") for c in commands)
+    assert any(re.fullmatch(r"\.venv/bin/pip install -q \.", p) for p in first), "the first must install azgpu"
+    assert any(p.startswith(".venv/bin/provision create ") and "--simulate" in p.split() for p in first), \
+        "the first must run the main job (create) in simulation"
+    assert not any("pytest" in p for p in first)
+    assert any(re.fullmatch(r"\.venv/bin/pip install -q -e '\.\[test\]'", p) for p in second), \
+        "the second must install the test extras"
+    assert any(re.fullmatch(r"\.venv/bin/python -m pytest", p) for p in second), "the second must run the tests"
+    run = ci_commands(ci)
+    assert all(c in run for c in commands), ".ci/run must run the README's set-up commands as they stand"
+    assert run.index(commands[0]) < run.index(commands[1]), ".ci/run must run them in the README's order"
+
+
+def test_the_readme_starts_with_the_two_set_up_commands_ci_runs():
+    check_set_up(README.read_text(), CI.read_text())
+
+
+def test_the_set_up_check_fails_on_what_it_guards():
+    readme, ci = README.read_text(), CI.read_text()
+    first, second = (b.code.strip() for b in set_up_commands(readme))
+    third = "```bash\npip install something-else\n```\n\n## Five minutes without Azure"
+    cases = {
+        "exactly two": (readme.replace("## Five minutes without Azure", third, 1), ci),
+        "as they stand": (readme, ci.replace(first, "# " + first)),
+        "set -euo pipefail": (readme, ci.replace("set -euo pipefail", "set -u")),
+        "in simulation": (readme.replace(" --simulate -o table", " -o table", 1), ci),
+        "the README's order": (readme, ci.replace(first, "FIRST").replace(second, first).replace("FIRST", second)),
+        "install the test extras": (readme.replace(".venv/bin/pip install -q -e '.[test]'", ".venv/bin/pip install "
+                                                   "-q -e .", 1), ci),
+        "run the tests": (readme.replace(" && .venv/bin/python -m pytest\n", "\n", 1), ci),
+    }
+    for expected_message, (text, script) in cases.items():
+        with pytest.raises(AssertionError, match=re.escape(expected_message)):
+            check_set_up(text, script)
+
+
 def test_a_line_says_what_it_exits_with():
     assert expected("provision create ... -o none   # exit 2: QUOTA_INSUFFICIENT") == (2, "QUOTA_INSUFFICIENT")
     assert expected("provision check -n x -g y   # health of every node; exit 0 = all passed") == (0, None)
@@ -651,8 +715,8 @@ def test_every_error_code_in_the_docs_exists():
         sys.path.remove(str(REPO / "tools"))
     known = set(reference_docs.error_codes())
     for path in DOC_FILES:
-        named = set(re.findall(r"# exit \d+: ([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)|ERROR: \[([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\]",
-                               path.read_text()))
+        code_re = r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+"
+        named = set(re.findall(rf"# exit \d+: ({code_re})|ERROR: \[({code_re})\]", path.read_text()))
         for code in {c for pair in named for c in pair if c}:
             assert code in known, f"{path.name} names {code}, which no code gives"
 
