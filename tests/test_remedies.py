@@ -154,3 +154,28 @@ def test_remedies_in_a_result_under_simulate_carry_simulate_too(run, tmp_path, m
     rc, out, err = run("capacity", "--profile", "nd-a100-v4", "--nodes", "2", "-l", "eastus", *SIM)
     short = next(c for c in json.loads(out)["checks"] if c["status"] == "short")
     assert rc == 1 and short["remedy"] == "request 192: 'provision quota request ... -l eastus --simulate'"
+
+
+
+def test_the_capacity_reports_reservation_lines_quote_a_whole_reserve_command(run, tmp_path, monkeypatch):
+    """The report's lines are not error codes, so the registry does not hold them: checked here, end to end."""
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    group = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/capacity-rg/providers/"
+             "Microsoft.Compute/capacityReservationGroups/a100-crg")
+    capacity = ("capacity", "--profile", "nd-a100-v4", "--nodes", "2", "-l", "eastus", "--zones", "1",
+                "--capacity-reservation-group", group, *SIM)
+    rc, out, err = run(*capacity)
+    missing = next(c for c in json.loads(out)["checks"] if "does not exist" in c["detail"])
+    assert rc == 1 and missing["remedy"] == ("create it with 'provision reserve -g capacity-rg --group a100-crg --size "
+                                             "Standard_ND96asr_v4 --count 2 -l eastus --zone 1 --simulate'")
+    # Reserve another size in the group: the line for this one names the command that adds it.
+    assert run("simulate", "sku", "capability", "-l", "eastus", "--size", "Standard_ND96amsr_A100_v4", "--name",
+               "CapacityReservationSupported", "--value", "True")[0] == 0
+    assert run("reserve", "-g", "capacity-rg", "--group", "a100-crg", "-l", "eastus", "--size",
+               "Standard_ND96amsr_A100_v4", "--count", "1", "--yes", "-o", "none", *SIM)[0] == 0
+    rc, out, err = run(*capacity)
+    lines = [c for c in json.loads(out)["checks"] if c["check"] == "reservation"]
+    assert rc == 1 and any(c["remedy"] == "add one with 'provision reserve -g capacity-rg --group a100-crg --size "
+                           "Standard_ND96asr_v4 --count 2 -l eastus --zone 1 --simulate'" for c in lines), lines
+    for line in lines:
+        assert not placeholders(line["remedy"]), line

@@ -95,14 +95,18 @@ def _reservation_rows(session, group_id: str, size: str, location: str, zones: l
         rows.append(_row(location, "", "reservation", BLOCKED, f"{size} reports CapacityReservationSupported="
                          f"{caps.get('CapacityReservationSupported', 'absent')}", "choose a size that can be reserved"))
     group = read_group(session, group_id)
-    name = (parse_group_id(group_id) or {}).get("name", group_id)
+    ref = parse_group_id(group_id) or {}
+    name = ref.get("name", group_id)
+    # The reserve command that would make the room, with every value known here (a remedy has no blanks).
+    reserve = (f"'provision reserve -g {ref.get('rg')} --group {name} --size {size} --count {nodes} -l {location}"
+               f"{' --zone ' + zones[0] if len(zones) == 1 else ''}'")
     if group is None:
         return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' does not exist",
-                            "create it with 'provision reserve'")], 0
+                            f"create it with {reserve}")], 0
     held = group.of_size(size)
     if not held:
         return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' holds no reservation for {size}",
-                            f"'provision reserve --group {name} --size {size} --count {nodes} -l {location} ...'")], 0
+                            f"add one with {reserve}")], 0
     now = utc_now()
     covered, before = 0, len(rows)
     for mine in held:  # one per size per zone (D-crg): a line for each, the zones asked for first
@@ -112,7 +116,10 @@ def _reservation_rows(session, group_id: str, size: str, location: str, zones: l
         kind = "Block " if mine.block else ""
         if mine.failed:
             rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: provisioning state "
-                             f"{mine.state}, it holds no VMs", "send it again with 'provision reserve'"))
+                             f"{mine.state}, it holds no VMs",
+                             f"send it again with 'provision reserve -g {ref.get('rg')} --group {name} --name "
+                             f"{mine.name} --size {size} --count {mine.reserved} -l {location}"
+                             f"{' --zone ' + mine.zones[0] if mine.zones else ''}'"))
             continue
         if mine.block and not mine.active(now):
             rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: holds VMs from "
