@@ -179,3 +179,16 @@ def test_the_capacity_reports_reservation_lines_quote_a_whole_reserve_command(ru
                            "Standard_ND96asr_v4 --count 2 -l eastus --zone 1 --simulate'" for c in lines), lines
     for line in lines:
         assert not placeholders(line["remedy"]), line
+
+
+def test_a_slurm_programs_logged_remedy_under_simulate_carries_simulate(run, tmp_path, monkeypatch):
+    """A power program logs its final error in its own line format, not the CLI's: the remedy fits the session
+    there too."""
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    cluster = tmp_path / "c.toml"
+    cluster.write_text(f'profile = "nd-a100-v4"\nnodes = 4\nname = "train01"\nlocation = "eastus"\n'
+                       f'resource-group = "ml-rg"\nssh-key = "{REPO / "examples" / "demo_key.pub"}"\n')
+    rc, out, err = run("slurm", "resume", "-f", cluster, "--scontrol", "true", "--state-dir", tmp_path / "st",
+                       "nosuch-0001", *SIM)
+    remedy = next(line for line in err.splitlines() if "resume nosuch-0001: remedy:" in line)
+    assert rc == 2 and "[UNKNOWN_SLURM_NODE]" in err and "'provision slurm config --simulate'" in remedy
