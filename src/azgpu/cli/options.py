@@ -13,6 +13,7 @@ import click
 
 from ..errors import Finding, InputError
 from ..output import FORMATS, check_query, render
+from ..resource_types import IMPACT
 
 
 # ------------------------------------------------------------------------------------ printing
@@ -63,7 +64,7 @@ QUOTED_PROVISION = re.compile(r"'(provision [^']*)'")
 QUOTED_AZ = re.compile(r"'(az [^']*)'")
 # az commands whose simulated counterpart is a `provision simulate` command.
 SIMULATED_AZ = {
-    "az provider register --namespace Microsoft.Impact": "provision simulate ghr --provider-state Registered",
+    f"az provider register --namespace {IMPACT.type}": "provision simulate ghr --provider-state Registered",
     "az vm list-usage": "provision simulate quota list",
 }
 
