@@ -51,7 +51,8 @@ def clear_caches() -> None:
 # import, which writes azgpu's cache), for itself and every subprocess it starts, so running the
 # tests never reads or changes a user's simulated cloud, price cache or configuration.
 USER_PLACES = ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "AZURE_CONFIG_DIR")
-USER_SETTINGS = ("AZGPU_SIMULATE_STATE", "AZURE_DEFAULTS_GROUP", "AZURE_DEFAULTS_LOCATION", "AZGPU_DEBUG")
+USER_SETTINGS = ("AZGPU_SIMULATE_STATE", "AZGPU_SIMULATE_LATENCY", "AZURE_DEFAULTS_GROUP", "AZURE_DEFAULTS_LOCATION",
+                 "AZGPU_DEBUG")
 USER_PREFIX = "azgpu-tests-user-"
 
 

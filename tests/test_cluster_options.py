@@ -42,7 +42,7 @@ def test_no_identity_by_default(az):
 def test_an_identity_that_is_not_a_user_assigned_identity_id_is_refused(az):
     f = az.only(az.errors(profile="nd-a100-v4", identity=["/subscriptions/s/resourceGroups/r/providers/"
                                                           "Microsoft.Storage/storageAccounts/x"]), "INVALID_IDENTITY")
-    assert "az identity show" in f.remedy
+    assert "'az identity list --query [].id' lists them" in f.remedy
 
 
 def test_cli_identity_is_repeatable(run, ssh_key, tmp_path):

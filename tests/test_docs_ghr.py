@@ -21,7 +21,7 @@ def section() -> str:
 @pytest.mark.slow
 @pytest.mark.docs
 def test_the_python_example_runs_as_written():
-    # The page's one Python block (the harness in test_docs.py runs it in-process with the others).
+    # The page's one Python block (test_docs.py runs it too, in the page's own Python, after its shell lines).
     (code,) = re.findall(r"```python\n(.*?)```", section(), re.S)
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -98,7 +98,8 @@ def test_catalog_urn_is_known(az):
 def test_unverified_image_warns(az):
     f = az.only(az.spec(profile="nd-gb300-v6", nodes=18).findings, "IMAGE_UNVERIFIED")
     assert f.severity == "warning"
-    assert f.remedy == "check it exists: az vm image list --urn microsoft-dsvm:ubuntu-hpc:2404-gb:latest --all"
+    assert f.remedy == "check it exists: 'az vm image list --urn microsoft-dsvm:ubuntu-hpc:2404-gb:latest --all'"
+    assert "\n" not in f.source and len(f.source) < 100  # a pointer, not ten lines of sources on every command
 
 
 def test_image_that_is_neither_name_nor_urn_fails(az):
@@ -262,7 +263,7 @@ def test_subnet_just_large_enough_passes(az):
 def test_public_ip_without_ssh_source_warns(az):
     f = az.only(az.spec(profile="nd-a100-v4", public_ip=True).findings, "PUBLIC_IP_WITHOUT_SSH_RULE")
     assert f.severity == "warning"
-    assert f.remedy == "add --ssh-source YOUR.IP/32 to reach the nodes"
+    assert f.remedy == "add --ssh-source with your address to reach the nodes, e.g. --ssh-source 203.0.113.7/32"
 
 
 def test_public_ip_with_ssh_source_passes(az):
@@ -622,7 +623,9 @@ def test_create_needs_location_resource_group_and_key(az):
     assert set(by_code) == {"MISSING_LOCATION", "MISSING_RESOURCE_GROUP", "MISSING_SSH_KEY"}
     assert by_code["MISSING_LOCATION"].remedy == "pass -l/--location, e.g. -l eastus"
     assert by_code["MISSING_RESOURCE_GROUP"].remedy == "pass -g/--resource-group, e.g. -g ml-rg"
-    assert by_code["MISSING_SSH_KEY"].remedy.startswith("pass --ssh-key ~/.ssh/id_ed25519.pub")
+    # What the README's quick start made (--generate-ssh-keys: ~/.ssh/id_rsa), or how to make it.
+    assert by_code["MISSING_SSH_KEY"].remedy.startswith("pass --ssh-key with your public key file (e.g. --ssh-key "
+                                                        "~/.ssh/id_rsa.pub), or --generate-ssh-keys")
 
 
 def test_create_with_everything_given_passes(az):
@@ -641,7 +644,7 @@ def test_missing_name_fails(az):
 
 def test_missing_profile_and_size_fails(az):
     f = az.only(az.errors(), "MISSING_PROFILE")
-    assert f.remedy == "pass --profile ID or --size SIZE ('provision profiles list')"
+    assert f.remedy == "pass --profile or --size, e.g. --profile nd-a100-v4 ('provision profiles list')"
 
 
 def test_default_key_is_read_from_home(az, ssh_key, tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 
 from azgpu import output
 
@@ -159,3 +160,115 @@ def test_the_width_follows_the_terminal(monkeypatch):
     assert max(len(line) for line in output._grid(rows, top=True).splitlines()) <= 80
     monkeypatch.delenv("COLUMNS")
     assert output.table_width() == output.DEFAULT_WIDTH  # not a terminal: 120
+
+
+# ------------------------------------------------------------------------------ a terminal of 80 x 24
+
+
+@pytest.fixture
+def fake_cli(run, monkeypatch):
+    """`provision ...` in-process against one FakeAzure (no state file: 150 nodes stay quick), quota for them."""
+    from contextlib import contextmanager
+
+    from azgpu.cli import options
+    from azgpu.deploy.session import Session
+    from azgpu.testing import FakeAzure, FakeCredential
+
+    with FakeAzure(quota_limits={"gpuFamily": 25000, "cores": 50000}) as azure:
+        session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
+                          requests_session=azure.requests_session, clock=azure.now)
+
+        @contextmanager
+        def bound(*args, **kwargs):
+            yield session
+
+        monkeypatch.setattr(options, "session_for", bound)
+        yield azure, run
+
+
+def last_screen(out: str, err: str, lines: int = 24) -> list[str]:
+    """What an 80 x 24 terminal shows last: the result on stdout, then the error lines printed after it."""
+    tail = err[err.index("ERROR:"):] if "ERROR:" in err else ""
+    return (out + tail).splitlines()[-lines:]
+
+
+@pytest.mark.parametrize("nodes", [16, 150])
+def test_the_last_screen_of_create_check_shows_the_verdict_and_counts(fake_cli, monkeypatch, nodes):
+    azure, run = fake_cli
+    monkeypatch.setenv("COLUMNS", "80")
+    azure.unhealthy_next(1, gpus=7)
+    rc, out, err = run("create", "--profile", "nd-h100-v5", "-n", "v1", "-g", "v-rg", "-l", "eastus", "--nodes",
+                       str(nodes), "--ssh-key", KEY, "--check", "-o", "table")
+    assert rc == 1 and "[UNHEALTHY_NODES]" in err
+    screen = "\n".join(last_screen(out, err))
+    assert "Healthy        false" in screen and f"Passed         {nodes - 1}" in screen and "Failed         1" in screen
+    assert max(len(line) for line in out.splitlines()) <= 80
+    # The failing node in full, what it measured and its fault code; past 20 nodes the others are counted.
+    assert re.search(r"v1-000-000000 .*failed .*check_gpu_count .*7 .*NHC2009", out)
+    rows = [line for line in out.splitlines() if line.startswith("v1-00")]
+    assert len(rows) == (nodes if nodes <= 20 else 1)
+    assert nodes <= 20 or f"+{nodes - 1} more" in out
+    rc, out, err = run("check", "-n", "v1", "-g", "v-rg", "-o", "table", "--all-nodes")
+    assert len([line for line in out.splitlines() if line.startswith("v1-00")]) == nodes
+
+
+def test_check_at_80_columns_keeps_what_was_measured_and_leaves_empty_columns_out(fake_cli, monkeypatch):
+    azure, run = fake_cli
+    monkeypatch.setenv("COLUMNS", "80")
+    assert run("create", "--profile", "nd-h100-v5", "-n", "v2", "-g", "v-rg", "-l", "eastus", "--nodes", "4",
+               "--ssh-key", KEY, "-o", "none")[0] == 0
+    rc, out, _ = run("check", "-n", "v2", "-g", "v-rg", "-o", "table")
+    header = next(line for line in out.splitlines() if line.startswith("Node "))
+    # Every node passed: the failure columns are empty and go before any column that says something.
+    assert rc == 0 and "Expected" not in header and "Measured" not in header and "Physical host" in header
+    azure.make_unhealthy("v2-vmss000/2", gpus=7)
+    rc, out, _ = run("check", "-n", "v2", "-g", "v-rg", "-o", "table")
+    header = next(line for line in out.splitlines() if line.startswith("Node "))
+    assert rc == 1 and all(word in header for word in ("Status", "Measured", "Code"))
+
+
+def test_profiles_list_at_80_columns_shows_retired(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    rc, out, _ = run("profiles", "list", "-o", "table")
+    lines = out.splitlines()
+    assert rc == 0 and "Retired" in lines[0] and max(map(len, lines)) <= 80
+    assert "2023-09-06" in next(line for line in lines if line.startswith("nd "))  # the retired ND v1 says so
+
+
+def test_list_in_a_pipe_keeps_state(fake_cli, monkeypatch):
+    azure, run = fake_cli
+    monkeypatch.delenv("COLUMNS", raising=False)  # a pipe: 120 columns
+    group = "a-resource-group-with-a-long-name-" + "x" * 30
+    assert run("create", "--profile", "nd-a100-v4", "-n", "a-cluster-with-a-long-name-" + "y" * 20, "-g", group, "-l",
+               "eastus", "--nodes", "2", "--ssh-key", KEY, "-o", "none")[0] == 0
+    rc, out, _ = run("list", "-o", "table")
+    assert rc == 0 and "State" in out.splitlines()[0] and "Succeeded" in out
+
+
+def test_a_long_list_in_a_cell_is_its_first_and_last_and_a_count():
+    names = [f"g1-000-{i:06d}" for i in range(18)]
+    text = output._grid([{"name": "g1-rack000", "scale_set": "g1-vmss000", "nodes": names, "basis": "measured",
+                          **{f"c{j}": "x" * 12 for j in range(4)}}], top=True, limit=100)
+    assert output._cell(names) == "g1-000-000000 … g1-000-000017 (18)"
+    assert "g1-000-000017 (18)" in text and "g1-000-000009" not in text
+    assert len(text.splitlines()) <= 5  # not 18 lines of one narrow column
+    assert output.to_tsv([{"nodes": names}]).count("g1-000-") == 18  # tsv has every name
+
+
+def test_empty_columns_go_first_then_the_others_before_the_ones_that_matter():
+    rows = [{"node": "n1", "scale_set": "s" * 20, "status": "failed", "empty": "", "measured": "7", "code": "NHC2009",
+             "physical_host": "h" * 20}]
+    text = output._grid(rows, top=True, limit=50)
+    header = text.splitlines()[0]
+    assert all(word in header for word in ("Node", "Status", "Measured", "Code")) and "Empty" not in header
+    assert "Physical host" in text.splitlines()[-1] or "Scale set" in " ".join(text.split())
+
+
+def test_check_says_how_many_nodes_it_checks_before_the_first_answer(monkeypatch):
+    from azgpu.cli import check
+
+    said: list[str] = []
+    monkeypatch.setattr(check, "log", said.append)
+    progress = check.Progress({"verbose": True})  # as on a terminal: a line per node as it answers
+    progress.start(16)
+    assert said == ["checking 16 node(s)"]

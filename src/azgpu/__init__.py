@@ -7,7 +7,8 @@
     template = azgpu.render_arm(plan)         # dict
     bicep = azgpu.render_bicep(plan)          # text
     cost = azgpu.estimate_cost(plan)          # Azure Retail Prices API: per hour and per month
-    changes = azgpu.what_if(session, req)     # against the live subscription (loads the Azure SDK)
+    with azgpu.simulated_session() as session:    # the simulated subscription of --simulate, offline
+        changes = azgpu.what_if(session, req)     # loads the Azure SDK
 
 Nothing here imports the Azure SDK; only azgpu.deploy does, when it deploys.
 """
@@ -68,6 +69,21 @@ def what_if(session, request: Request, *, currency: str = "USD", prices: bool = 
     return _what_if(session, request, currency=currency, prices=prices)
 
 
+def simulated_session(*, state: str | None = None, latency: float = 0.0):
+    """A context manager giving a Session (azgpu.deploy.session.Session) against the simulated subscription that
+    `provision ... --simulate` runs against: no account, no network, no request leaves the process.
+
+        with azgpu.simulated_session() as session:
+            azgpu.deploy.create(session, request)
+
+    state: the file holding the simulated cloud (default: AZGPU_SIMULATE_STATE, else the user state directory, as
+    --simulate-state), so `provision status --simulate` sees what a script made. latency: seconds each long-running
+    operation takes (0, the default: none, on a virtual clock; the CLI's --simulate-latency defaults to 3)."""
+    from .deploy.simulate import simulated_session as _simulated_session
+
+    return _simulated_session(latency=latency, state=state)
+
+
 def estimate_cost(plan: Plan, *, currency: str = "USD"):
     """A plan's price per hour and per month from the Azure Retail Prices API (a pricing.Estimate:
     .as_dict()); "unknown" with the reason when offline. Loads no Azure SDK."""
@@ -79,5 +95,5 @@ __all__ = [
     "AzgpuError", "AzureError", "Finding", "Image", "InputError", "NotFoundError", "Plan", "Profile", "ProfileError",
     "Request", "Size", "Spec", "ValidationFailed", "build_request", "find_size", "image_catalog", "list_profiles",
     "load_profile", "build_plan", "read_cluster_file", "render_arm", "render_arm_parameters", "render_bicep",
-    "render_bicepparam", "validate", "what_if", "estimate_cost",
+    "render_bicepparam", "validate", "what_if", "estimate_cost", "simulated_session",
 ]

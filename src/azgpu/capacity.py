@@ -151,8 +151,9 @@ def block_schedule(*, start: str | None, days: int | None, weeks: int | None,
                                                    ("--days N or --weeks N", days is None and weeks is None)) if absent)
         out.append(Finding(code="BLOCK_SCHEDULE_REQUIRED",
                            message=f"a Block reservation needs a schedule (scheduleProfile): {missing} missing",
-                           remedy="pass --start YYYY-MM-DD (today or within 56 days) and --days 1..14 or --weeks "
-                           "3..26, or --type Targeted", field="start", source=source))
+                           remedy="pass --start (a date today or within 56 days, or +days from today) and "
+                           "--days 1..14 or --weeks 3..26, e.g. --start +1 --days 7; or --type Targeted",
+                           field="start", source=source))
     if days is not None and weeks is not None:
         out.append(Finding(code="INVALID_BLOCK_WINDOW", message="--days and --weeks both given: a Block window is "
                            "either 1 to 14 whole days or 3 to 26 whole weeks", remedy="pass one of them",
@@ -238,8 +239,8 @@ def targeted_series_finding(size: str) -> Finding | None:
     return Finding(code="TARGETED_RESERVATION_SERIES",
                    message=f"Learn lists {series} among the series on-demand (Targeted) capacity reservations do not "
                    f"support; {size}'s Resource SKU capabilities are checked next and decide",
-                   remedy="reserve a Block instead: --type Block --start YYYY-MM-DD --days N (where the size lists "
-                   "Block)",
+                   remedy="reserve a Block instead (where the size lists Block): --type Block with its window, "
+                   "e.g. --start +1 --days 7",
                    field="type", source=cite(("D-crg",)), severity="warning")
 
 
@@ -256,7 +257,8 @@ def reserve_findings(*, reservation_type: str, count: int | None, name: str | No
                            field="type", source=cite(("D-crg",))))
     if count is None or count < 1:
         out.append(Finding(code="INVALID_RESERVATION_COUNT", message=f"--count must be 1 or more, not {count}",
-                           remedy="pass --count N, the VMs to reserve", field="count", source=cite(("D-crg",))))
+                           remedy="pass --count with the VMs to reserve, e.g. --count 4", field="count",
+                           source=cite(("D-crg",))))
     elif reservation_type == "Block" and count not in BLOCK_CAPACITIES:
         near = min(BLOCK_CAPACITIES, key=lambda c: (c < count, abs(c - count)))
         out.append(Finding(code="INVALID_BLOCK_CAPACITY",

@@ -159,6 +159,18 @@ def listing(items, limit: int = 6) -> str:
     return f"{', '.join(items[:limit - 1])} and {len(items) - limit + 1} more"
 
 
+LONG_LIST = 6  # a table cell shows a list of more names than this as its first and last and a count
+
+
+def _cell(value: Any) -> str:
+    """A table cell: a long list of names (18 nodes of a rack) as 'first … last (18)', not 18 lines of a
+    narrow column; -o json, yaml and tsv have every item."""
+    if isinstance(value, (list, tuple)) and len(value) > LONG_LIST and all(
+            not isinstance(v, (dict, list)) for v in value):
+        return f"{_scalar(value[0])} … {_scalar(value[-1])} ({len(value)})"
+    return _scalar(value)
+
+
 def _empty(value: Any) -> bool:
     return isinstance(value, (list, dict)) and not value
 
@@ -207,25 +219,47 @@ def _wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
+# The columns a narrow table keeps longest, most important first: what names a row, and the verdict
+# or state a reader looks for (a retired series, a cluster's state, what a node measured and the fault
+# code). Other columns go before them, empty ones first of all.
+KEEP = ("id", "name", "node", "status", "state", "retired", "severity", "code", "measured", "check", "expected",
+        "location", "zone", "detail", "remedy", "reason")
+
+
+def _drop_order(columns: list[str], cells: list[list[str]]) -> list[int]:
+    """Which column to leave out first, second ...: empty columns, then the others from the right, then
+    those of KEEP, least important first."""
+    empty = [i for i in reversed(range(len(columns))) if not any(r[i] for r in cells)]
+    rank = {key: n for n, key in enumerate(KEEP)}
+    other = [i for i in reversed(range(len(columns))) if i not in empty and str(columns[i]) not in rank]
+    kept = sorted((i for i in range(len(columns)) if i not in empty and str(columns[i]) in rank),
+                  key=lambda i: -rank[str(columns[i])])
+    return empty + other + kept
+
+
 def _fit(columns: list[str], cells: list[list[str]], limit: int) -> tuple[list[str], list[list[str]], list[int], list[str]]:
-    """Columns and widths that fit `limit`: the widest columns wrap between words first, then the last
-    columns are left out (named under the table; -o json has everything); a word is broken only when
+    """Columns and widths that fit `limit`: the widest columns wrap between words first, then columns are
+    left out in _drop_order (named under the table; -o json has everything); a word is broken only when
     a single column is left."""
     dropped: list[str] = []
+    order, original = _drop_order(columns, cells), list(columns)
+    empty = {columns[i] for i in range(len(columns)) if not any(r[i] for r in cells)}
     while True:
         widths = [max([len(header(c))] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
         # Headers wrap too, so a column's floor is its longest word, cell or header.
         words = [max([MIN_COLUMN] + [len(w) for r in cells for w in r[i].split()] + [len(w) for w in header(c).split()])
                  for i, c in enumerate(columns)]
         excess = _shrink(widths, words, sum(widths) + 2 * (len(widths) - 1) - limit)
-        if excess <= 0:
-            return columns, cells, widths, dropped
-        if len(columns) == 1:
-            _shrink(widths, [MIN_COLUMN], excess)
-            return columns, cells, widths, dropped
-        dropped.insert(0, columns[-1])
-        columns = columns[:-1]
-        cells = [r[:-1] for r in cells]
+        if excess <= 0 or len(columns) == 1:
+            if excess > 0:
+                _shrink(widths, [MIN_COLUMN], excess)
+            # The note names what was left out, in the table's order; an empty column said nothing.
+            return columns, cells, widths, sorted((c for c in dropped if c not in empty), key=original.index)
+        gone = order.pop(0)
+        order = [i - (i > gone) for i in order]
+        dropped.append(columns[gone])
+        columns = columns[:gone] + columns[gone + 1:]
+        cells = [r[:gone] + r[gone + 1:] for r in cells]
 
 
 def _shrink(widths: list[int], floors: list[int], excess: int) -> int:
@@ -253,7 +287,7 @@ def _grid(rows: list[dict], top: bool = False, limit: int | None = None) -> str:
             if key not in columns and not isinstance(value, dict) and not (
                     isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
                 columns.append(key)
-    cells = [[printable(_scalar(row.get(c))) for c in columns] for row in rows]
+    cells = [[printable(_cell(row.get(c))) for c in columns] for row in rows]
     prose = any(isinstance(row.get(c), str) and len(row[c]) > WIDE and row[c].count(" ") >= 8 for row in rows
                 for c in columns)  # long text (a message), not a list of names joined by ', '
     if prose and not top:

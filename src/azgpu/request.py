@@ -364,7 +364,8 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
     if "profile" not in clean:
         if "size" not in clean:  # a size alone names its profile (--size ND40rs_v2 -> ndv2)
             findings.append(Finding(code="MISSING_PROFILE", message="no profile given",
-                                    remedy="pass --profile ID or --size SIZE ('provision profiles list')",
+                                    remedy="pass --profile or --size, e.g. --profile nd-a100-v4 ('provision profiles "
+                                           "list')",
                                     field="profile"))
         clean["profile"] = ""
     given = {str(k).replace("-", "_") for k in [*(mapping or {}), *values]}

@@ -107,7 +107,8 @@ def image_known(ctx: Context) -> Iterator[Finding]:
     if not img.verified:
         yield Finding(code="IMAGE_UNVERIFIED",
                       message=f"image '{img.name}' ({img.urn}) is not confirmed by Microsoft's documentation",
-                      remedy=f"check it exists: az vm image list --urn {img.urn} --all", source=cite(img.source),
+                      remedy=f"check it exists: 'az vm image list --urn {img.urn} --all'",
+                      source=f"profiles/images.toml, image {img.name} (its notes and sources)",
                       severity="warning", field="image")
     if img.legacy:
         yield Finding(code="IMAGE_LEGACY", message=f"image '{img.name}' is legacy: {img.legacy}",

@@ -113,15 +113,18 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
         if command == "create":
             return [Finding(code="MISSING_SSH_KEY",
                             message="no SSH public key: azgpu creates Linux nodes with SSH keys only",
-                            remedy="pass --ssh-key ~/.ssh/id_ed25519.pub (create one with ssh-keygen -t ed25519)",
+                            remedy="pass --ssh-key with your public key file (e.g. --ssh-key ~/.ssh/id_rsa.pub), or "
+                                   "--generate-ssh-keys to make ~/.ssh/id_rsa",
                             field="ssh_key")]
         if command == "render":  # the parameter files are written without it
             return [Finding(code="SSH_KEY_NOT_SET",
                             message="no SSH public key given: main.parameters.json leaves sshPublicKey for "
-                            "you to fill", remedy="pass --ssh-key PATH to fill it", field="ssh_key", severity="warning")]
+                            "you to fill", remedy="pass --ssh-key (e.g. --ssh-key ~/.ssh/id_rsa.pub) to fill it",
+                            field="ssh_key", severity="warning")]
         # validate and plan write nothing: a note (under --verbose) of what create will need.
         return [Finding(code="SSH_KEY_NOT_SET", message="no SSH public key given: 'provision create' will need one",
-                        remedy="pass --ssh-key PATH, or --generate-ssh-keys to make ~/.ssh/id_rsa", field="ssh_key",
+                        remedy="pass --ssh-key (e.g. --ssh-key ~/.ssh/id_rsa.pub), or --generate-ssh-keys to make "
+                               "~/.ssh/id_rsa", field="ssh_key",
                         severity="note")]
     match = SSH_KEY_RE.fullmatch(key.strip())
     valid = bool(match)
@@ -217,7 +220,8 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
     if req.public_ip and not req.ssh_source:
         out.append(Finding(code="PUBLIC_IP_WITHOUT_SSH_RULE",
                            message="--public-ip without --ssh-source: the NSG admits no inbound SSH",
-                           remedy="add --ssh-source YOUR.IP/32 to reach the nodes", field="public_ip",
+                           remedy="add --ssh-source with your address to reach the nodes, e.g. --ssh-source "
+                                  "203.0.113.7/32", field="public_ip",
                            severity="warning"))
     return out, vnet, ssh_source
 
@@ -314,7 +318,7 @@ def _check_identities(req: Request) -> tuple[list[Finding], dict | None]:
             out.append(Finding(code="INVALID_IDENTITY",
                                message=f"--identity '{rid}' is not a user-assigned identity resource ID",
                                remedy=f"pass {USER_ASSIGNED_IDENTITY.example_id('NAME')} "
-                               "('az identity show -g RG -n NAME --query id')",
+                               "('az identity list --query [].id' lists them)",
                                field="identities",
                                source=cite(("S-compute-2026-04-01",))))
     if out or not (req.assign_identity or req.identities):

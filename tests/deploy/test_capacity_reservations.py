@@ -275,6 +275,8 @@ def test_reserve_needs_quota_for_the_reserved_vms(reservable, session):
     reservable.set_quota(LOCATION, A100_FAMILY, limit=100)
     found = check(session).errors
     assert [f.code for f in found] == ["QUOTA_INSUFFICIENT"] and "provision quota request" in found[0].remedy
+    # Named as every quota azgpu shows: the usage API's name.value, the name 'provision quota request' files.
+    assert found[0].message.startswith("vCPU quota Standard NDASv4_A100 Family in eastus: ")
 
 
 # -- create into a group --------------------------------------------------------------------------------

@@ -42,7 +42,9 @@ def credential(monkeypatch):
 @pytest.mark.parametrize("argv", [create_args(), ["status", *cluster_args()]], ids=["create", "status"])
 def test_missing_subscription_exits_2_with_the_remedy(azure, run, no_subscription, credential, argv):
     rc, out, err = run(*argv)
-    assert_cli_error(rc, err, 2, "NO_SUBSCRIPTION", "pass --subscription ID, set AZURE_SUBSCRIPTION_ID")
+    assert_cli_error(rc, err, 2, "NO_SUBSCRIPTION",
+                     "pass --subscription with its ID ('az account list -o table' lists them), "
+                     "set AZURE_SUBSCRIPTION_ID")
     assert azure.requests == []
 
 

@@ -258,7 +258,7 @@ def test_an_existing_ppg_that_is_missing_is_refused(azure, session):
     ppg_id = f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/{PPG_TYPE}/storage-ppg"
     azure.add_user_assigned_identity(RG, "make-the-group")  # the resource group exists
     f = next(iter(_preflight_errors(session, ppg=ppg_id)))
-    assert f.code == "PPG_NOT_FOUND" and "--ppg NAME" in f.remedy
+    assert f.code == "PPG_NOT_FOUND" and "e.g. --ppg c1-ppg" in f.remedy  # a name, filled in
     assert not writes(azure)
 
 

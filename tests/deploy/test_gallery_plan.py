@@ -27,8 +27,8 @@ def test_unaccepted_terms_stop_the_preflight_with_the_terms_accept_remedy(azure,
         create(session, request(image=image_id))
     (err,) = [f for f in caught.value.errors if f.code == "MARKETPLACE_TERMS_NOT_ACCEPTED"]
     assert "plan 8_10-hpc-gen2" in err.message and "built from a Marketplace image" in err.message
-    assert err.remedy.startswith("az vm image terms accept --publisher almalinux --offer almalinux-hpc "
-                                 "--plan 8_10-hpc-gen2")
+    assert err.remedy.startswith("'az vm image terms accept --publisher almalinux --offer almalinux-hpc "
+                                 "--plan 8_10-hpc-gen2'")  # quoted: the CLI tells a command from its prose
     assert writes(azure) == []
 
 

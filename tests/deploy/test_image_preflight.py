@@ -149,7 +149,7 @@ def test_quota_is_counted_under_the_family_the_sku_api_reports(azure, session):
     result = create(session, request("nd-mi300x-v5"))
     findings = result["preflight"]["findings"]
     assert "QUOTA_UNKNOWN" not in {f["code"] for f in findings}
-    assert result["preflight"]["quota"][0]["quota"] == "Standard NDisr MI300X v5 Family vCPUs"
+    assert result["preflight"]["quota"][0]["quota"] == "Standard NDisr MI300X v5 Family"  # the usage name
     assert [f["severity"] for f in findings if f["code"] == "SKU_DRIFT" and "quota family" in f["message"]] == ["warning"]
 
 
@@ -186,4 +186,4 @@ def test_unaccepted_terms_at_deploy_time_map_to_the_terms_remedy(azure, session)
     spec = validate(request(image=ALMA), command="create")
     err = _deploy_without_preflight(session, spec)
     assert (err.code, err.azure_code) == ("MARKETPLACE_TERMS_NOT_ACCEPTED", "MarketplacePurchaseEligibilityFailed")
-    assert "az vm image terms accept --urn" in err.remedy
+    assert "'az vm image terms accept' with its --urn" in err.remedy

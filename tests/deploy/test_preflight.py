@@ -43,13 +43,13 @@ def test_family_quota_shortfall_names_usage_limit_needed_and_the_increase(azure,
 def test_regional_quota_shortfall(azure, session):
     azure.set_quota(LOCATION, "cores", limit=100)
     f = only(preflight_failure(azure, session), "QUOTA_INSUFFICIENT")
-    assert "Total Regional vCPUs" in f.message and f"request an increase to {NEEDED}" in f.remedy
+    assert "vCPU quota cores in" in f.message and f"request an increase to {NEEDED}" in f.remedy
 
 
 def test_spot_checks_low_priority_cores(azure, session):
     azure.set_quota(LOCATION, "lowPriorityCores", limit=100, usage=10)
     f = only(preflight_failure(azure, session, spot=True), "QUOTA_INSUFFICIENT")
-    assert "Low-priority" in f.message and f"request an increase to {10 + NEEDED}" in f.remedy
+    assert "vCPU quota lowPriorityCores in" in f.message and f"request an increase to {10 + NEEDED}" in f.remedy
 
 
 def test_spot_does_not_need_the_family_quota(azure, session):
@@ -62,14 +62,13 @@ def test_spot_does_not_need_the_regional_quota(azure, session):
     # Spot VMs count against the spot vCPU quota only (Learn, "Increase spot vCPU family quotas").
     azure.set_quota(LOCATION, "cores", limit=0)
     result = create(session, request(spot=True))
-    assert [q["quota"] for q in result["preflight"]["quota"]] == ["Total Regional Low-priority vCPUs"]
+    assert [q["quota"] for q in result["preflight"]["quota"]] == ["lowPriorityCores"]  # the usage names
     assert azure.resources(type=VMSS)[0]["properties"]["provisioningState"] == "Succeeded"
 
 
 def test_regular_nodes_need_the_family_and_the_regional_quota(azure, session):
     result = create(session, request())
-    assert sorted(q["quota"] for q in result["preflight"]["quota"]) == ["Standard NDASv4_A100 Family vCPUs",
-                                                                        "Total Regional vCPUs"]
+    assert sorted(q["quota"] for q in result["preflight"]["quota"]) == ["Standard NDASv4_A100 Family", "cores"]
 
 
 def test_quota_counts_only_what_a_rerun_adds(azure, session):
@@ -238,7 +237,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(azure, cli):
     result = json.loads(out)
     assert result["dry_run"] is True
     assert [s["name"] for s in result["scale_sets"]] == ["c1-vmss000", "c1-vmss001", "c1-vmss002"]
-    assert {q["quota"] for q in result["preflight"]["quota"]} >= {"Total Regional vCPUs"}
+    assert {q["quota"] for q in result["preflight"]["quota"]} >= {"cores"}
     assert writes(azure) == []
     assert azure.resources() == []
 

@@ -92,7 +92,7 @@ def test_an_unknown_quota_name_is_bad_input(knob):
 
 def test_quota_set_without_a_value_is_bad_input(knob):
     rc, out, err = knob("quota", "set", "-l", "eastus", "--name", "cores")
-    assert_cli_error(rc, err, 2, "MISSING_ARGUMENT", "--limit N")
+    assert_cli_error(rc, err, 2, "MISSING_ARGUMENT", "--limit and/or --usage")
 
 
 # -- restrictions ----------------------------------------------------------------------------------

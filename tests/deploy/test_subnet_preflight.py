@@ -154,7 +154,7 @@ def test_a_private_subnet_without_nat_gateway_warns_what_will_not_work(azure, se
     assert f["severity"] == "warning"
     assert "private (defaultOutboundAccess false) and has no NAT gateway" in f["message"]
     assert "DOCA-OFED 3.2.1" in f["message"] and "Run Command results" in f["message"]
-    assert "az network vnet subnet update --nat-gateway" in f["remedy"]
+    assert "'az network vnet subnet update -g net-rg --vnet-name hub -n gpu --nat-gateway'" in f["remedy"]
     assert azure.resources(type=VMSS)  # a warning: the cluster is still created
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import click
 
 from ..errors import EXIT_INPUT, EXIT_INTERRUPTED, AzgpuError, ValidationFailed
-from .options import DECLINED, one_line, print_findings
+from .options import DECLINED, for_session, one_line, print_findings
 
 DEBUG_ENV = "AZGPU_DEBUG"
 # click 8.2 renamed NoArgsIsHelp to NoArgsIsHelpError (a UsageError); click 8.1 has neither and
@@ -103,12 +103,13 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get(DEBUG_ENV))
+    obj = {"debug": debug}  # what the command's options said (common() fills it), for the error lines below
     try:
-        cli.main(args=args, prog_name="provision", standalone_mode=False, obj={"debug": debug})
+        cli.main(args=args, prog_name="provision", standalone_mode=False, obj=obj)
     except ValidationFailed as exc:
         if getattr(exc, "reported", False):  # a Slurm program logged it in its own line format
             return EXIT_INPUT
-        print_findings(exc.findings, verbose="--verbose" in args)
+        print_findings(exc.findings, verbose="--verbose" in args, obj=obj)
         if debug:
             raise
         return EXIT_INPUT
@@ -121,7 +122,7 @@ def _main(argv: list[str] | None) -> int:
             return exc.exit_code
         click.echo(f"ERROR: [{exc.code}] {one_line(exc.message)}", err=True)
         if exc.remedy:
-            click.echo(f"  remedy: {one_line(exc.remedy)}", err=True)
+            click.echo(f"  remedy: {one_line(for_session(exc.remedy, obj))}", err=True)
         if debug:
             raise
         return exc.exit_code

@@ -41,7 +41,7 @@ def _need_location(request) -> None:
 
 
 def _shortfall_text(short) -> str:
-    lines = [f"  {s.location}: {s.label} ({s.quota}) usage {s.usage} + needed {s.needed} > limit {s.limit}: "
+    lines = [f"  {s.location}: {s.quota} usage {s.usage} + needed {s.needed} > limit {s.limit}: "
              f"request {s.new_limit}" for s in short]
     return f"Quota increase requests to file ({QUOTA.namespace}):\n" + "\n".join(lines)
 
@@ -153,7 +153,8 @@ def register(cli: click.Group) -> None:
         """One report before anything is created: SKU restrictions per location and zone, quota headroom
         (family, regional, spot) and reservation headroom, each line with its remedy. Reads only.
 
-        Exit 0 when every check passes, 1 when something is short or blocked (the table says what to do).
+        Exit 0 when every check of -l passes, 1 when one is short or blocked (the table says what to do); the
+        --fallback-locations are reported apart and do not change the exit status.
         """
         from ..capacity import parse_group_id
         from ..deploy.capacity_report import OK, report
@@ -176,9 +177,13 @@ def register(cli: click.Group) -> None:
             result = report(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,
                             zones=[str(z) for z in zones], spot=spot, group_id=capacity_reservation_group)
         emit(result, obj, table=lambda r: r["checks"])
+        apart = [f"{f['location']}: {f['verdict']}" for f in result["fallbacks"] if f["verdict"] != OK]
+        if apart:
+            log(f"fallback location(s) not ready, which create would try only on a capacity error: {', '.join(apart)}")
         if result["verdict"] != OK:
-            raise AzureError(f"capacity report: {result['verdict']} (see the lines that are not ok)",
-                             code="CAPACITY_NOT_READY", remedy="follow each line's remedy, then run the report again")
+            raise AzureError(f"capacity report: {result['location']} is {result['verdict']} (see the lines that are "
+                             "not ok)", code="CAPACITY_NOT_READY",
+                             remedy="follow each line's remedy, then run the report again")
 
     _register_reserve(cli)
     _register_simulate(cli)
@@ -196,7 +201,8 @@ def _profile_and_size(profile: str | None, size: str | None):
     if profile:
         p = load_profile(profile)
         return p, p.size(p.default_size)
-    raise InputError("no size given", code="MISSING_ARGUMENT", remedy="pass --size SIZE or --profile PROFILE")
+    raise InputError("no size given", code="MISSING_ARGUMENT",
+                     remedy="pass --profile or --size, e.g. --profile nd-a100-v4 or --size Standard_ND96asr_v4")
 
 
 def _group_names(resource_group: str) -> list[Finding]:
@@ -407,5 +413,5 @@ def quota_before_create(session, request, *, fallback_locations, yes: bool) -> N
     if pending:
         ids = ", ".join(f"{r['id']} ({r['quota']} in {r['location']}: {r['state']})" for r in pending)
         raise AzureError(f"quota requests not final yet: {ids}", code="QUOTA_REQUEST_PENDING",
-                         remedy=f"follow them with 'provision quota status -l {pending[0]['location']} --id ID', "
-                                "then run create again")
+                         remedy=f"follow them with 'provision quota status -l {pending[0]['location']} "
+                                f"--id {pending[0]['id']}', then run create again")

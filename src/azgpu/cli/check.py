@@ -56,27 +56,43 @@ def gate_findings(gate) -> list:
     return out
 
 
-def compact(report: dict[str, Any]) -> dict[str, Any]:
-    """The table view: one row per node, what failed and why, the NCCL rows."""
-    nodes = []
-    for n in report["nodes"]:
-        first = (n.get("failures") or [{}])[0] if n["status"] == "failed" else {}
-        row = {"node": n["computer_name"], "scale_set": n["scale_set"], "instance": n["instance_id"],
-               "status": n["status"], "checker": n.get("checker") or "", "check": first.get("check") or "",
-               "expected": first.get("expected") or "", "measured": first.get("measured") or "",
-               "code": first.get("fault_code") or "",
-               "more": len(n.get("failures") or []) - 1 + (n.get("more_failures") or 0) if first else "",
-               "physical_host": n.get("physical_host") or ""}
-        if n["status"] in ("unreachable", "inconclusive"):
-            row["reason"] = n.get("reason") or ""
-        nodes.append(row)
-    out: dict[str, Any] = {k: report[k] for k in ("cluster", "resource_group", "healthy", "nodes_checked", "passed",
-                                                  "failed", "inconclusive", "unreachable") if k in report}
+# A table lists every node up to this many; above it, the nodes that did not pass in full and the rest
+# counted (--all-nodes lists them all; -o json always has every node).
+LISTED_NODES = 20
+VERDICT = ("healthy", "nodes_checked", "passed", "failed", "inconclusive", "unreachable")
+
+
+def _node_row(n: dict[str, Any]) -> dict[str, Any]:
+    first = (n.get("failures") or [{}])[0] if n["status"] == "failed" else {}
+    row = {"node": n["computer_name"], "scale_set": n["scale_set"], "instance": n["instance_id"],
+           "status": n["status"], "checker": n.get("checker") or "", "check": first.get("check") or "",
+           "expected": first.get("expected") or "", "measured": first.get("measured") or "",
+           "code": first.get("fault_code") or "",
+           "more": len(n.get("failures") or []) - 1 + (n.get("more_failures") or 0) if first else "",
+           "physical_host": n.get("physical_host") or ""}
+    if n["status"] in ("unreachable", "inconclusive"):
+        row["reason"] = n.get("reason") or ""
+    return row
+
+
+def _node_rows(nodes: list[dict[str, Any]], all_nodes: bool) -> list[dict[str, Any]]:
+    """Every node, or (past LISTED_NODES, unless all_nodes) those that did not pass and a count of the rest."""
+    if all_nodes or len(nodes) <= LISTED_NODES:
+        return [_node_row(n) for n in nodes]
+    rows = [_node_row(n) for n in nodes if n["status"] != "passed"]
+    passed = len(nodes) - len(rows)
+    if passed:
+        rows.append({"node": f"+{passed} more" if rows else f"{passed} nodes", "status": "passed"})
+    return rows
+
+
+def compact(report: dict[str, Any], all_nodes: bool = False) -> dict[str, Any]:
+    """The table view: one row per node (a long list summarised), what failed and why, the NCCL rows, and
+    the verdict and its counts last, where a terminal's last screen shows them."""
+    out: dict[str, Any] = {k: report[k] for k in ("cluster", "resource_group") if k in report}
     if report.get("warnings"):
         out["warnings"] = report["warnings"]
-    if report.get("stopped"):
-        out["stopped"] = report["stopped"]
-    out["nodes"] = nodes
+    out["nodes"] = _node_rows(report["nodes"], all_nodes)
     if report.get("nccl"):
         # all_reduce_perf's bus bandwidth is in GB/s (bytes): the columns say so ('gbs' reads GB/s).
         out["nccl"] = [{"scale_set": r.get("scale_set"), "nodes": r.get("nodes"), "status": r.get("status"),
@@ -86,18 +102,34 @@ def compact(report: dict[str, Any]) -> dict[str, Any]:
     if report.get("replaced"):
         out["replaced"] = [{k: r.get(k) for k in ("round", "computer_name", "physical_host", "summary")}
                            for r in report["replaced"]]
+    verdict = {k: report[k] for k in VERDICT if k in report}
+    if len(out["nodes"]) < len(report["nodes"]):
+        listed = len(out["nodes"]) - 1
+        verdict["listed"] = (f"{listed} of {len(report['nodes'])} nodes, those that did not pass "
+                             "(--all-nodes: every one)")
+    if report.get("stopped"):
+        verdict["stopped"] = report["stopped"]
+    out["verdict"] = verdict
     return out
 
 
 def emit_report(report: dict[str, Any], obj: dict) -> None:
-    emit(compact(report) if obj["output"] == "table" and not obj["query"] else report, obj)
+    table = obj["output"] == "table" and not obj["query"]
+    emit(compact(report, obj.get("all_nodes", False)) if table else report, obj)
 
 
 def with_compact_health(result: dict[str, Any], obj: dict) -> dict[str, Any]:
-    """create's result for output: its health report as the table view when printing a table."""
+    """create's result for output: its health report as the table view when printing a table, last (the
+    verdict ends the table)."""
     if obj["output"] == "table" and not obj["query"] and result.get("health"):
-        return {**result, "health": compact(result["health"])}
+        rest = {k: v for k, v in result.items() if k != "health"}
+        return {**rest, "health": compact(result["health"], obj.get("all_nodes", False))}
     return result
+
+
+ALL_NODES = click.option("--all-nodes", is_flag=True,
+                         help=f"-o table: list every node (past {LISTED_NODES} nodes the table lists those that did "
+                              "not pass and counts the rest; -o json always has every node).")
 
 
 def node_logger(obj: dict):
@@ -131,8 +163,7 @@ class Progress:
         self.total += total
         self.next_at = max(1, self.total // 10)
         self.last = self.clock()
-        if self.each is None:
-            log(f"checking {total} node(s)")
+        log(f"checking {total} node(s)")  # before the first answer, on a terminal as in a pipe
 
     def __call__(self, result) -> None:
         self.counts[result.status] = self.counts.get(result.status, 0) + 1
@@ -189,11 +220,12 @@ def register(cli: click.Group) -> None:
                   help="Print the on-node check with --size's expectations, to run by hand as root (ssh) or as a "
                        "scheduler's health check; it prints one verdict line.")
     @click.option("--size", default=None, help="The VM size for --from-output and --print-script.")
+    @ALL_NODES
     @health_options
     @azure_options
     @common
-    def check_cmd(obj, name, resource_group, from_output, print_script, size, node_check, subscription, simulate,
-                  simulate_latency, simulate_state):
+    def check_cmd(obj, name, resource_group, from_output, print_script, size, all_nodes, node_check, subscription,
+                  simulate, simulate_latency, simulate_state):
         """Run the node health checks on every node (AzNHC where the image has it, else azgpu's fallback) through
         Run Command; exit 0 only when every node passed. Only a failed node (a host fault) is ever replaced or
         reported; inconclusive and unreachable nodes are shown with their reason."""
@@ -202,6 +234,7 @@ def register(cli: click.Group) -> None:
 
         # Every option first: before a lock is taken, a request is sent or a script is printed.
         check_options(parallel=node_check.parallel, node_timeout=node_check.node_timeout)
+        obj["all_nodes"] = all_nodes
         if from_output or print_script:
             if not size:
                 raise InputError("--size is required with --from-output and --print-script", code="MISSING_ARGUMENT",

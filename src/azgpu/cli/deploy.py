@@ -17,7 +17,7 @@ from ..health.limits import MAX_ROUNDS
 from ..output import listing, terminal_text
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
-from .check import gate_findings, health_options, with_compact_health
+from .check import ALL_NODES, gate_findings, health_options, with_compact_health
 from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
 from .progress import progress_for
@@ -95,12 +95,13 @@ def register(cli: click.Group) -> None:
     @click.option("--request-quota", is_flag=True,
                   help=f"File the quota increases the preflight finds short ({QUOTA.namespace}; asks first unless "
                        "--yes) and go on once they are approved; see 'provision quota request'.")
+    @ALL_NODES
     @health_options
     @report_options
     @common
     @create_options
     def create_cmd(obj, subscription, simulate, simulate_latency, simulate_state, settings, what_if_, request_quota,
-                   yes, **values):
+                   yes, all_nodes, **values):
         """Validate, preflight against Azure, and deploy the cluster (re-runs converge).
 
         A re-run that would delete instances (fewer --nodes) lists them and goes on only with
@@ -110,6 +111,7 @@ def register(cli: click.Group) -> None:
         from ..pricing import check_currency
         from ..spec import check_fallbacks
 
+        obj["all_nodes"] = all_nodes
         dry_run, gate, reporting = settings.dry_run, settings.gate, settings.report
         if what_if_ and dry_run:
             raise InputError("--what-if and --dry-run both preview the deployment", code="CONFLICTING_OPTIONS",

@@ -13,13 +13,17 @@ import click
 
 from ..errors import Finding, InputError
 from ..output import FORMATS, check_query, render, terminal_text
+from ..resource_types import IMPACT
 
 
 # ------------------------------------------------------------------------------------ printing
 
 
 def emit(result: Any, ctx_obj: dict, table=None) -> None:
-    """Print a result on stdout; table: the summary -o table shows (see output.render)."""
+    """Print a result on stdout; table: the summary -o table shows (see output.render). Under --simulate the
+    remedies it holds (findings, capacity lines) name the simulated subscription's commands (for_session)."""
+    if ctx_obj.get("simulate"):
+        result = _remedies_for_session(result, ctx_obj)
     text = render(result, ctx_obj["output"], ctx_obj["query"], table=table)
     if text:
         click.echo(text, nl=False)
@@ -52,17 +56,90 @@ def confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def print_finding(f: Finding) -> None:
+# The provision commands a remedy quotes ('provision destroy -n x -g y'), and the az ones.
+QUOTED_PROVISION = re.compile(r"'(provision [^']*)'")
+QUOTED_AZ = re.compile(r"'(az [^']*)'")
+# az commands whose simulated counterpart is a `provision simulate` command.
+SIMULATED_AZ = {
+    f"az provider register --namespace {IMPACT.type}": "provision simulate ghr --provider-state Registered",
+    "az vm list-usage": "provision simulate quota list",
+}
+
+
+def _takes_simulate(command_line: str) -> bool:
+    """Whether the provision command a remedy quotes ('provision create ...', or 'create ...') talks to Azure
+    (has --simulate)."""
+    from . import cli
+
+    ctx, command = click.Context(cli), cli
+    words = command_line.split()
+    for word in words[1:] if words[:1] == ["provision"] else words:
+        if not isinstance(command, click.Group) or word.startswith("-"):
+            break
+        found = command.get_command(ctx, word)
+        if found is None:
+            break
+        command = found
+    return not isinstance(command, click.Group) and any(p.name == "simulate" for p in command.params)
+
+
+def for_session(remedy: str, obj: dict | None = None) -> str:
+    """A remedy as this invocation pastes it: under --simulate, each provision command it quotes that talks to
+    Azure carries --simulate (and the --simulate-state it was given), and each az command, which would
+    reach the real Azure, names the simulated subscription's own command or says it is Azure's."""
+    if obj is None:
+        ctx = click.get_current_context(silent=True)
+        obj = (ctx.find_root().obj if ctx else None) or {}
+    if not remedy or not obj.get("simulate"):
+        return remedy
+    state = obj.get("simulate_state")
+    if state and not re.fullmatch(r"[\w./~-]+", state):
+        state = repr(state)
+    extra = " --simulate" + (f" --simulate-state {state}" if state else "")
+
+    def provision(match: re.Match) -> str:
+        line = match.group(1)
+        if "--simulate" in line.split() or not _takes_simulate(line):
+            return match.group(0)
+        end = re.search(r"\s[>|]", line)  # before a redirect or a pipe: the flag is provision's
+        at = end.start() if end else len(line)
+        return f"'{line[:at]}{extra}{line[at:]}'"
+
+    def az(match: re.Match) -> str:
+        line = match.group(1)
+        for real, simulated in SIMULATED_AZ.items():
+            if line.startswith(real):  # the same question, asked of the simulated subscription
+                return f"'{simulated}{line[len(real):]}'"
+        return f"{match.group(0)} (in Azure, not in the simulated subscription)"
+
+    from . import COMMANDS
+
+    # A command quoted without its 'provision' ('create --replace-unhealthy') is one too.
+    bare = re.compile(r"'((?:%s) [^']*)'" % "|".join(sorted(COMMANDS)))
+    return QUOTED_AZ.sub(az, bare.sub(provision, QUOTED_PROVISION.sub(provision, remedy)))
+
+
+def _remedies_for_session(value: Any, obj: dict) -> Any:
+    """A copy of a result whose "remedy" texts are for_session's."""
+    if isinstance(value, dict):
+        return {k: for_session(v, obj) if k == "remedy" and isinstance(v, str) else _remedies_for_session(v, obj)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_remedies_for_session(v, obj) for v in value]
+    return value
+
+
+def print_finding(f: Finding, obj: dict | None = None) -> None:
     label = {"error": "ERROR", "warning": "WARNING", "note": "NOTE"}[f.severity]
     click.echo(f"{label}: [{f.code}] {one_line(f.message)}", err=True)
     if f.remedy:
-        click.echo(f"  remedy: {one_line(f.remedy)}", err=True)
+        click.echo(f"  remedy: {one_line(for_session(f.remedy, obj))}", err=True)
 
 
-def print_findings(findings, *, verbose: bool = False) -> None:
+def print_findings(findings, *, verbose: bool = False, obj: dict | None = None) -> None:
     for f in findings:
         if f.severity != "note" or verbose:
-            print_finding(f)
+            print_finding(f, obj)
 
 
 # ------------------------------------------------------------------------------------ options
@@ -83,6 +160,8 @@ def common(fn):
         check_query(query)  # a bad --query fails before anything runs or is written
         ctx.obj.update(output=output, query=query, verbose=verbose or ctx.obj.get("verbose", False),
                        debug=debug or ctx.obj.get("debug", False))
+        if kwargs.get("simulate"):  # remedies name commands for the simulated subscription (for_session)
+            ctx.obj.update(simulate=True, simulate_state=kwargs.get("simulate_state"))
         if "cluster_file" not in kwargs:  # request commands apply the defaults below a cluster file's keys
             kwargs.update(az_defaults({k: v for k, v in kwargs.items() if k in ("resource_group", "location")},
                                       verbose=ctx.obj["verbose"]))
@@ -258,8 +337,9 @@ def azure_options(fn):
     options = [
         click.option("--subscription", default=None, help="Subscription ID (default: AZURE_SUBSCRIPTION_ID or az's default)."),
         click.option("--simulate", is_flag=True, help="Run against azgpu's simulated Azure (no account needed)."),
-        click.option("--simulate-latency", type=float, default=None,
-                     help="Seconds each simulated long-running operation takes [3]; 0 = instant."),
+        click.option("--simulate-latency", type=float, default=None, envvar="AZGPU_SIMULATE_LATENCY",
+                     help="Seconds each simulated long-running operation takes [3, or AZGPU_SIMULATE_LATENCY]; "
+                          "0 = instant."),
         click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir)."),
         click.option("--simulate-throttle", is_flag=True, expose_value=False, callback=_remember_simulate_throttle,
                      help="The simulated Azure throttles as Azure documents it (Compute's, Resource Manager's and "
@@ -351,7 +431,7 @@ def cluster_args(name, resource_group, *, timeout: float | None = None, latency:
     missing = [flag for flag, v in (("-n/--name", name), ("-g/--resource-group", resource_group)) if not v]
     if missing:
         raise InputError(f"{' and '.join(missing)} required", code="MISSING_ARGUMENT",
-                         remedy="name the cluster: -n NAME -g RESOURCE_GROUP")
+                         remedy="name the cluster and its resource group, e.g. -n train01 -g ml-rg")
     findings = []
     if not naming.CLUSTER_NAME_RE.fullmatch(name):
         findings.append(Finding(code="INVALID_NAME",

@@ -47,7 +47,8 @@ def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool
         out.append(Finding(code="REPORT_NEEDS_REPLACE",
                            message="--report-to-azure reports the nodes --replace-unhealthy is about "
                            "to delete", remedy="add --replace-unhealthy, or report a cluster's failing nodes without "
-                           "replacing them with 'provision report -n NAME -g RG'", field="report_to_azure"))
+                           "replacing them with 'provision report' (its -n and -g name the cluster)",
+                           field="report_to_azure"))
     for check in (lambda: validate_options(insight_timeout=insight_timeout), lambda: _need_confirmation(yes)):
         try:
             check()
@@ -178,7 +179,7 @@ def register(cli: click.Group) -> None:
 
         if not resource_group:
             raise InputError("-g/--resource-group required", code="MISSING_ARGUMENT",
-                             remedy="name the resource group: -g RESOURCE_GROUP [-n NAME]")
+                             remedy="name the resource group, e.g. -g ml-rg (and -n train01 for one cluster)")
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             found = list_reports(session, resource_group, name)
         if obj["output"] == "table" and not obj["query"]:
@@ -203,7 +204,8 @@ def register(cli: click.Group) -> None:
 
         if provider_state is None and reporter is None:
             raise InputError("nothing to set", code="MISSING_ARGUMENT",
-                             remedy="pass --provider-state STATE and/or --reporter/--no-reporter")
+                             remedy="pass --provider-state (e.g. --provider-state Registered) and/or "
+                                    "--reporter/--no-reporter")
         azure = simulated_azure(simulate_state)
         if provider_state is not None:
             azure.set_provider(IMPACT.namespace, provider_state)

@@ -72,7 +72,8 @@ def register(cli: click.Group) -> None:
     def quota_set(obj, location, name, limit, usage, state):
         """Set a usage entry's limit and/or usage, as FakeAzure.set_quota does."""
         if limit is None and usage is None:
-            raise InputError("nothing to set", code="MISSING_ARGUMENT", remedy="pass --limit N and/or --usage N")
+            raise InputError("nothing to set", code="MISSING_ARGUMENT",
+                             remedy="pass --limit and/or --usage, e.g. --limit 192")
         azure = _azure(state)
         loc = _location(location)
         entry = _usage(azure, loc, name)

@@ -32,7 +32,8 @@ def _instance(fake, name: str | None, instance: str) -> str:
     if instance.isdigit():
         if not name:
             raise InputError(f"--instance {instance} is an instance id: name the cluster with -n/--name",
-                             code="MISSING_ARGUMENT", remedy="add -n NAME, or give SCALESET/ID or the computer name")
+                             code="MISSING_ARGUMENT",
+                             remedy="add -n with the cluster's name, or give SCALESET/ID or the computer name")
         sets = sorted({r["name"] for r in fake.resources(type=VMSS.type)
                        if (r.get("tags") or {}).get("azgpu-cluster") == name})
         if len(sets) != 1:
@@ -142,7 +143,8 @@ def register(cli: click.Group) -> None:
         """Break the NVLink racks of simulated ND GB200/GB300 v6 clusters (docs/gb-racks.md)."""
         if not short_next and not incomplete:
             raise InputError("nothing to break", code="MISSING_ARGUMENT",
-                             remedy="pass --short-next N or --fabric-incomplete NODE")
+                             remedy="pass --short-next (e.g. --short-next 1) or --fabric-incomplete with a node's "
+                                    "computer name")
         fake = _fake(simulate_state, new=bool(short_next) and not incomplete)
         result: dict = {}
         try:

@@ -168,16 +168,18 @@ def _reported(obj, command: str, hostlist: str, log_file: str | None, body):
     (time, pid, command, hostlist), and the CLI then exits with the error's status without printing it
     a second time in another format."""
     from ..slurm.power import EventLog
+    from .options import for_session
 
     events = EventLog(log_file, echo=log)  # a log that cannot be written is the error itself
     try:
         return body(events)
     except ValidationFailed as exc:
         for f in exc.errors:
-            events.error(command, hostlist, InputError(f.message, code=f.code, remedy=f.remedy))
+            events.error(command, hostlist, InputError(f.message, code=f.code, remedy=for_session(f.remedy, obj)))
         exc.reported = not obj.get("debug")
         raise
     except AzgpuError as exc:
+        exc.remedy = for_session(exc.remedy, obj)  # the log's remedy fits the session, as the CLI's does
         events.error(command, hostlist, exc)
         exc.reported = not obj.get("debug")
         raise

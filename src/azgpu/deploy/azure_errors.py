@@ -72,8 +72,8 @@ class Mapping:
 
 QUOTA_REMEDY = ("request a quota increase for the family in this region (portal: Usage + quotas), or use fewer "
                 "--nodes")
-IMAGE_REMEDY = ("the image does not exist in this location: pick one from 'provision images list' or "
-                "'az vm image list -l LOCATION --publisher P --offer O --sku S --all', then pass --image")
+IMAGE_REMEDY = ("the image does not exist in this location: pick one from 'provision images list' (or from 'az vm "
+                "image list --all' with the location and the image's publisher, offer and SKU), then pass --image")
 THROTTLED_REMEDY = ("wait a few minutes and re-run (it continues where it stopped); other clients of the subscription "
                     "share Azure's limits; allow longer waits with --throttle-budget SECONDS (or AZGPU_THROTTLE_BUDGET)")
 IN_PROGRESS_REMEDY = ("another operation is still running on the resource: wait for it ('provision wait') and re-run")
@@ -91,8 +91,9 @@ TABLE: dict[str, Mapping] = {
     "OverconstrainedZonalAllocationRequest": Mapping(CapacityError, "OVERCONSTRAINED",
                                                      "drop --zone or try another zone"),
     "SkuNotAvailable": Mapping(CapacityError, "SKU_NOT_AVAILABLE",
-                               "the size is not offered to this subscription here: check 'az vm list-skus -l LOCATION "
-                               "--size SIZE --all', try --fallback-locations, or ask support for access"),
+                               "the size is not offered to this subscription here: 'provision capacity' with the same "
+                               "--profile, --nodes and -l says where it is, try --fallback-locations, or ask support "
+                               "for access"),
     "QuotaExceeded": Mapping(QuotaError, "QUOTA_EXCEEDED", QUOTA_REMEDY),
     # Only when its message or details speak of quota: see _operation_not_allowed.
     "OperationNotAllowed": Mapping(QuotaError, "QUOTA_EXCEEDED", QUOTA_REMEDY),
@@ -100,7 +101,7 @@ TABLE: dict[str, Mapping] = {
                                                                    "ask for a higher limit"),
     "AuthorizationFailed": Mapping(AuthError, "NOT_AUTHORIZED",
                                    "ask for the Contributor role on the resource group or subscription "
-                                   "(az role assignment create)"),
+                                   "('az role assignment create')"),
     # The caller may write the resource but not use something it links to, e.g. assign a user-assigned
     # identity (Microsoft.ManagedIdentity/userAssignedIdentities/assign/action).
     "LinkedAuthorizationFailed": Mapping(AuthError, "NOT_AUTHORIZED_LINKED",
@@ -108,16 +109,15 @@ TABLE: dict[str, Mapping] = {
                                          "names it): for a user-assigned identity, grant the 'Managed Identity "
                                          "Operator' role on the identity, or drop --identity"),
     "InvalidAuthenticationToken": Mapping(AuthError, "AUTHENTICATION_FAILED",
-                                          "sign in again: az login (or check AZURE_CLIENT_ID / AZURE_TENANT_ID / "
+                                          "sign in again: 'az login' (or check AZURE_CLIENT_ID / AZURE_TENANT_ID / "
                                           "AZURE_CLIENT_SECRET)"),
-    "ExpiredAuthenticationToken": Mapping(AuthError, "AUTHENTICATION_FAILED", "sign in again: az login"),
+    "ExpiredAuthenticationToken": Mapping(AuthError, "AUTHENTICATION_FAILED", "sign in again: 'az login'"),
     # Learn, "Resolve errors for request disallowed by policy": the error names the policy assignment
     # and definition; the fix is to comply with the policy, not a role.
     "RequestDisallowedByPolicy": Mapping(PolicyError, "DISALLOWED_BY_POLICY",
-                                         "an Azure Policy assignment forbids this request: read its rule with "
-                                         "'az policy assignment show --name NAME --scope SCOPE' and change the request "
-                                         "to comply (location, size, tags, public IPs ...), or ask its owner for an "
-                                         "exemption"),
+                                         "an Azure Policy assignment forbids this request: read its rule ('az policy "
+                                         "assignment list' lists those that apply) and change the request to comply "
+                                         "(location, size, tags, public IPs ...), or ask its owner for an exemption"),
     "ResourceGroupNotFound": Mapping(AzureError, "RESOURCE_GROUP_NOT_FOUND",
                                      "check -g/--resource-group and --subscription; 'provision create' creates it"),
     "PropertyChangeNotAllowed": Mapping(ConflictError, "CHANGE_NOT_ALLOWED",
@@ -128,8 +128,8 @@ TABLE: dict[str, Mapping] = {
     # Learn, common deployment errors: "ResourceGroupBeingDeleted: Wait for deletion to complete."
     "ResourceGroupBeingDeleted": Mapping(OperationInProgressError, "RESOURCE_GROUP_BEING_DELETED",
                                          "the resource group is still being deleted: wait until it is gone "
-                                         "('az group wait --deleted -n RESOURCE_GROUP') and re-run, or use another "
-                                         "-g/--resource-group"),
+                                         "('az group wait --deleted' with its -n shows when) and re-run, or use "
+                                         "another -g/--resource-group"),
     "VMExtensionProvisioningError": Mapping(AzureError, "EXTENSION_FAILED",
                                             "a VM extension failed on the nodes: see its status in 'provision status', "
                                             "or use an Azure HPC image"),
@@ -138,11 +138,13 @@ TABLE: dict[str, Mapping] = {
     # Marketplace images with a purchase plan (Marketplace Ordering).
     "VMMarketplaceInvalidInput": Mapping(MarketplaceError, "MARKETPLACE_PLAN_MISSING",
                                          "the image has a purchase plan the scale set must carry: 'provision create' "
-                                         "adds it from the image ('az vm image show --urn URN --query plan' shows it); "
+                                         "adds it from the image ('az vm image show --query plan' with its --urn shows "
+                                         "it); "
                                          "a hand-edited template needs the top-level plan block"),
     "MarketplacePurchaseEligibilityFailed": Mapping(MarketplaceError, "MARKETPLACE_TERMS_NOT_ACCEPTED",
                                                     "accept the image's Marketplace terms once for this subscription: "
-                                                    "'az vm image terms accept --urn URN' (or add --accept-terms), "
+                                                    "'az vm image terms accept' with its --urn (or add "
+                                                    "--accept-terms), "
                                                     "or check that the subscription may buy from the Marketplace"),
     "ResourcePurchaseValidationFailed": Mapping(MarketplaceError, "MARKETPLACE_PURCHASE_REFUSED",
                                                 "this subscription cannot buy the image's Marketplace offer (purchases "
@@ -153,10 +155,10 @@ TABLE: dict[str, Mapping] = {
     "ImageNotFound": Mapping(ImageError, "IMAGE_NOT_FOUND", IMAGE_REMEDY),
     "ArtifactNotFound": Mapping(ImageError, "IMAGE_VERSION_NOT_FOUND",
                                 "the image or image version does not exist here: use version 'latest' or one "
-                                "'az vm image list -l LOCATION --all' shows"),
+                                "'az vm image list --all' shows in the location"),
     "ArtifactVersionNotFound": Mapping(ImageError, "IMAGE_VERSION_NOT_FOUND",
                                        "the image version does not exist here: use version 'latest' or one "
-                                       "'az vm image list -l LOCATION --all' shows"),
+                                       "'az vm image list --all' shows in the location"),
     "InvalidParameter": Mapping(RequestError, "INVALID_PARAMETER",
                                 "Azure rejected a value of the request (its message names the property): fix the flag "
                                 "or cluster-file key that sets it and re-run"),
@@ -375,7 +377,8 @@ def translate(exc: Exception, *, what: str = "") -> AzureError:
         if marker in rid.lower():  # the exact command to read the assignment's rule
             at = rid.lower().index(marker)
             scope, assignment = rid[:at] or "/", rid[at + len(marker):]
-            remedy = remedy.replace("--name NAME --scope SCOPE", f"--name {assignment} --scope {scope}")
+            remedy = remedy.replace("('az policy assignment list' lists those that apply)",
+                                    f"with 'az policy assignment show --name {assignment} --scope {scope}'")
         err = PolicyError(f"{prefix}{code}{named}: {message}", code=mapping.code, remedy=remedy, azure_code=code)
         err.policy_assignment = rid or name
         return err

@@ -28,8 +28,10 @@ def _sku_rows(compute, size: str, location: str, zones: list[str]) -> tuple[list
     skus = [s for s in compute.resource_skus.list(filter=f"location eq '{location}'")
             if (s.name or "").lower() == size.lower() and s.resource_type == "virtualMachines"]
     if not skus:
+        from .preflight import offered_remedy
+
         return [_row(location, "", "sku", BLOCKED, f"{size} is not offered in {location}",
-                     "choose another location ('az vm list-skus --size SIZE --all')")], None
+                     offered_remedy(compute, size))], None
     sku = skus[0]
     offered = sorted(z for info in sku.location_info or [] for z in (info.zones or []))
     rows = []
@@ -72,7 +74,7 @@ def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool) -> 
                              f"check 'az vm list-usage -l {location}'"))
             continue
         free = int(u.limit) - int(u.current_value)
-        label = u.name.localized_value or key
+        label = u.name.value or key  # the usage API's name, as everywhere azgpu names a quota
         if not applies:
             rows.append(_row(location, "", f"quota ({what})", INFO, f"{label}: {free} of {u.limit} free "
                              f"({'spot VMs do not use it' if spot else 'used by spot VMs only'})"))
@@ -93,14 +95,18 @@ def _reservation_rows(session, group_id: str, size: str, location: str, zones: l
         rows.append(_row(location, "", "reservation", BLOCKED, f"{size} reports CapacityReservationSupported="
                          f"{caps.get('CapacityReservationSupported', 'absent')}", "choose a size that can be reserved"))
     group = read_group(session, group_id)
-    name = (parse_group_id(group_id) or {}).get("name", group_id)
+    ref = parse_group_id(group_id) or {}
+    name = ref.get("name", group_id)
+    # The reserve command that would make the room, with every value known here (a remedy has no blanks).
+    reserve = (f"'provision reserve -g {ref.get('rg')} --group {name} --size {size} --count {nodes} -l {location}"
+               f"{' --zone ' + zones[0] if len(zones) == 1 else ''}'")
     if group is None:
         return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' does not exist",
-                            "create it with 'provision reserve'")], 0
+                            f"create it with {reserve}")], 0
     held = group.of_size(size)
     if not held:
         return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' holds no reservation for {size}",
-                            f"'provision reserve --group {name} --size {size} --count {nodes} -l {location} ...'")], 0
+                            f"add one with {reserve}")], 0
     now = utc_now()
     covered, before = 0, len(rows)
     for mine in held:  # one per size per zone (D-crg): a line for each, the zones asked for first
@@ -110,7 +116,10 @@ def _reservation_rows(session, group_id: str, size: str, location: str, zones: l
         kind = "Block " if mine.block else ""
         if mine.failed:
             rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: provisioning state "
-                             f"{mine.state}, it holds no VMs", "send it again with 'provision reserve'"))
+                             f"{mine.state}, it holds no VMs",
+                             f"send it again with 'provision reserve -g {ref.get('rg')} --group {name} --name "
+                             f"{mine.name} --size {size} --count {mine.reserved} -l {location}"
+                             f"{' --zone ' + mine.zones[0] if mine.zones else ''}'"))
             continue
         if mine.block and not mine.active(now):
             rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: holds VMs from "
@@ -156,6 +165,13 @@ def report(session, *, size: str, vcpus: int, nodes: int, locations: list[str], 
                              "not read: Microsoft's only Python client for it is a beta (azure-mgmt-computerecommender)",
                              "see the score in the portal (Spot placement score) before relying on spot capacity"))
         rows += reserved_rows
-    worst = BLOCKED if any(r["status"] == BLOCKED for r in rows) else SHORT if any(r["status"] == SHORT for r in rows) \
-        else OK
-    return {"size": size, "nodes": nodes, "spot": spot, "verdict": worst, "checks": rows}
+    # The verdict is the location asked for: a fallback candidate that is blocked does not stop a cluster
+    # the primary location can hold (create tries fallbacks only on capacity errors); each has its own.
+    verdicts = {location: _worst([r for r in rows if r["location"] == location]) for location in locations}
+    return {"size": size, "nodes": nodes, "spot": spot, "location": locations[0], "verdict": verdicts[locations[0]],
+            "fallbacks": [{"location": loc, "verdict": v} for loc, v in list(verdicts.items())[1:]], "checks": rows}
+
+
+def _worst(rows: list[dict]) -> str:
+    statuses = {r["status"] for r in rows}
+    return BLOCKED if BLOCKED in statuses else SHORT if SHORT in statuses else OK

@@ -80,7 +80,40 @@ def _bool(value: str | None) -> bool | None:
     return None if value is None else value.strip().lower() == "true"
 
 
-def check_sku(pf: Preflight, spec: Spec, skus: list[Any], fallback_zones: list[str] = ()) -> bool:
+def offered_locations(compute: Any, size: str) -> dict[str, list[str]]:
+    """Where the subscription can deploy `size`: location -> its zones (empty: regional), from one listing of
+    the Resource SKUs API across locations, as 'az vm list-skus --size SIZE --all' reads it, less the locations
+    a restriction closes to this subscription. Read only when the size is not offered where it was asked for."""
+    from ..naming import location_name
+
+    found: dict[str, list[str]] = {}
+    for sku in compute.resource_skus.list():
+        if (sku.name or "").lower() != size.lower() or sku.resource_type != "virtualMachines":
+            continue
+        closed = {location_name(loc) for r in sku.restrictions or []
+                  if (getattr(getattr(r, "type", None), "value", getattr(r, "type", None)) or "") == "Location"
+                  for loc in (getattr(getattr(r, "restriction_info", None), "locations", None) or r.values or [])}
+        for info in sku.location_info or []:
+            loc = location_name(info.location or "")
+            if loc and loc not in closed:
+                found[loc] = sorted(info.zones or [])
+    return dict(sorted(found.items()))
+
+
+def offered_remedy(compute: Any, size: str, *, zones: bool = False) -> str:
+    """Where to go instead: the locations that offer the size to this subscription (with zones, when asked)."""
+    offered = {loc: z for loc, z in offered_locations(compute, size).items() if z or not zones}
+    if not offered:
+        return (f"no location offers {size} {'with zones ' if zones else ''}to this subscription: ask Azure support "
+                "for access, or choose another size")
+    from ..output import listing
+
+    what = "has zones" if zones else "is offered to this subscription"
+    return f"choose a location where it {what}: {listing(offered, 8)} (e.g. -l {next(iter(offered))})"
+
+
+def check_sku(pf: Preflight, spec: Spec, skus: list[Any], compute: Any = None,
+              fallback_zones: list[str] = ()) -> bool:
     """The size's availability, restrictions, zone and capabilities here; False when it is not offered.
 
     fallback_zones (create --zones): each is checked as --zone is, so a restricted one is refused now rather
@@ -89,7 +122,8 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any], fallback_zones: list[s
     sku = next((s for s in skus if (s.name or "").lower() == size.name.lower() and s.resource_type == "virtualMachines"), None)
     if sku is None:
         pf.findings.append(Finding(code="SKU_NOT_OFFERED", message=f"{size.name} is not offered in {req.location}",
-                                   remedy="choose another -l/--location ('az vm list-skus --size " + size.name + " --all')",
+                                   remedy=offered_remedy(compute, size.name) if compute is not None else
+                                   "choose another -l/--location",
                                    source=SOURCE_SKUS))
         return False
     for info in sku.location_info or []:
@@ -114,7 +148,7 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any], fallback_zones: list[s
                                        message=f"{size.name} is restricted in {req.location} for this subscription ({reason})",
                                        remedy="choose another -l/--location, or ask Azure support for access to the size",
                                        source=SOURCE_SKUS))
-    check_zones(pf, spec, [req.zone] if req.zone else [], flag="--zone")
+    check_zones(pf, spec, [req.zone] if req.zone else [], flag="--zone", compute=compute)
     caps = {c.name: c.value for c in (sku.capabilities or [])}
     pf.capabilities = caps
     if sku.family:
@@ -132,7 +166,7 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any], fallback_zones: list[s
     return True
 
 
-def check_zones(pf: Preflight, spec: Spec, zones: list[str], *, flag: str) -> None:
+def check_zones(pf: Preflight, spec: Spec, zones: list[str], *, flag: str, compute: Any = None) -> None:
     """Every zone asked for must be one the size has in the location. Many GPU sizes have none
     (locationInfo.zones empty): then any zone is refused here, not by Azure at the PUT."""
     size, loc = spec.size.name, spec.request.location
@@ -147,8 +181,9 @@ def check_zones(pf: Preflight, spec: Spec, zones: list[str], *, flag: str) -> No
         else:
             pf.findings.append(Finding(code="ZONE_NOT_OFFERED",
                                        message=f"{size} has no availability zones in {loc}, so not zone {zone}",
-                                       remedy=f"drop {flag} (the size is regional here), or choose a location where it has zones "
-                                       f"('az vm list-skus -l LOCATION --size {size} --zone')", source=SOURCE_SKUS))
+                                       remedy=f"drop {flag} (the size is regional here), or "
+                                       + (offered_remedy(compute, size, zones=True) if compute is not None else
+                                          "choose a location where it has zones"), source=SOURCE_SKUS))
 
 
 def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None:
@@ -248,8 +283,9 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
         known = ", ".join(s.name for s in (vnet.subnets or [])) if vnet else ""
         pf.findings.append(Finding(code="SUBNET_NOT_FOUND",
                                    message=f"{where} does not exist" + (f" (its subnets: {known})" if known else ""),
-                                   remedy="pass the ID of an existing subnet ('az network vnet subnet list -g RG --vnet-name "
-                                   f"{vnet_name} --query [].id'), or drop --subnet-id to let azgpu create the network",
+                                   remedy=f"pass the ID of an existing subnet ('az network vnet subnet list -g "
+                                   f"{parts[3]} --vnet-name {vnet_name} --query [].id'), or drop --subnet-id to let "
+                                   "azgpu create the network",
                                    source=SOURCE_NETWORK))
         return
     location = location_name(vnet.location)
@@ -298,8 +334,9 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
     pf.findings.append(Finding(code="SUBNET_NO_OUTBOUND",
                                message=f"{where} is private (defaultOutboundAccess false) and has no NAT gateway: the nodes have "
                                f"no way to the internet{via}; this will not work: " + "; ".join(lost),
-                               remedy="associate a NAT gateway with the subnet ('az network vnet subnet update --nat-gateway "
-                               "NAME'), or use a subnet that has one",
+                               remedy="associate a NAT gateway with the subnet ('az network vnet subnet update -g "
+                               f"{parts[3]} --vnet-name {parts[7]} -n {parts[9]} --nat-gateway' with the gateway's "
+                               "name or ID), or use a subnet that has one",
                                source=cite(("D-default-outbound", "D-rc-linux")), severity="warning"))
 
 
@@ -328,25 +365,25 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
     by_name = {norm_family(u.name.value): u for u in usages if getattr(u, "name", None) is not None}
     # Spot VMs count against the regional spot vCPU quota only; the standard quotas (Total Regional
     # vCPUs, then the family's) apply to pay-as-you-go VMs (Learn, "Increase spot vCPU family quotas").
-    if spec.request.spot:
-        wanted = [("lowPriorityCores", "Total Regional Low-priority vCPUs")]
-    else:
-        wanted = [(family, f"{family} vCPUs"), ("cores", "Total Regional vCPUs")]
-    for key, label in wanted:
+    # Quotas are named as the usage API names them (name.value: the family, cores, lowPriorityCores), the
+    # names 'provision quota request' files and 'provision simulate quota' takes; never the localized ones.
+    wanted = ["lowPriorityCores"] if spec.request.spot else [family, "cores"]
+    for key in wanted:
         usage = by_name.get(norm_family(key))
         if usage is None:
             pf.findings.append(Finding(code="QUOTA_UNKNOWN",
-                                       message=f"no quota entry '{label}' in {spec.request.location}",
+                                       message=f"no quota entry '{key}' in {spec.request.location}",
                                        remedy="check 'az vm list-usage -l " + str(spec.request.location) + "'",
                                        source=SOURCE_USAGE, severity="warning"))
             continue
-        line = QuotaLine(usage.name.localized_value or label, int(usage.current_value), int(usage.limit), vcpus_needed,
+        line = QuotaLine(usage.name.value or key, int(usage.current_value), int(usage.limit), vcpus_needed,
                          usage.name.value or key)
         pf.quota.append(line)
         if not line.ok:
             pf.findings.append(Finding(
                 code="QUOTA_INSUFFICIENT",
-                message=f"{line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} exceeds the limit {line.limit}",
+                message=f"vCPU quota {line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} "
+                f"exceeds the limit {line.limit}",
                 remedy=f"request an increase to {line.usage + line.needed} ('provision quota request' with the same options, or "
                 "create --request-quota; portal: Usage + quotas), "
                 "or use fewer --nodes",
@@ -477,13 +514,13 @@ def check_terms(pf: Preflight, spec: Spec, terms: Any, *, accept_terms: bool = F
         pf.findings.append(Finding(code="MARKETPLACE_TERMS_ACCEPTING", message=f"the marketplace terms of {what} (plan "
                                                                   f"{plan.name}) are accepted for this subscription before "
                                                                   "the deployment (--accept-terms)",
-                                   remedy=f"read them first: {show}", source=SOURCE_TERMS, severity="note"))
+                                   remedy=f"read them first: '{show}'", source=SOURCE_TERMS, severity="note"))
         return
     pf.findings.append(Finding(
         code="MARKETPLACE_TERMS_NOT_ACCEPTED",
         message=f"the marketplace terms of {what} (publisher {plan.publisher}, product {plan.product}, plan "
         f"{plan.name}) are not accepted for this subscription: Azure refuses the deployment",
-        remedy=f"{accept} (once per subscription), or add --accept-terms", source=SOURCE_TERMS))
+        remedy=f"'{accept}' (once per subscription), or add --accept-terms", source=SOURCE_TERMS))
 
 
 def latest_version(versions: list[Any]) -> str:
@@ -510,8 +547,9 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
         else:
             check_subnet(pf, spec, vnet, spec.nodes if nodes_needed is None else nodes_needed)
     skus = list(session.compute.resource_skus.list(filter=f"location eq '{loc}'"))
-    if check_sku(pf, spec, skus, fallback_zones=[z for z in fallback_zones if z != spec.request.zone]):
-        check_zones(pf, spec, [z for z in fallback_zones if z != spec.request.zone], flag="--zones")
+    fallbacks = [z for z in fallback_zones if z != spec.request.zone]
+    if check_sku(pf, spec, skus, session.compute, fallback_zones=fallbacks):  # offered here: its zones are known
+        check_zones(pf, spec, fallbacks, flag="--zones", compute=session.compute)
     vcpus = int(pf.capabilities.get("vCPUs", spec.size.vcpus))
     needed = vcpus_needed if vcpus == spec.size.vcpus else vcpus_needed // spec.size.vcpus * vcpus
     if spec.request.capacity_reservation_group:

@@ -209,8 +209,8 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
     definition = _get(compute.gallery_images.get, ref.resource_group, ref.gallery, ref.definition, cls=_body)
     if definition is None:
         pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} does not exist ({ref.definition_id})",
-                                   remedy="check the ID ('az sig image-definition list -g RG -r GALLERY -o table') and that you can "
-                                   "read it", source=SOURCE_GALLERY))
+                                   remedy=f"check the ID ('az sig image-definition list -g {ref.resource_group} -r "
+                                   f"{ref.gallery} -o table') and that you can read it", source=SOURCE_GALLERY))
         return
     check_definition(pf, spec, label, definition.get("properties") or {}, SOURCE_GALLERY)
     check_purchase_plan(pf, spec, label, definition.get("properties") or {})
@@ -302,6 +302,14 @@ def check_custom_image(pf, session, spec: Spec) -> None:
     CHECKS[spec.image.image_id.kind](pf, session, spec, spec.image.image_id)
 
 
+def _identity_create(rid: str) -> str:
+    """The az command that makes the identity an ID names (its group and name), quoted."""
+    parts = rid.strip("/").split("/")
+    if len(parts) >= 8 and parts[2].lower() == "resourcegroups":
+        return f"'az identity create -g {parts[3]} -n {parts[-1]}'"
+    return "'az identity create'"
+
+
 def check_identities(pf, session, spec: Spec) -> None:
     """Every --identity exists (a missing one fails the scale set's PUT, FailedIdentityOperation), and the
     caller may assign it: Learn ("Configure managed identities on virtual machine scale sets") needs the
@@ -310,7 +318,7 @@ def check_identities(pf, session, spec: Spec) -> None:
     for rid in (spec.identity or {}).get("userAssignedIdentities") or {}:
         if _get(session.resources.resources.get_by_id, rid, api_version=MSI_API) is None:
             pf.findings.append(Finding(code="IDENTITY_NOT_FOUND", message=f"user-assigned identity {rid} does not exist",
-                                       remedy="create it ('az identity create -g RG -n NAME') or fix the ID given to --identity",
+                                       remedy=f"create it ({_identity_create(rid)}) or fix the ID given to --identity",
                                        source=SOURCE_MSI))
             continue
         _check_assign(pf, session, rid)
@@ -357,7 +365,8 @@ def check_ppg(pf, session, spec: Spec) -> None:
     if ppg is None:
         pf.findings.append(Finding(code="PPG_NOT_FOUND",
                                    message=f"proximity placement group {spec.ppg_id} does not exist",
-                                   remedy="pass an existing group's ID, or a name to have azgpu create one: --ppg NAME",
+                                   remedy="pass an existing group's ID, or a name to have azgpu create one, e.g. "
+                                   f"--ppg {spec.names.cluster}-ppg",
                                    source=SOURCE_PPG))
         return
     ppg = _rest(ppg)
@@ -366,7 +375,8 @@ def check_ppg(pf, session, spec: Spec) -> None:
         pf.findings.append(Finding(code="PPG_WRONG_LOCATION",
                                    message=f"proximity placement group {parts['name']} is in "
                                                          f"{ppg.get('location')}, the cluster in {req.location}",
-                                   remedy="use a group in the cluster's location, or --ppg NAME to create one",
+                                   remedy="use a group in the cluster's location, or a name to create one, e.g. "
+                                   f"--ppg {spec.names.cluster}-ppg",
                                    source=SOURCE_PPG))
     zones = [str(z) for z in ppg.get("zones") or []]
     if zones and req.zone not in zones:

@@ -51,7 +51,8 @@ class Shortfall:
         return self.usage + self.needed
 
     def as_dict(self) -> dict[str, Any]:
-        return {"location": self.location, "quota": self.quota, "name": self.label, "usage": self.usage,
+        # One name, the usage API's (quota): the label is the same name since the preflight names quotas so.
+        return {"location": self.location, "quota": self.quota, "usage": self.usage,
                 "limit": self.limit, "needed": self.needed, "new_limit": self.new_limit}
 
 
@@ -139,7 +140,8 @@ def read(session, location: str, request_id: str) -> Filed:
     except Exception as exc:
         if getattr(exc, "status_code", None) == 404:
             raise InputError(f"no quota request {request_id} in {location}", code="QUOTA_REQUEST_NOT_FOUND",
-                             remedy="check the id and -l/--location: 'provision quota status -l LOCATION' lists them") from None
+                             remedy=f"check the id and -l/--location: 'provision quota status -l {location}' lists "
+                                    "the location's requests") from None
         from .arm import to_azure_error
 
         raise to_azure_error(exc, f"reading quota request {request_id}") from None
@@ -193,9 +195,10 @@ def escalation_error(requests: list[Filed]) -> AzureError:
     refused = [r for r in requests if not r.escalated]
     if refused:
         return AzureError(f"the quota increase was refused: {_parts(refused)}", code="QUOTA_REQUEST_REFUSED",
-                          remedy="read Azure's message ('provision quota status -l LOCATION --id ID'): an Invalid "
-                                 "request is one Azure could not accept as asked (the quota's name, the limit), so "
-                                 "file it again corrected; a support request is the way only for one Azure escalated"
+                          remedy=f"read Azure's message ('provision quota status -l {refused[0].location} --id "
+                                 f"{refused[0].id}'): an Invalid request is one Azure could not accept as asked (the "
+                                 "quota's name, the limit), so file it again corrected; a support request is the way "
+                                 "only for one Azure escalated"
                                  + (f" ({', '.join(r.id for r in escalated)})" if escalated else "")
                                  + f" ({cite(SOURCES)})", azure_code=refused[0].error_code)
     return AzureError(f"the quota increase was not approved automatically: {_parts(escalated)}",

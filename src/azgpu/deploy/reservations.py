@@ -287,7 +287,7 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
                     message=f"capacity reservation group '{ref['name']}' holds no reservation for {size} (it holds: "
                     f"{held}): the nodes would deploy outside any reservation",
                     remedy=f"add one: 'provision reserve -g {ref['rg']} --group {ref['name']} --size {size} --count "
-                    f"{nodes_needed} -l {loc}" + (f" --zone {zone}'" if zone else "'"),
+                    f"{nodes_needed} -l {loc}{f' --zone {zone}' if zone else ''}'",
                     source=f"{SOURCE}; {cite(('D-crg',))}"))
         return 0
     if mine is None:
@@ -307,8 +307,8 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
                     message=f"reservation '{mine.name}' is in provisioning state {mine.state}: its creation failed and "
                     "it holds no VMs, so the nodes would deploy outside it",
                     remedy=f"send it again ('provision reserve -g {ref['rg']} --group {ref['name']} --name {mine.name} "
-                    f"--size {size} --count {mine.reserved} -l {loc}" + (f" --zone {zone}'" if zone else "'") +
-                    "), or drop --capacity-reservation-group", source=f"{SOURCE}; {cite(('D-crg-create',))}"))
+                    f"--size {size} --count {mine.reserved} -l {loc}{f' --zone {zone}' if zone else ''}'), or drop "
+                    "--capacity-reservation-group", source=f"{SOURCE}; {cite(('D-crg-create',))}"))
         return 0
     if mine.schedule_unread:
         add(Finding(code="CAPACITY_RESERVATION_SCHEDULE_UNREAD",
@@ -412,7 +412,8 @@ def _sku_findings(plan: ReservePlan, sku, caps: dict[str, str]) -> None:
         out.append(Finding(code="CAPACITY_RESERVATION_TYPE_UNSUPPORTED",
                            message=f"{size} lists SupportedCapacityReservationTypes={','.join(types) or 'none'} in "
                            f"{location}: no {plan.reservation_type} reservations",
-                           remedy=(f"pass --type {other}" + (" --start YYYY-MM-DD --days N" if other == "Block" else "")
+                           remedy=(f"pass --type {other}"
+                                   + (" with its window, e.g. --start +1 --days 7" if other == "Block" else "")
                                    if other else "choose another size or location"), source=SOURCE_SKUS))
     zones = sorted(z for info in sku.location_info or [] for z in (info.zones or []))
     if plan.zone and plan.zone not in zones:
@@ -511,7 +512,7 @@ def _quota_findings(plan: ReservePlan, usages: list[Any], family: str, vcpus: in
         if u is not None and needed and u.current_value + needed > u.limit:
             plan.findings.append(Finding(
                 code="QUOTA_INSUFFICIENT",
-                message=f"{u.name.localized_value} in {plan.location}: usage {u.current_value} + {needed} reserved "
+                message=f"vCPU quota {u.name.value} in {plan.location}: usage {u.current_value} + {needed} reserved "
                 f"exceeds the limit {u.limit}; a reservation needs quota like its VMs",
                 remedy=f"request {u.current_value + needed} with 'provision quota request', or reserve fewer",
                 source=f"Azure usage API (az vm list-usage); {cite(('D-crg', 'D-crg-create'))}"))

@@ -57,8 +57,8 @@ def resolve_subscription(explicit: str | None) -> str:
     sub = explicit or os.environ.get(SUBSCRIPTION_ENV) or cli_default_subscription()
     if not sub:
         raise InputError("no Azure subscription selected", code="NO_SUBSCRIPTION",
-                         remedy=f"pass --subscription ID, set {SUBSCRIPTION_ENV}, or run 'az login' and "
-                                "'az account set -s ID'")
+                         remedy=f"pass --subscription with its ID ('az account list -o table' lists them), set "
+                                f"{SUBSCRIPTION_ENV}, or run 'az login' (and 'az account set -s' with the ID)")
     where = "--subscription" if explicit else SUBSCRIPTION_ENV if os.environ.get(SUBSCRIPTION_ENV) else "az's default"
     return check_subscription_id(sub, where)
 
@@ -68,7 +68,7 @@ def check_subscription_id(sub: str, where: str = "--subscription") -> str:
     a name or a '/' would address something else."""
     if not SUBSCRIPTION_ID_RE.fullmatch(sub):
         raise InputError(f"subscription {sub!r} (from {where}) is not a subscription ID", code="INVALID_SUBSCRIPTION",
-                         remedy="pass the subscription's ID, a GUID: az account show --query id -o tsv")
+                         remedy="pass the subscription's ID, a GUID: 'az account show --query id -o tsv'")
     return sub
 
 

@@ -166,6 +166,6 @@ def locate(all_domains: list[Domain], names: Iterable[str]) -> dict[int, list[st
         shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
         raise InputError(f"{len(unknown)} node name(s) are not CLOUD nodes of this cluster: {shown}",
                          code="UNKNOWN_SLURM_NODE",
-                         remedy="regenerate the slurm.conf fragment with 'provision slurm config -f CLUSTER_FILE' "
-                                "from the same cluster file the power-saving programs use")
+                         remedy="regenerate the slurm.conf fragment with 'provision slurm config' (its -f the same "
+                                "cluster file the power-saving programs use)")
     return {k: out[k] for k in sorted(out) if out[k]}

@@ -204,8 +204,8 @@ class Slurmctld:
                 self.sleep(self.waits[attempt])
         raise InputError(f"'{_clean(' '.join(argv[1:]), 300)}' failed {len(self.waits) + 1} times: "
                          f"{_clean(output, 300)}", code="SCONTROL_FAILED",
-                         remedy="check that slurmctld runs ('scontrol ping') and knows these nodes; pass "
-                                "--scontrol PATH where scontrol is not on the PATH")
+                         remedy="check that slurmctld runs ('scontrol ping') and knows these nodes; where scontrol "
+                                "is not found, pass its path, e.g. --scontrol /usr/bin/scontrol")
 
     def show(self, hostlist: str) -> dict[str, SlurmNode] | None:
         rc, output = self._run([self.scontrol, "show", "node", "-o", hostlist])
