@@ -105,7 +105,7 @@ def _dry_run(obj, name, resource_group, size_name, nodes, location, level, curre
     if size_name:
         if nodes is None or nodes < 1:
             raise InputError("--dry-run --size needs --nodes N", code="MISSING_ARGUMENT",
-                             remedy="e.g. provision certify --dry-run --size Standard_ND96isr_H100_v5 --nodes 64")
+                             remedy="e.g. 'provision certify --dry-run --size Standard_ND96isr_H100_v5 --nodes 64'")
         sets = [(find_size(size_name)[1], nodes, location)]
         if location:
             prices[(sets[0][0].name, location)] = lookup(sets[0][0].name, location, currency=currency)
@@ -183,8 +183,9 @@ def register(cli: click.Group) -> None:
             return
         if size or nodes is not None:
             raise InputError("--size and --nodes go with --dry-run", code="CONFLICTING_OPTIONS",
-                             remedy="certify a cluster with -n NAME -g RG, or price a level with "
-                                    "--dry-run --size --nodes")
+                             remedy="certify a cluster by its name and group (e.g. -n demo -g demo-rg), or price a level "
+                                    "with --dry-run (e.g. 'provision certify --dry-run --size "
+                                    "Standard_ND96isr_H100_v5 --nodes 64')")
         opts = certify_request(certify, node_check)
         options.cluster_args(name, resource_group, latency=simulate_latency)
         from ..deploy import certify as run_certify
