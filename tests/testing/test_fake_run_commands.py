@@ -1,0 +1,161 @@
+"""Managed Run Commands on scale-set VMs in the fake: the shape of Azure's answers, what it refuses, that
+protected parameters reach the script only, and that the script runs in the VM's attached machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from azure.core.exceptions import HttpResponseError
+from fake_azure_support import RG, vmss_body
+
+from azgpu.testing import NotImplementedInFake
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure" / "compute"
+EXAMPLE = json.loads((FIXTURES / "VirtualMachineScaleSetVMRunCommand_CreateOrUpdate.json").read_text())
+SECRET = "c2VjcmV0LW11bmdlLWtleS1ieXRlcw=="
+
+
+class Machines:
+    """Stands in for the VMs' operating systems: each script runs in a shell of its own, in a
+    directory per VM, with the environment the fake hands over (what RunCommandHandlerLinux does)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.path = str(root / "machines.sock")
+        self.requests: list[dict] = []
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while chunk := conn.recv(65536):
+                    data += chunk
+                request = json.loads(data)
+                self.requests.append(request)
+                reply: dict = {}
+                if request["op"] == "run":
+                    home = self.root / request["vm"]["computer_name"]
+                    home.mkdir(exist_ok=True)
+                    done = subprocess.run(["bash", "-c", request["script"]], cwd=home, capture_output=True, text=True,
+                                          env={"PATH": os.environ["PATH"], **request["env"]}, timeout=30)
+                    reply = {"stdout": done.stdout, "stderr": done.stderr, "rc": done.returncode}
+                conn.sendall(json.dumps(reply).encode())
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def machines(tmp_path):
+    found = Machines(tmp_path)
+    yield found
+    found.close()
+
+
+@pytest.fixture
+def vm(azure, clients, network):
+    clients.compute.virtual_machine_scale_sets.begin_create_or_update(
+        RG, "vmss", vmss_body(network["subnet"], capacity=2)).result()
+    return "vmss", "0"
+
+
+def body(script: str, **extra) -> dict:
+    return {"location": "eastus", "properties": {
+        "source": {"script": script},
+        "parameters": [{"name": "AZGPU_NAME", "value": "demo-d000-0001"}],
+        "protectedParameters": [{"name": "AZGPU_SECRET", "value": SECRET}], **extra}}
+
+
+def ops(clients):
+    return clients.compute.virtual_machine_scale_set_vm_run_commands
+
+
+def test_protected_parameters_reach_the_script_and_nothing_else(azure, clients, vm, machines, tmp_path):
+    azure.attach_machines(machines.path)
+    script = 'printf "%s\\n" "$AZGPU_NAME"; printf "%s" "$AZGPU_SECRET" | base64 -d > key; echo done >&2; exit 3'
+    created = ops(clients).begin_create_or_update(RG, *vm, "join", body(script)).result()
+    shown = ops(clients).get(RG, *vm, "join", expand="instanceView")
+    view = shown.instance_view
+    assert (view.execution_state, view.exit_code, view.output, view.error) == (
+        "Failed", 3, "demo-d000-0001\n", "done\n")
+    assert (tmp_path / azure.node("vmss/0")["computer"] / "key").read_bytes() == b"secret-munge-key-bytes"
+    assert machines.requests[0]["env"] == {"AZGPU_NAME": "demo-d000-0001", "AZGPU_SECRET": SECRET}
+    assert machines.requests[0]["vm"]["ip"].startswith("10.0.0.")
+    # Azure's view of the VM shows the script and the public parameters, never the protected ones.
+    assert created.protected_parameters is None and shown.protected_parameters is None
+    assert [p.name for p in shown.parameters] == ["AZGPU_NAME"] and shown.source.script == script
+    assert SECRET not in json.dumps([azure.resources(), azure._store.to_json()])
+    answers = [json.dumps(r.body) for r in azure.requests if r.method == "GET" or r.status is None]
+    assert not any(SECRET in a for a in answers)
+
+
+def test_the_answer_has_the_rest_examples_shape_without_the_password(azure, clients, vm, machines):
+    azure.attach_machines(machines.path)
+    request = json.loads(json.dumps(EXAMPLE["parameters"]["runCommand"]))
+    request["properties"]["source"] = {"script": "true"}  # the fake runs inline scripts, not a scriptUri
+    poller = ops(clients).begin_create_or_update(RG, *vm, "myRunCommand", request)
+    first = poller.polling_method()._initial_response.http_response.json()
+    example = EXAMPLE["responses"]["201"]["body"]
+    assert set(first) == set(example)
+    assert set(first["properties"]) == set(example["properties"])  # no runAsPassword, no managed identities
+    assert first["properties"]["provisioningState"] == example["properties"]["provisioningState"] == "Creating"
+    poller.result()
+
+
+def test_one_source_only_and_a_location(azure, clients, vm, machines):
+    azure.attach_machines(machines.path)
+    two = body("true")
+    two["properties"]["source"]["commandId"] = "RunShellScript"
+    with pytest.raises(HttpResponseError) as err:
+        ops(clients).begin_create_or_update(RG, *vm, "join", two)
+    assert err.value.error.code == "InvalidParameter"
+    nowhere = body("true")
+    del nowhere["location"]
+    with pytest.raises(HttpResponseError) as err:
+        ops(clients).begin_create_or_update(RG, *vm, "join", nowhere)
+    assert err.value.error.code == "LocationRequired"
+
+
+def test_without_machines_the_fake_does_not_invent_a_result(azure, clients, vm):
+    with pytest.raises(NotImplementedInFake):
+        ops(clients).begin_create_or_update(RG, *vm, "join", body("true"))
+
+
+def test_a_failing_script_fails_the_operation_when_asked(azure, clients, vm, machines):
+    azure.attach_machines(machines.path)
+    with pytest.raises(HttpResponseError) as err:
+        failing = body("exit 1", treatFailureAsDeploymentFailure=True)
+        ops(clients).begin_create_or_update(RG, *vm, "join", failing).result()
+    assert err.value.error.code == "VMExtensionProvisioningError"
+
+
+def test_deleting_a_vm_stops_its_machine(azure, clients, vm, machines):
+    azure.attach_machines(machines.path)
+    vm_id = azure.get(f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Compute/"
+                      "virtualMachineScaleSets/vmss/virtualMachines/1")["id"]
+    clients.compute.virtual_machine_scale_sets.begin_delete_instances(RG, "vmss", {"instanceIds": ["1"]}).result()
+    assert machines.requests == [{"op": "gone", "vms": [vm_id]}]
+
+
+def test_a_deleted_run_command_is_gone(azure, clients, vm, machines):
+    azure.attach_machines(machines.path)
+    ops(clients).begin_create_or_update(RG, *vm, "join", body("true")).result()
+    ops(clients).begin_delete(RG, *vm, "join").result()
+    with pytest.raises(HttpResponseError) as err:
+        ops(clients).get(RG, *vm, "join")
+    assert err.value.status_code == 404
