@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,8 +28,8 @@ def _default_state_dir() -> str:
 
 
 def _spec(cluster_file: str, health_check: bool):
-    """The cluster file as create validates it; with health_check its cloud-init also installs
-    Slurm's HealthCheckProgram (merged with the file's own custom-data, if any)."""
+    """The cluster file as create validates it. (The node bootstrap, not cloud-init, installs the health
+    check: health_check is kept for the programs' flag.)"""
     from ..spec import validate
 
     request = options.make_request({"cluster_file": cluster_file})
@@ -37,16 +38,34 @@ def _spec(cluster_file: str, health_check: bool):
         from ..errors import ValidationFailed
 
         raise ValidationFailed(list(spec.findings))
-    if health_check:
-        from ..cloud_init import compose
-        from ..slurm.health_check import cloud_config
-
-        request = request.with_changes(custom_data=compose(cloud_config(spec.size), request.custom_data))
-        spec = validate(request, command="create")
     if not request.resource_group or not request.name:
         raise InputError("the cluster file names no cluster or resource group", code="SLURM_CLUSTER_FILE",
                          remedy="set name = \"...\" and resource-group = \"...\" in the cluster file")
     return request, spec
+
+
+SBIN = "/usr/sbin:/sbin"  # where slurmctld lives when the user's PATH has no sbin (Debian's for non-root users)
+
+
+def _controller_version() -> str:
+    """The controller's Slurm version: `slurmctld -V` (slurm-wlm 24.11.5), else `scontrol --version`, which
+    on 22.05 needs a configuration to read before it answers."""
+    import subprocess
+
+    for argv in (["slurmctld", "-V"], ["scontrol", "--version"]):
+        found = shutil.which(argv[0]) or shutil.which(argv[0], path=SBIN)
+        if not found:
+            continue
+        try:
+            done = subprocess.run([found, *argv[1:]], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        words = done.stdout.split()
+        if done.returncode == 0 and words:
+            return words[-1]
+    raise InputError("cannot tell the controller's Slurm version: neither 'slurmctld -V' nor 'scontrol --version' "
+                     "answered here", code="SLURM_VERSION_UNKNOWN",
+                     remedy="pass --slurm-version X.Y (what 'slurmctld -V' prints on the controller)")
 
 
 def _power_options(fn):
@@ -58,7 +77,13 @@ def _power_options(fn):
         click.option("--log-file", default=None, metavar="FILE", help="Append one line per event to this file."),
         click.option("--scontrol", default="scontrol", show_default=True, help="The scontrol to report to slurmctld with."),
         click.option("--health-check", is_flag=True,
-                     help="The nodes' cloud-init installs azgpu's node check as Slurm's HealthCheckProgram."),
+                     help="HealthCheckProgram reads azgpu's node check (passed by the programs slurm config wrote)."),
+        click.option("--conf-server", default=None, metavar="HOST[:PORT]",
+                     help="Resume starts slurmd on each new node, fetching its configuration from here (configless)."),
+        click.option("--slurm-version", default=None, metavar="X.Y", help="The controller's Slurm version."),
+        click.option("--munge-key", default=None, metavar="FILE", help="The munge key resume gives the nodes."),
+        click.option("--node-check-interval", type=click.IntRange(min=1), default=None,
+                     help="Seconds between the nodes' background node checks."),
     ]
     for d in reversed(decorators):
         fn = d(fn)
@@ -82,14 +107,29 @@ def register(cli: click.Group) -> None:
                   help="The programs' --log-file [/var/log/slurm/azgpu-power.log].")
     @click.option("--resume-timeout", type=click.IntRange(min=1), default=None, help="ResumeTimeout in seconds [1800].")
     @click.option("--suspend-time", type=click.IntRange(min=1), default=None, help="SuspendTime in seconds [600].")
+    @click.option("--suspend-timeout", type=click.IntRange(min=1), default=None,
+                  help="SuspendTimeout in seconds [300].")
     @click.option("--health-check", is_flag=True,
-                  help="Install azgpu's node check as HealthCheckProgram on every node (drains a failing node).")
+                  help="HealthCheckProgram reads azgpu's node check, run in the background on every node (drains a "
+                       "node it finds faulty).")
+    @click.option("--health-check-interval", type=click.IntRange(min=1), default=None,
+                  help="HealthCheckInterval in seconds [300].")
+    @click.option("--node-check-interval", type=click.IntRange(min=1), default=None,
+                  help="Seconds between the nodes' background runs of azgpu's node check [3600].")
+    @click.option("--slurm-version", default=None, metavar="X.Y[.Z]",
+                  help="The controller's Slurm version [scontrol --version]: the fragment holds only what it accepts.")
+    @click.option("--conf-server", default=None, metavar="HOST[:PORT]",
+                  help="Where new nodes' slurmd fetches its configuration (slurmd --conf-server) [this host's name].")
+    @click.option("--munge-key", default=None, metavar="FILE",
+                  help="The munge key resume gives new nodes, readable by SlurmUser [/etc/munge/munge.key].")
     @click.option("--zones", cls=ListOption, help="Zones resume tries in order on capacity errors.")
     @click.option("--fallback-locations", cls=ListOption, help="Locations resume tries in order on capacity errors.")
     @azure_options
     @common
     def config_cmd(obj, cluster_file, out_dir, program_dir, state_dir, log_file, resume_timeout, suspend_time,
-                   health_check, zones, fallback_locations, subscription, simulate, simulate_latency, simulate_state):
+                   suspend_timeout, health_check, health_check_interval, node_check_interval, slurm_version,
+                   conf_server, munge_key, zones, fallback_locations, subscription, simulate, simulate_latency,
+                   simulate_state):
         """The slurm.conf fragment (CLOUD nodes, partitions, power saving, topology) and the programs slurmctld runs.
 
         Without --out-dir the fragment goes to stdout. Nothing talks to Azure.
@@ -97,8 +137,14 @@ def register(cli: click.Group) -> None:
         from ..slurm import conf
         from .outputs import write_files
 
+        from ..slurm.bootstrap import DEFAULT_MUNGE_KEY, JoinSettings
+
         _, spec = _spec(cluster_file, health_check)
-        extra: list[str] = []
+        version = slurm_version or _controller_version()
+        join = JoinSettings(conf_server or socket.getfqdn(), version, munge_key or DEFAULT_MUNGE_KEY,
+                            **({"node_check_interval": node_check_interval} if node_check_interval else {}))
+        extra: list[str] = ["--conf-server", join.conf_server, "--slurm-version", version, "--munge-key",
+                            str(Path(join.munge_key).resolve()), "--node-check-interval", str(join.node_check_interval)]
         if subscription:
             extra += ["--subscription", subscription]
         if health_check:
@@ -119,12 +165,14 @@ def register(cli: click.Group) -> None:
                       "--simulate-latency", str(simulate_latency if simulate_latency is not None else 0)]
             # azgpu's cache beside the simulated state, not in the home of whoever runs slurmctld
             env["XDG_CACHE_HOME"] = str(state.parent / "cache")
-        settings = {k: v for k, v in (("resume_timeout", resume_timeout), ("suspend_time", suspend_time)) if v}
+        settings = {k: v for k, v in (("resume_timeout", resume_timeout), ("suspend_time", suspend_time),
+                                      ("suspend_timeout", suspend_timeout),
+                                      ("health_check_interval", health_check_interval)) if v}
         where = program_dir or (str(Path(out_dir).resolve()) if out_dir else "/etc/slurm")
         files = conf.files(spec, program_dir=where, cluster_file=str(Path(cluster_file).resolve()),
                            state_dir=state_dir or "/var/lib/azgpu-slurm",
                            log_file=log_file or "/var/log/slurm/azgpu-power.log", extra=extra, env=env,
-                           health_check=health_check, **settings)
+                           health_check=health_check, slurm_version=version, **settings)
         if out_dir is None:
             click.echo(files["azgpu.conf"], nl=False)
             return
@@ -134,11 +182,17 @@ def register(cli: click.Group) -> None:
                 os.chmod(Path(out_dir) / name, 0o755)
         emit({"out_dir": str(Path(out_dir)), "files": sorted(files)}, obj)
 
-    def _context(cluster_file, state_dir, log_file, scontrol, health_check, subscription, simulate,
-                 simulate_latency, simulate_state, **extra):
+    def _context(cluster_file, state_dir, log_file, scontrol, health_check, conf_server, slurm_version, munge_key,
+                 node_check_interval, subscription, simulate, simulate_latency, simulate_state, **extra):
         from ..slurm.power import Context, EventLog, Slurmctld
 
         request, spec = _spec(cluster_file, health_check)
+        if conf_server:  # resume starts slurmd on each new node (azgpu.slurm.bootstrap)
+            from ..slurm.bootstrap import DEFAULT_MUNGE_KEY, JoinSettings
+
+            interval = {"node_check_interval": node_check_interval} if node_check_interval else {}
+            extra["join"] = JoinSettings(conf_server, slurm_version or _controller_version(),
+                                         munge_key or DEFAULT_MUNGE_KEY, **interval)
 
         @contextmanager
         def open_session():

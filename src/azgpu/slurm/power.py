@@ -87,6 +87,7 @@ class Context:
     fallback_locations: list[str] = field(default_factory=list)
     max_rounds: int = MAX_ROUNDS
     node_check: CheckOptions = CheckOptions()
+    join: Any = None  # azgpu.slurm.bootstrap.JoinSettings: start slurmd on each node that passed (None: leave it)
 
     @property
     def cluster(self) -> str:
@@ -252,6 +253,25 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
             summary = result.summary() if result is not None else "not checked"
             ctx.log("resume", hostlist, f"{node['hostname']} (instance {instance}) did not pass: {summary}")
             (bad if result is not None and replaceable(result) else stuck).append(instance)
+        joining = [n for n in done if n not in ready and n in data["nodes"] and data["nodes"][n]["scale_set"] == vmss
+                   and not data["nodes"][n].get("joined")]
+        if ctx.join is not None and joining:  # the node bootstrap: slurmd with its Slurm name (azgpu.slurm.bootstrap)
+            from .bootstrap import Target, join_all
+
+            targets = [Target(n, vmss, data["nodes"][n]["instance_id"]) for n in joining]
+            problems = join_all(session, ctx.resource_group, ctx.request.location, ctx.spec, targets, ctx.join,
+                                lambda m: ctx.log("resume", hostlist, m))
+            for name in joining:
+                if name in problems:  # its VM is kept for inspection; the name waits for a later resume
+                    kept.add(data["nodes"].pop(name)["instance_id"])
+                    done.remove(name)
+                    todo.append(name)
+                    reason = f"SLURM_JOIN_FAILED: {problems[name]}"
+                else:
+                    data["nodes"][name]["joined"] = True
+            state.save(ctx.state_dir, ctx.cluster, data)
+            if problems:  # a bootstrap that fails fails alike on every new VM: replace nothing
+                break
         if stuck:
             # Unreachable for a reason a new VM does not fix (no outbound path, VM agent busy ...): as the
             # health gate, replace nothing and report them.

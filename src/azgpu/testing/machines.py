@@ -57,8 +57,9 @@ def _ask(address: str, request: dict[str, Any], timeout: float) -> dict[str, Any
     return reply
 
 
-def run(address: str, vm: dict[str, str], script: str, env: dict[str, str], timeout: float) -> tuple[str, str, int]:
-    """Run `script` as root in the VM's OS; (stdout, stderr, exit code). vm: id, computer_name, ip."""
+def run(address: str, vm: dict, script: str, env: dict[str, str], timeout: float) -> tuple[str, str, int]:
+    """Run `script` as root in the VM's OS; (stdout, stderr, exit code). vm: id, computer_name, ip, and node
+    (its simulated hardware, testing/hardware.py)."""
     reply = _ask(address, {"op": "run", "vm": vm, "script": script, "env": env, "timeout": timeout}, timeout + 30)
     try:
         return str(reply["stdout"]), str(reply["stderr"]), int(reply["rc"])

@@ -24,12 +24,14 @@ The script runs in the VM's operating system, which only a test that attached ma
 
 from __future__ import annotations
 
+import copy
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import machines
 from ..errors import ArmError, NotImplementedInFake, child_not_found, required_location
 from ..lro import iso
 from ..messages import Request, Response
+from ..store import parse_id
 from .scale_sets import scale_set_id
 
 TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/runCommands"
@@ -105,8 +107,11 @@ def put(backend, req: Request, rg: str, vmss: str, instance: str, name: str) -> 
     return Response(200 if existed else 201, _answer(stored, expand=False), backend.ops.headers(op))
 
 
-def _describe(backend, vm: dict) -> dict[str, str]:
-    """What the hypervisor knows of a VM: its id, computer name and primary private address."""
+def _describe(backend, vm: dict) -> dict:
+    """What the hypervisor knows of a VM: its id, computer name, primary private address and simulated
+    hardware (testing/hardware.py: what the node check finds there)."""
+    from .vm_actions import node_of
+
     ip = ""
     for nic in backend.store.under(vm["id"]):
         if nic.get("type", "").lower() != NIC_TYPE.lower():
@@ -115,7 +120,8 @@ def _describe(backend, vm: dict) -> dict[str, str]:
             props = ipc.get("properties", {})
             if props.get("privateIPAddress") and (props.get("primary") or not ip):
                 ip = props["privateIPAddress"]
-    return {"id": vm["id"], "computer_name": vm["properties"]["osProfile"]["computerName"], "ip": ip}
+    node = copy.deepcopy(node_of(backend, vm, backend.find(parse_id(vm["id"]).parent)))
+    return {"id": vm["id"], "computer_name": vm["properties"]["osProfile"]["computerName"], "ip": ip, "node": node}
 
 
 def _tail(text: str) -> str:
