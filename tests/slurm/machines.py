@@ -215,8 +215,9 @@ def present(board: Path, node: dict) -> None:
     from azgpu.testing.models.vm_actions import _hardware, _identity
     from azgpu.testing.node_sandbox import Sandbox
 
-    if board.exists():
-        shutil.rmtree(board)
+    if board.exists():  # emptied, not removed: a machine has it bind-mounted
+        for item in board.iterdir():
+            shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
     box = Sandbox(board)
     _identity(box, node)
     _hardware(box, node)
@@ -324,11 +325,16 @@ class Hypervisor:
         return {"stdout": out, "stderr": err, "rc": done.returncode}
 
     def change_hardware(self, vm_id: str, node: dict, *, remove: tuple[str, ...] = ()) -> None:
-        """The VM's hardware changed (a fault the fake now models); `remove`: stub tools the image lacks."""
+        """The VM's hardware changed (a fault the fake now models); `remove`: what the image lacks, as paths
+        of the node (/opt/azurehpc) or tool names (nvidia-smi)."""
         machine = self.machines[vm_id.lower()]
         present(machine.hardware, node)
-        for tool in remove:
-            (machine.hardware / ".azgpu-stubs" / tool).unlink(missing_ok=True)
+        for item in remove:
+            path = machine.hardware / item.lstrip("/") if item.startswith("/") else machine.hardware / ".azgpu-stubs" / item
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
 
     def gone(self, vm_id: str) -> None:
         with self.lock:

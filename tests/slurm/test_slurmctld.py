@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
 
 import pytest
@@ -60,10 +61,10 @@ for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
 """
 
 
-def _configure(cluster: Cluster, cfile, *extra: str) -> str:
+def _configure(cluster: Cluster, cfile, *extra: str, suspend_time: int = SUSPEND_TIME) -> str:
     done = cluster.provision("slurm", "config", "-f", str(cfile), "--out-dir", "/etc/slurm", "--state-dir",
                              "/var/lib/azgpu-slurm", "--log-file", str(cluster.power_log), "--resume-timeout",
-                             str(RESUME), "--suspend-time", str(SUSPEND_TIME), "--suspend-timeout", "10",
+                             str(RESUME), "--suspend-time", str(suspend_time), "--suspend-timeout", "10",
                              "--conf-server", "10.255.255.254", "--simulate", "--simulate-state", str(cluster.state),
                              *extra)
     fragment = cluster.controller.path("/etc/slurm/azgpu.conf").read_text()
@@ -176,3 +177,74 @@ def _nowhere(cluster: Cluster, key: bytes) -> None:
     places["slurmctld.log"] = cluster.slurmctld_log().encode()
     found = [where for where, data in places.items() for form in forms if form in data]
     assert found == [], f"the munge key is in {found}"
+
+
+def test_an_18_node_job_lands_in_one_nvlink_rack(cluster):
+    """GB300 racks (18 VMs each) as slurmctld reads azgpu's topology: an 18-node job fits a rack or waits, never
+    straddles two. One node of the first rack is drained, so only the second rack can hold the job; slurmctld
+    says where it would start it (sbatch --test-only) without powering anything up."""
+    cfile = cluster_file(cluster.work, nodes=36, profile="nd-gb300-v6")
+    fragment = _configure(cluster, cfile)
+    cluster.munge_key()
+    cluster.slurm_conf(fragment)
+    cluster.start_controller()
+    cluster.slurm("scontrol", "update", "nodename=demo-d000-0003", "state=drain", "reason=held back by the test")
+    placed = cluster.slurm("sbatch", "--test-only", "-N18", "-p", "demo-vmss000", "--wrap", "true")
+    assert "on nodes demo-d000-[0019-0036]" in placed.stderr, placed.stderr
+    if cluster.version >= "23.11":  # topology/block: slurmctld knows the racks as blocks
+        shown = cluster.slurm("scontrol", "show", "topology").stdout
+        assert "BlockName=demo-vmss000-rack000" in shown and "Nodes=demo-d000-[0001-0018]" in shown, shown
+        assert "BlockName=demo-vmss000-rack001" in shown and "Nodes=demo-d000-[0019-0036]" in shown, shown
+    problems = [line for line in cluster.slurmctld_log().splitlines() if "error:" in line or "warning:" in line]
+    assert _about_azgpu(problems) == [], "\n".join(problems)
+
+
+def test_health_check_drains_a_failed_node_with_its_finding_and_never_an_inconclusive_one(cluster):
+    """Under slurmd: the background node check's verdict is what HealthCheckProgram acts on. One node's hardware
+    loses a GPU (the fake's model, which its check reads); another node's image lacks nvidia-smi and AzNHC, so its
+    check can say nothing about the host (inconclusive)."""
+    from azgpu.testing import FakeAzure
+
+    cfile = cluster_file(cluster.work, nodes=4)
+    fragment = _configure(cluster, cfile, "--health-check", "--health-check-interval", "2", "--node-check-interval",
+                          "2", suspend_time=300)
+    cluster.munge_key()
+    cluster.slurm_conf(fragment)
+    vms = cluster.attach_vms()
+    cluster.start_controller()
+    up = cluster.slurm("srun", "-N2", "-p", "demo-vmss000", "true", timeout=RESUME + 60, check=False)
+    assert up.returncode == 0, f"{up.stderr}\n{cluster.details()}"
+    by_host = {n["NodeHostName"]: name for name, n in cluster.nodes().items() if n.get("Version", "N/A") != "N/A"}
+    broken, blind = sorted(vms.vms.values(), key=lambda v: v["computer_name"])
+    fake = FakeAzure.load(cluster.state)
+    fake.make_unhealthy(broken["id"], gpus=7)
+    vms.change_hardware(broken["id"], fake.node(broken["id"]))
+    vms.change_hardware(blind["id"], fake.node(blind["id"]), remove=("/opt/azurehpc", "nvidia-smi"))
+    broken_name, blind_name = by_host[broken["computer_name"]], by_host[blind["computer_name"]]
+
+    node = cluster.wait(f"{broken_name} to be drained", lambda: (lambda n: n if "DRAIN" in n["State"] else None)(
+        cluster.nodes()[broken_name]), 90)
+    finding = json.loads(_verdict(vms.machines[broken["id"].lower()]))["finding"]
+    assert node["Reason"].startswith(f"azgpu {finding}"[:200]) and "gpu_count" in finding, (node["Reason"], finding)
+    blind_machine = vms.machines[blind["id"].lower()]
+    try:
+        cluster.wait(f"{blind_name}'s inconclusive verdict", lambda: '"inconclusive"' in _verdict(blind_machine), 60)
+    except AssertionError:
+        raise AssertionError(_verdict(blind_machine)) from None
+    time.sleep(5)  # two more HealthCheckIntervals
+    assert "DRAIN" not in cluster.nodes()[blind_name]["State"], cluster.nodes()[blind_name]
+
+    # The program as slurmd runs it (its whole environment is SLURMD_NODENAME): seconds, not slurm.conf(5)'s 60.
+    machine = vms.machines[broken["id"].lower()]
+    machine.path("/var/lib/azgpu/node-check.drained").unlink()
+    started = time.monotonic()
+    done = subprocess.run(machine.prefix() + ["/usr/local/sbin/azgpu-slurm-health-check"], env={
+        "SLURMD_NODENAME": broken_name}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and time.monotonic() - started < 10, (done.stderr, time.monotonic() - started)
+
+
+def _verdict(machine) -> str:
+    try:
+        return machine.path("/var/lib/azgpu/node-check.json").read_text()
+    except OSError:
+        return ""
