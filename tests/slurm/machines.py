@@ -330,7 +330,8 @@ class Hypervisor:
         machine = self.machines[vm_id.lower()]
         present(machine.hardware, node)
         for item in remove:
-            path = machine.hardware / item.lstrip("/") if item.startswith("/") else machine.hardware / ".azgpu-stubs" / item
+            where = item.lstrip("/") if item.startswith("/") else f".azgpu-stubs/{item}"
+            path = machine.hardware / where
             if path.is_dir():
                 shutil.rmtree(path)
             else:
@@ -343,6 +344,11 @@ class Hypervisor:
             found.stop()
 
     def close(self) -> None:
+        try:  # wakes the thread blocked in accept() (a bare close would leave it on a reused descriptor)
+            self.server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.server.close()
+        self.thread.join(timeout=10)
         for machine in list(self.machines.values()):
             machine.stop()

@@ -57,7 +57,14 @@ class Machines:
                 conn.sendall(json.dumps(reply).encode())
 
     def close(self) -> None:
+        # shutdown wakes the thread blocked in accept(); a bare close would leave it accepting on whatever socket
+        # reuses the descriptor number next.
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.server.close()
+        self.thread.join(timeout=10)
 
 
 @pytest.fixture
