@@ -61,6 +61,14 @@ def _wheels(root: Path, into: Path) -> None:
                     *requirements()], check=True)
 
 
+def current(target: Path, suite: str) -> bool:
+    """Whether the root at target holds what this checkout needs (its stamp)."""
+    try:
+        return json.loads((target / STAMP).read_text()) == stamp(suite)
+    except (OSError, ValueError):
+        return False
+
+
 def build(suite: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{suite}-", dir=dest))
@@ -89,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", default="trixie")
     parser.add_argument("--dest", type=Path, default=Path(os.environ.get("AZGPU_SLURM_ROOTS",
                                                                          "/var/cache/azgpu/slurm-roots")))
+    parser.add_argument("--force", action="store_true", help="Build again even when the root is current.")
     args = parser.parse_args(argv)
+    if not args.force and current(args.dest / args.suite, args.suite):
+        print(f"{args.dest / args.suite} is current")
+        return 0
     if os.geteuid() != 0 or not shutil.which("mmdebstrap"):
         print("needs root and mmdebstrap (apt-get install mmdebstrap)", file=sys.stderr)
         return 2

@@ -187,7 +187,8 @@ def test_the_script_never_names_the_key_but_by_its_variable():
     from azgpu.profiles import find_size
 
     text = bootstrap.script(find_size("Standard_ND96isr_H100_v5")[1])
-    uses = [line.strip() for line in text.splitlines() if "AZGPU_MUNGE_KEY" in line and not line.lstrip().startswith("#")]
+    uses = [line.strip() for line in text.splitlines()
+            if "AZGPU_MUNGE_KEY" in line and not line.lstrip().startswith("#")]
     # Checked, decoded through a builtin (no command line shows it), then unset before any daemon starts.
     assert uses == ['[ -n "${AZGPU_MUNGE_KEY:-}" ] || fail "no munge key (the protected parameter AZGPU_MUNGE_KEY)"',
                     """if ! printf '%s' "$AZGPU_MUNGE_KEY" | base64 -d >"$key_tmp" 2>/dev/null; then""",

@@ -118,7 +118,7 @@ def test_gb_racks_are_blocks_in_each_versions_syntax(run, tmp_path, version):
             (f"NodeName={racks[1]}", "Topology=default:demo-vmss000-rack001")]
     else:
         assert len(nodes) == 1 and "Topology=" not in nodes[0]
-    # IMEX: the job's prolog, never the switch plugin that removes the image's channels (azgpu/slurm/imex.py).
+    # IMEX: the job's prolog, never the switch plugin that removes the image's channels (azgpu/imex.py).
     assert "#SwitchType=switch/none" in fragment and "#PrologFlags=alloc" in fragment
     assert "#Prolog=/etc/slurm/prolog.d/*" in fragment
     assert not any("nvidia_imex" in line and not line.startswith("# never") for line in fragment)

@@ -129,7 +129,7 @@ def test_the_runner_skips_a_round_while_a_job_step_runs(tmp_path):
 
 
 def test_the_node_check_asks_only_that_imex_is_installed(tmp_path):
-    # On a Slurm node nvidia-imex runs for a job's nodes only (azgpu/slurm/imex.py); channel0 is the image's.
+    # On a Slurm node nvidia-imex runs for a job's nodes only (azgpu/imex.py); channel0 is the image's.
     assert "AZGPU_IMEX_SERVICE=installed" in health_check.node_script(SIZE)
     assert "AZGPU_IMEX_SERVICE" not in subprocess.run(
         [sys.executable, "-m", "azgpu.cli", "check", "--print-script", "--size", SIZE.name], capture_output=True,

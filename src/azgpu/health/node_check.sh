@@ -345,7 +345,7 @@ fabric_node() {  # the node's fabric (every GPU's agreeing, else incomplete) for
 imex() {  # the IMEX service and its channel (azhpc-images verify_nvidia_imex_service)
     local state
     if [ "${AZGPU_IMEX_SERVICE:-active}" = installed ]; then
-        # Slurm nodes (azgpu/slurm/imex.py): each job's prolog starts nvidia-imex for the job's nodes and its
+        # Slurm nodes (azgpu/imex.py): each job's prolog starts nvidia-imex for the job's nodes and its
         # epilog stops it, so outside a job the image need only have the service.
         tmo 15 systemctl cat nvidia-imex.service >/dev/null 2>&1 && state=installed || state=missing
         printf '==== systemctl cat nvidia-imex.service\n%s\n' "$state"

@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from . import health_check
+from .conf import rack_size, release
 
 VERSION = 1
 RUN_COMMAND_NAME = "azgpu-slurm-join"
@@ -57,17 +58,7 @@ COMPATIBLE = {
     "25.05": ("24.11", "24.05", "23.11"),
     "25.11": ("25.05", "24.11", "24.05"),
 }
-_RELEASE = re.compile(r"(\d{2})\.(\d{2})")
 _SERVER = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*(:\d{1,5})?(,[A-Za-z0-9][A-Za-z0-9.-]*(:\d{1,5})?)*")
-
-
-def release(version: str) -> str:
-    """A Slurm version's major release ('24.11.5' -> '24.11'); InputError when it names none."""
-    found = _RELEASE.search(version or "")
-    if not found:
-        raise InputError(f"'{version}' is not a Slurm version", code="INVALID_SLURM_VERSION",
-                         remedy="pass the controller's version as 'scontrol --version' prints it, e.g. 24.11.5")
-    return found.group(0)
 
 
 def releases(version: str) -> list[str]:
@@ -98,20 +89,24 @@ class JoinSettings:
 
 def read_key(path: str) -> bytes:
     """The munge key as resume reads it (as SlurmUser): refused when unreadable or not a key."""
-    remedy = (f"give SlurmUser a copy it alone reads (install -m 0400 -o slurm {DEFAULT_MUNGE_KEY} "
-              "/etc/slurm/azgpu-munge.key) and pass it: provision slurm config --munge-key /etc/slurm/azgpu-munge.key")
     file = Path(path)
+    problem, data = "", b""
     try:
         if not file.is_file():
-            raise InputError(f"the munge key '{path}' is not a file", code="SLURM_MUNGE_KEY", remedy=remedy)
-        size = file.stat().st_size
-        if not MUNGE_KEY_MIN <= size <= MUNGE_KEY_MAX:
-            raise InputError(f"the munge key '{path}' has {size} bytes; munged needs {MUNGE_KEY_MIN} to "
-                             f"{MUNGE_KEY_MAX}", code="SLURM_MUNGE_KEY", remedy=remedy)
-        return file.read_bytes()
+            problem = f"the munge key '{path}' is not a file"
+        elif not MUNGE_KEY_MIN <= file.stat().st_size <= MUNGE_KEY_MAX:
+            problem = (f"the munge key '{path}' has {file.stat().st_size} bytes; munged needs {MUNGE_KEY_MIN} to "
+                       f"{MUNGE_KEY_MAX}")
+        else:
+            data = file.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read the munge key '{path}': {exc.strerror}", code="SLURM_MUNGE_KEY",
-                         remedy=remedy) from None
+        problem = f"cannot read the munge key '{path}': {exc.strerror}"
+    if problem:
+        raise InputError(problem, code="SLURM_MUNGE_KEY",
+                         remedy="give SlurmUser a copy it alone reads (install -m 0400 -o slurm /etc/munge/munge.key "
+                                "/etc/slurm/azgpu-munge.key) and pass it: provision slurm config --munge-key "
+                                "/etc/slurm/azgpu-munge.key")
+    return data
 
 
 # ------------------------------------------------------------------------------------ the script
@@ -264,8 +259,8 @@ def _heredoc(path: str, mode: str, content: str, number: int) -> str:
 
 def script(size, *, racks: bool = False) -> str:
     """The bootstrap for nodes of this size (its node check's expectations are written into it); on
-    NVLink racks (GB200/GB300) with the IMEX prolog and epilog (azgpu.slurm.imex)."""
-    from . import imex
+    NVLink racks (GB200/GB300) with the IMEX prolog and epilog (azgpu.imex)."""
+    from .. import imex
 
     body = [_HEAD.replace("__MARKER__", MARKER).replace("__INTERVAL__", str(health_check.NODE_CHECK_INTERVAL))
             .replace("__KEY_MIN__", str(MUNGE_KEY_MIN))]
@@ -289,8 +284,6 @@ def parameters(name: str, settings: JoinSettings) -> list[dict[str, str]]:
 
 def body(spec, name: str, location: str, settings: JoinSettings, key: bytes) -> dict[str, Any]:
     """The managed Run Command in REST shape; the key only in protectedParameters."""
-    from .conf import rack_size
-
     return {"location": location, "properties": {
         "source": {"script": script(spec.size, racks=bool(rack_size(spec)))},
         "parameters": parameters(name, settings),

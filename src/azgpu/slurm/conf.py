@@ -24,10 +24,12 @@ merge: a key given twice makes slurmctld log "specified more than once" (src/com
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from typing import Any
 
+from ..errors import InputError
 from ..hostlist import compress
 from ..scheduler_files import MEMORY_HEADROOM
 from .names import domains
@@ -49,10 +51,20 @@ TREE_WIDTH_DEFAULT = 50  # slurm.conf(5) of slurm-22.05 and slurm-23.02, TreeWid
 TREE_WIDTH_MAX = 65533
 
 
-def version_key(version: str) -> tuple[int, int]:
-    """'24.11.5' -> (24, 11); see azgpu.slurm.bootstrap.release for the error on a non-version."""
-    from .bootstrap import release
+_RELEASE = re.compile(r"(\d{2})\.(\d{2})")
 
+
+def release(version: str) -> str:
+    """A Slurm version's major release ('slurm-wlm 24.11.5' -> '24.11'); InputError when it names none."""
+    found = _RELEASE.search(version or "")
+    if not found:
+        raise InputError(f"'{version}' is not a Slurm version", code="INVALID_SLURM_VERSION",
+                         remedy="pass the controller's version as 'slurmctld -V' prints it, e.g. 24.11.5")
+    return found.group(0)
+
+
+def version_key(version: str) -> tuple[int, int]:
+    """'24.11.5' -> (24, 11)."""
     major, minor = release(version).split(".")
     return int(major), int(minor)
 
@@ -213,7 +225,7 @@ def fragment(spec, *, program_dir: str, slurm_version: str = DEFAULT_VERSION, re
         every = compress(n for d in doms for n in d.names)
         lines.append(f"PartitionName={cluster} Nodes={every} Default=YES MaxTime=INFINITE State=UP")
     if racks:
-        from .imex import fragment_lines
+        from ..imex import fragment_lines
 
         lines += fragment_lines()
     return "\n".join(lines) + "\n"
@@ -282,7 +294,7 @@ def files(spec, *, program_dir: str, cluster_file: str, state_dir: str, log_file
                                                                  state_dir=state_dir, log_file=log_file, extra=extra,
                                                                  env=env)
     if blocks(spec):
-        from .imex import files as imex_files
+        from ..imex import files as imex_files
 
         out.update(imex_files())
     return out

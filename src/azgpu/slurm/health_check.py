@@ -154,7 +154,7 @@ def judge(size) -> str:
 
 def node_script(size) -> str:
     """The node check for this size, as `provision check --print-script --size` prints it, on a Slurm node:
-    nvidia-imex runs only inside a job there (azgpu.slurm.imex), so the check asks only that it is installed."""
+    nvidia-imex runs only inside a job there (azgpu.imex), so the check asks only that it is installed."""
     return health_node_script(size.name, node_timeout=CHECK_TIMEOUT, extra={"AZGPU_IMEX_SERVICE": "installed"})
 
 

@@ -1,4 +1,6 @@
-"""NVIDIA IMEX on GB200/GB300 racks under Slurm: who creates IMEX channels, and when.
+"""NVIDIA IMEX on GB200/GB300 racks under Slurm: who creates IMEX channels, and when. One answer for the
+node check (health/node_check.sh, AZGPU_IMEX_SERVICE), the power-saving nodes (azgpu.slurm: the fragment and
+the node bootstrap) and `provision outputs --format slurm` (scheduler_files).
 
 azgpu's choice is Azure CycleCloud's (Azure/cyclecloud-slurm: azure-slurm-install/imex_prolog.sh,
 imex_epilog.sh, templates/slurm.conf.template):
