@@ -107,10 +107,15 @@ def test_four_nodes_join_by_themselves_run_a_job_and_go_twice(cluster):
         assert nodes[name]["NodeAddr"] == vm["ip"] and nodes[name]["Version"].startswith(cluster.version), nodes[name]
         assert "POWER" not in nodes[name]["State"] and "IDLE" in nodes[name]["State"], nodes[name]
     assert all(n.get("Version", "N/A") == "N/A" for k, n in nodes.items() if k not in names)  # no other slurmd
+    vm_logs = {}
     for machine in machines.values():
         assert {"slurmd", "munged"} <= set(machine.processes())
         assert machine.path("/etc/munge/munge.key").read_bytes() == key
         assert (machine.path("/etc/munge/munge.key").stat().st_mode & 0o777) == 0o400
+        for where in ("/var/log/slurm", "/var/log/munge", "/var/lib/waagent"):  # its logs, the Run Command's output
+            for path in machine.path(where).rglob("*"):
+                if path.is_file():
+                    vm_logs[f"{machine.name}:{path}"] = path.read_bytes()
     # Every run was azgpu's bootstrap, with the key a protected parameter.
     assert len(vms.runs) == 4 and all("AZGPU_MUNGE_KEY" in r["parameters"] and r["rc"] == 0 for r in vms.runs)
     from azgpu.slurm.bootstrap import MARKER
@@ -148,8 +153,13 @@ def test_four_nodes_join_by_themselves_run_a_job_and_go_twice(cluster):
     problems = [line for line in cluster.slurmctld_log().splitlines() if "error:" in line or "warning:" in line]
     assert _about_azgpu(problems) == [], "\n".join(problems)
 
-    # The munge key is in no template, parameters file, model, request logged, log or output.
-    _nowhere(cluster, key)
+    # The munge key is in no template, parameters file, model, tag, log or output.
+    for argv in (("render", "-f", str(cfile), "--out-dir", str(cluster.work / "render")),
+                 ("status", "-n", "demo", "-g", "demo-rg", "--simulate", "--simulate-state", str(cluster.state),
+                  "-o", "json"),
+                 ("outputs", "-n", "demo", "-g", "demo-rg", "--simulate", "--simulate-state", str(cluster.state))):
+        (cluster.work / f"out-{argv[0]}.txt").write_text(cluster.provision(*argv).stdout)
+    _nowhere(cluster, key, vm_logs)
     print(f"\n{cluster.version}: {time.monotonic() - started:.0f} s")
 
 
@@ -165,9 +175,9 @@ def _about_azgpu(lines: list[str]) -> list[str]:
     return [line for line in lines if any(word in line for word in AZGPU_WORDS)]
 
 
-def _nowhere(cluster: Cluster, key: bytes) -> None:
+def _nowhere(cluster: Cluster, key: bytes, vm_logs: dict[str, bytes]) -> None:
     forms = [key, base64.b64encode(key)]
-    places = {"simulated state": cluster.state.read_bytes(), "power log": cluster.power_log.read_bytes()}
+    places = {"simulated state": cluster.state.read_bytes(), "power log": cluster.power_log.read_bytes(), **vm_logs}
     for path in cluster.work.rglob("*"):
         if path.is_file() and path.suffix != ".sock" and "machines" not in path.parts:
             places[str(path)] = path.read_bytes()
