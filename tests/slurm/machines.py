@@ -191,16 +191,28 @@ class Machine:
         return done.stdout.split()
 
     def running(self) -> bool:
-        return self.unshare.poll() is None
+        """Whether the machine's init still lives (while it does, so may every process of the machine)."""
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        try:
+            state = next(line for line in Path(f"/proc/{self.pid}/status").read_text().splitlines()
+                         if line.startswith("State:"))
+        except (OSError, StopIteration):
+            return False
+        return "zombie" not in state
 
     def stop(self) -> None:
+        # The machine's init first (SIGKILL from outside: the kernel ends its PID namespace, and every process in it,
+        # with it), then unshare; killed the other way round, init would live on, reparented, with all its processes.
+        for pid in {getattr(self, "pid", None), *_children(self.unshare.pid)} - {None}:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
         if self.unshare.poll() is None:
-            self.unshare.kill()  # unshare's child is the machine's init; the kernel ends its namespace with it
-            for pid in _children(self.unshare.pid):
-                try:
-                    os.kill(pid, 9)
-                except ProcessLookupError:
-                    pass
+            self.unshare.kill()
         try:
             self.unshare.wait(timeout=20)
         except subprocess.TimeoutExpired:
