@@ -323,7 +323,7 @@ def _outcome(result: Any, name: str) -> str | None:
     return None
 
 
-def join_all(session, resource_group: str, location: str, spec, targets: list[Target], settings: JoinSettings,
+def join_all(session, resource_group: str, spec, targets: list[Target], settings: JoinSettings,
              log: Callable[[str], None]) -> dict[str, str]:
     """Bootstrap every target in parallel; the names that did not join, with why."""
     from .. import resource_types
@@ -332,12 +332,15 @@ def join_all(session, resource_group: str, location: str, spec, targets: list[Ta
     if not targets:
         return {}
     key = read_key(settings.munge_key)
+    # A Run Command is created in its VM's location: the scale set's, which a capacity fallback may have moved.
+    locations = {name: resource_types.VMSS.get(session, resource_group, name).location
+                 for name in {t.scale_set for t in targets}}
 
     def one(target: Target) -> tuple[str, str | None]:
         row = resource_types.RUN_COMMANDS
         args = (session, resource_group, target.scale_set, target.instance_id, RUN_COMMAND_NAME)
         try:
-            row.begin_create(*args, body(spec, target.name, location, settings, key)).result()
+            row.begin_create(*args, body(spec, target.name, locations[target.scale_set], settings, key)).result()
             result = row.get(*args)
         except Exception as exc:  # Azure's own failure to run it: the node did not join, with Azure's words
             return target.name, f"the bootstrap could not run: {to_azure_error(exc, 'Run Command').message}"

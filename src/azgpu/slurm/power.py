@@ -259,7 +259,7 @@ def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist
             from .bootstrap import Target, join_all
 
             targets = [Target(n, vmss, data["nodes"][n]["instance_id"]) for n in joining]
-            problems = join_all(session, ctx.resource_group, ctx.request.location, ctx.spec, targets, ctx.join,
+            problems = join_all(session, ctx.resource_group, ctx.spec, targets, ctx.join,
                                 lambda m: ctx.log("resume", hostlist, m))
             for name in joining:
                 if name in problems:  # its VM is kept for inspection; the name waits for a later resume
