@@ -333,6 +333,13 @@ def _scale_set(spec: Spec, index: int, capacity: int, tags: dict, nsg: Resource,
     if vertical:
         # As Microsoft's GB300 rack is deployed; highSpeedInterconnectPlacement stays unset (Azure answers 400).
         body["properties"]["platformFaultDomainCount"] = vertical["platform_fault_domain_count"]
+    elif req.capacity_reservation_group:
+        # In a reservation group "The fault domain count for a Virtual Machine Scale Set is limited to 3, enforced
+        # at deployment" (D-crg), and a regional Uniform scale set that leaves it out gets 5 (D-vmss-fd). 1 is max
+        # spreading (D-vmss-fd), the value of Learn's own template for a scale set in a group (D-crg-vmss), and the
+        # only one Learn's GPU series allow there ("Virtual Machine Scale Sets with a fault domain availability
+        # construct is not supported", D-crg).
+        body["properties"]["platformFaultDomainCount"] = 1
     if ppg is not None:
         body["properties"]["proximityPlacementGroup"] = {"id": ppg}
     return Resource(f"vmss{index:03d}", VMSS, name, body)

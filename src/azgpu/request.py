@@ -54,6 +54,9 @@ class Request:
     identities: tuple[str, ...] = ()  # user-assigned identity resource IDs
     ppg: str | None = None  # proximity placement group: a name to create, or an existing one's ID
     capacity_reservation_group: str | None = None  # an existing capacity reservation group's ID
+    # An InfiniBand size in a reservation group (singlePlacementGroup false) deploys only with this: Learn gives
+    # such a scale set no InfiniBand (capacity.spg_conflict).
+    accept_reservation_infiniband_risk: bool = False
     boot_diagnostics: bool = True  # with managed storage
     eviction_policy: str | None = None  # Delete | Deallocate, spot only
     generate_ssh_keys: bool = False  # create ~/.ssh/id_rsa(.pub) when no key exists, as az does
@@ -70,7 +73,8 @@ class Request:
 
 KEYS = {f.name for f in fields(Request)} - {"input_findings"}
 INTS = {"nodes", "os_disk_size_gb", "data_disks", "data_disk_size_gb", "max_ib_domain"}
-BOOLS = {"ephemeral_os_disk", "spot", "public_ip", "outbound", "assign_identity", "boot_diagnostics", "generate_ssh_keys"}
+BOOLS = {"ephemeral_os_disk", "spot", "public_ip", "outbound", "assign_identity", "boot_diagnostics",
+         "generate_ssh_keys", "accept_reservation_infiniband_risk"}
 FLOATS = {"max_price"}
 
 

@@ -238,9 +238,8 @@ INSTANCES = InstanceType(type=VMSS.type + "/virtualMachines", api_version=COMPUT
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunCommandType(ArmType):
-    """A managed Run Command on one scale-set instance (VirtualMachineScaleSetVMRunCommands): a child
-    resource whose script the VM agent runs, with protected parameters that only the VM sees."""
+class InstanceChildType(ArmType):
+    """A resource kept on one scale-set instance, which goes with it: read, written and deleted here."""
 
     client: str
     operations: str
@@ -248,22 +247,27 @@ class RunCommandType(ArmType):
     def _ops(self, session) -> Any:
         return getattr(getattr(session, self.client), self.operations)
 
-    def begin_create(self, session, resource_group: str, scale_set: str, instance_id: str, name: str, body: dict,
-                     **kwargs: Any) -> Any:
-        return self._ops(session).begin_create_or_update(resource_group, scale_set, instance_id, name, body, **kwargs)
+    def get(self, session, resource_group: str, scale_set: str, instance_id: str, name: str,
+            expand: str | None = None) -> Any:
+        """expand="instanceView" on a Run Command: its execution state, exit code, the tails of output and error."""
+        kwargs = {"expand": expand} if expand else {}
+        return self._ops(session).get(resource_group, scale_set, instance_id, name, **kwargs)
 
-    def get(self, session, resource_group: str, scale_set: str, instance_id: str, name: str) -> Any:
-        """With the instance view: execution state, exit code, the tails of output and error."""
-        return self._ops(session).get(resource_group, scale_set, instance_id, name, expand="instanceView")
+    def begin_put(self, session, resource_group: str, scale_set: str, instance_id: str, name: str, body: dict,
+                  **kwargs: Any) -> Any:
+        return self._ops(session).begin_create_or_update(resource_group, scale_set, instance_id, name, body, **kwargs)
 
     def begin_delete(self, session, resource_group: str, scale_set: str, instance_id: str, name: str,
                      **kwargs: Any) -> Any:
         return self._ops(session).begin_delete(resource_group, scale_set, instance_id, name, **kwargs)
 
 
-RUN_COMMANDS = RunCommandType(type=INSTANCES.type + "/runCommands", api_version=COMPUTE_API,
-                              label="managed run command", client="compute",
-                              operations="virtual_machine_scale_set_vm_run_commands")
+# A managed Run Command kept on an instance (VirtualMachineScaleSetVMRunCommands): where Azure holds which
+# Slurm node name a VM carries (azgpu.deploy.nodes; uniform scale-set instances keep no tags of their own),
+# and how a node's bootstrap runs in the VM with a protected munge key (azgpu.slurm.bootstrap).
+INSTANCE_RUN_COMMAND = InstanceChildType(type=INSTANCES.type + "/runCommands", api_version=COMPUTE_API,
+                                         label="instance run command", client="compute",
+                                         operations="virtual_machine_scale_set_vm_run_commands")
 
 
 # ---------------------------------------------------------------------------------------- referenced or read only
@@ -288,6 +292,6 @@ WORKLOAD_IMPACT = ArmType(IMPACT.type + "/workloadImpacts", "workload impact")
 # speaks 2025-03-01 by default, 3.x 2025-09-01; Quota_Update and QuotaRequestStatus_Get are the same in both).
 QUOTA = ArmType("Microsoft.Quota", "quota resource provider", "2025-09-01")
 
-REFERENCED: tuple[ArmType, ...] = (INSTANCES, RUN_COMMANDS, SUBNET, RESOURCE_GROUP, DEPLOYMENT, USER_ASSIGNED_IDENTITY,
-                                   CAPACITY_RESERVATION_GROUP, GALLERY_IMAGE, MANAGED_IMAGE, COMPUTE_LOCATION,
-                                   PERMISSIONS, IMPACT, WORKLOAD_IMPACT, QUOTA)
+REFERENCED: tuple[ArmType, ...] = (INSTANCES, INSTANCE_RUN_COMMAND, SUBNET, RESOURCE_GROUP, DEPLOYMENT,
+                                   USER_ASSIGNED_IDENTITY, CAPACITY_RESERVATION_GROUP, GALLERY_IMAGE, MANAGED_IMAGE,
+                                   COMPUTE_LOCATION, PERMISSIONS, IMPACT, WORKLOAD_IMPACT, QUOTA)

@@ -419,7 +419,8 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
     findings += identity_findings
     ppg_findings, ppg_id, ppg_name = _check_ppg(req)
     findings += ppg_findings
-    findings += group_option_findings(req, bool(size is not None and size.infiniband))
+    findings += group_option_findings(req, bool(size is not None and size.infiniband),
+                                      vertical_connect=bool(profile and profile.vertical_connect))
 
     image: Image | None = None
     try:

@@ -248,3 +248,13 @@ def test_dry_run_still_fails_on_preflight_errors(azure, cli):
     rc, out, err = cli(*create_args("nd-a100-v4", "--dry-run"))
     assert_cli_error(rc, err, 2, "QUOTA_INSUFFICIENT", "request an increase to 192")
     assert writes(azure) == []
+
+
+def test_a_restricted_zone_in_zones_is_refused_as_with_zone(azure, cli):
+    """--zones 1 where zone 1 is restricted: refused as --zone 1 is, not a regional scale set deployed instead."""
+    azure.set_sku(LOCATION, A100, restrictions=[{"type": "Zone", "zones": ["1"]}])
+    for flags in (["--zone", "1"], ["--zones", "1"]):
+        since = len(azure.requests)
+        rc, out, err = cli(*create_args(), *flags)
+        assert rc == 2 and "ERROR: [SKU_RESTRICTED]" in err and "zone 1" in err, (flags, err)
+        assert writes(azure, since) == [], flags

@@ -213,3 +213,88 @@ def test_create_request_quota_files_and_goes_on(sim, shape):
     rc, out, err = sim(*create_args(), "--request-quota", "--yes", "-o", "json")
     assert rc == 0, err
     assert "filed quota request" in err
+
+
+# -- what Azure ends a request with, and what it raises by itself ----------------------------------------
+
+def test_an_invalid_request_is_refused_not_escalated(azure, session):
+    """QuotaRequestState: Invalid is its own end; only Failed with ContactSupport is sent to support
+    (getQuotaRequestStatusFailed.json; Learn, per-VM quota requests)."""
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    azure.set_quota_outcome(LOCATION, A100_FAMILY, "invalid")
+    with pytest.raises(Exception) as info:
+        qr.request_increases(session, request(), confirm=yes)
+    err = info.value
+    assert err.code == "QUOTA_REQUEST_REFUSED" and err.exit_code == 1
+    assert err.result["requests"][0]["state"] == "Invalid" and "Invalid" in err.message
+    assert "not approved automatically" not in err.message and "support request for the same increase" not in err.remedy
+
+
+def test_quota_status_of_an_invalid_request_is_not_escalated(sim, shape):
+    shape("quota", "set", "-l", LOCATION, "--name", A100_FAMILY, "--limit", "96")
+    shape("quota", "outcome", "-l", LOCATION, "--name", A100_FAMILY, "--outcome", "invalid")
+    rc, out, err = sim("quota", "request", "--profile", "nd-a100-v4", "-n", "c1", "-g", RG, "-l", LOCATION, "--nodes",
+                       "2", "--yes", "-o", "json")
+    assert rc == 1 and "QUOTA_REQUEST_REFUSED" in err and "QUOTA_REQUEST_ESCALATED" not in err
+    request_id = json.loads(out)["requests"][0]["id"]
+    rc, out, err = sim("quota", "status", "-l", LOCATION, "--id", request_id)
+    assert rc == 1 and "QUOTA_REQUEST_REFUSED" in err
+
+
+def test_an_approved_family_increase_raises_the_regional_quota_itself(azure, session):
+    """Learn, "Increase VM-family vCPU quotas": "If your request to increase your VM-family quota is approved,
+    Azure will automatically increase the regional vCPU quota for the region"; the regional request is computed
+    before either is filed, and filed only if that leaves it short."""
+    azure.set_quota(LOCATION, A100_FAMILY, limit=0)
+    azure.set_quota(LOCATION, "cores", limit=100, usage=90)
+    short = qr.shortfalls(session, request())
+    assert [(norm(s.quota), s.new_limit) for s in short] == [(norm(A100_FAMILY), NEEDED), ("cores", 90 + NEEDED)]
+    result = qr.request_increases(session, request(), confirm=yes)
+    sent = calls(azure, "PATCH", path="/providers/Microsoft.Quota/quotas/")
+    assert [norm(r.path.rsplit("/", 1)[1]) for r in sent] == [norm(A100_FAMILY)], "no request below the raised limit"
+    assert result["raised_by_azure"] == [{"location": LOCATION, "quota": "cores", "limit": 100 + NEEDED,
+                                          "needed": 90 + NEEDED}]
+    assert qr.shortfalls(session, request()) == []
+
+
+def test_a_regional_request_still_short_after_the_family_is_filed(azure, session):
+    azure.set_quota(LOCATION, A100_FAMILY, limit=96)
+    azure.set_quota(LOCATION, "cores", limit=50, usage=40)
+    qr.request_increases(session, request(), confirm=yes)
+    sent = calls(azure, "PATCH", path="/providers/Microsoft.Quota/quotas/")
+    assert [norm(r.path.rsplit("/", 1)[1]) for r in sent] == [norm(A100_FAMILY), "cores"]
+    assert [r.body["properties"]["limit"]["value"] for r in sent] == [NEEDED, 40 + NEEDED]
+
+
+def test_every_quota_request_speaks_the_documented_api_version(azure, session):
+    """docs/capacity.md states Microsoft.Quota 2025-09-01: the lowest allowed azure-mgmt-quota (2.0, whose default
+    is 2025-03-01) sends it too, because the session sets it (CI runs this on constraints-lowest.txt)."""
+    from azgpu.resource_types import QUOTA
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "capacity.md").read_text()
+    assert f"api {QUOTA.api_version}" in docs
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    qr.request_increases(session, request(), confirm=yes)
+    qr.listed(session, LOCATION)
+    sent = calls(azure, path="/providers/Microsoft.Quota/")
+    assert {r.method for r in sent} >= {"PATCH", "GET"} and len(sent) >= 3
+    assert {r.api_version for r in sent} == {QUOTA.api_version}
+
+
+@pytest.mark.parametrize("state", ["Escalated", "Canceled", None])
+def test_a_state_the_specification_does_not_list_is_not_an_approval(azure, session, cli, state):
+    """QuotaRequestState lists Accepted, Invalid, Succeeded, Failed and InProgress; anything else (Escalated is a
+    group-quota state) or no state at all raises no limit, and create --request-quota must not go on."""
+    azure.set_quota(LOCATION, A100_FAMILY, limit=100)
+    body = {"id": "x", "name": "hostile-1", "type": "Microsoft.Quota/quotaRequests",
+            "properties": {"message": "hmm", "value": [{"name": {"value": A100_FAMILY},
+                                                        "limit": {"limitObjectType": "LimitValue", "value": NEEDED}}]}}
+    if state:
+        body["properties"]["provisioningState"] = state
+    azure.inject(method="GET", path="/quotaRequests/", status=200, body=body, times=None)
+    with pytest.raises(Exception) as info:
+        qr.request_increases(session, request(), confirm=yes)
+    err = info.value
+    assert err.code == "QUOTA_REQUEST_REFUSED" and err.exit_code == 1 and (state or "no state") in err.message
+    rc, out, said = cli("quota", "status", "-l", LOCATION, "--id", "hostile-1")
+    assert rc == 1 and "ERROR: [QUOTA_REQUEST_REFUSED]" in said and "Traceback" not in said

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -100,8 +101,8 @@ class Network:
 
 _SETUP = r"""
 set -e
-M=$1 LOWER=$2 NAME=$3 READY=$4
-shift 4
+M=$1 LOWER=$2 NAME=$3
+shift 3
 mount -t tmpfs -o mode=0755 azgpu-machine "$M"
 mkdir "$M/upper" "$M/work" "$M/root"
 mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$M/upper,workdir=$M/work" "$M/root"
@@ -126,8 +127,9 @@ done
 rm -f "$R/etc/resolv.conf"
 printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' >"$R/etc/resolv.conf"
 hostname "$NAME"
-touch "$READY"
-exec chroot "$R" /bin/bash -c 'trap "" TERM; while :; do sleep 3600 & wait $!; done'
+# "ready" is printed from inside the chroot: until then the process's root is still the host's, and a command
+# entering it (nsenter --root) would change the host's own files.
+exec chroot "$R" /bin/bash -c 'echo ready; exec >/dev/null; trap "" TERM; while :; do sleep 3600 & wait $!; done'
 """
 
 
@@ -141,25 +143,27 @@ class Machine:
         self.dir = workdir / name
         self.dir.mkdir(parents=True)
         (self.dir / "mnt").mkdir()
-        ready = self.dir / "ready"
         specs = [f"{src}:{dst}:{'ro' if ro else 'rw'}" for src, dst, ro in binds]
         self.unshare = subprocess.Popen(
             [sbin("unshare"), "--mount", "--net", "--uts", "--pid", "--fork", "--propagation", "private", "--",
-             "bash", "-c", _SETUP, "setup", str(self.dir / "mnt"), str(image), name, str(ready), *specs],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=(self.dir / "setup.err").open("w"),
+             "bash", "-c", _SETUP, "setup", str(self.dir / "mnt"), str(image), name, *specs],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=(self.dir / "setup.err").open("w"),
             start_new_session=True)
-        end = time.monotonic() + 20
-        while not ready.exists():
-            if self.unshare.poll() is not None or time.monotonic() > end:
-                self.stop()
-                raise AssertionError(f"machine {name} did not start: {(self.dir / 'setup.err').read_text()}")
-            time.sleep(0.05)
+        ready, _, _ = select.select([self.unshare.stdout], [], [], 20)
+        line = self.unshare.stdout.readline() if ready else b""
+        self.unshare.stdout.close()
+        if line != b"ready\n":
+            self.stop()
+            raise AssertionError(f"machine {name} did not start: {(self.dir / 'setup.err').read_text()}")
         kids = _children(self.unshare.pid)
         assert len(kids) == 1, f"machine {name}: expected one init process, found {kids}"
         self.pid = kids[0]
+        assert os.readlink(f"/proc/{self.pid}/root") != "/", f"machine {name}: its init is not in its own root"
 
     def prefix(self) -> list[str]:
-        """nsenter into every namespace and the root of this machine."""
+        """nsenter into every namespace and the root of this machine (never the host's: the init's root is
+        checked each time, as its pid could be anyone's once it is gone)."""
+        assert os.readlink(f"/proc/{self.pid}/root") != "/", f"machine {self.name}: pid {self.pid} has the host's root"
         return [sbin("nsenter"), "-t", str(self.pid), "--mount", "--net", "--uts", "--pid", "--root", "--wd", "--"]
 
     def path(self, inside: str) -> Path:

@@ -94,11 +94,13 @@ def test_tree_width_covers_the_cloud_nodes_and_keeps_the_default(run, tmp_path):
 def test_gb_racks_are_blocks_in_each_versions_syntax(run, tmp_path, version):
     cfile = cluster_file(tmp_path, nodes=36, profile="nd-gb300-v6")
     out = tmp_path / "o"
-    rc, _, err = run("slurm", "config", "-f", cfile, "--out-dir", out, "--slurm-version", version)
+    rc, _, err = run("slurm", "config", "-f", cfile, "--out-dir", out, "--slurm-version", version, "--keep-racks")
     assert rc == 0, err
     topology = (out / "topology.conf").read_text().splitlines()
     fragment = (out / "azgpu.conf").read_text().splitlines()
     racks = [f"demo-d000-[{18 * i + 1:04d}-{18 * i + 18:04d}]" for i in range(2)]
+    # --keep-racks: the fragment of every version keeps the rack partitions out of suspend (slurm.conf(5)).
+    assert fragment.count("SuspendExcParts=demo-vmss000") == 1
     if version == "22.05":  # no topology/block before 23.11: a switch per rack under the domain's
         assert topology[-3:] == [f"SwitchName=demo-vmss000-rack000 Nodes={racks[0]}",
                                  f"SwitchName=demo-vmss000-rack001 Nodes={racks[1]}",
@@ -137,11 +139,13 @@ def test_out_dir_writes_programs_that_call_the_cli(run, tmp_path):
     resume = tmp_path / "o" / "azgpu-demo-resume"
     assert os.access(resume, os.X_OK)
     text = resume.read_text()
-    assert f"-m azgpu.cli slurm resume -f {cfile} --state-dir /var/lib/x" in text
+    assert f"-m azgpu.cli slurm resume -f {cfile} --state-dir /var/lib/x --log-file /var/log/slurm/azgpu-power.log" \
+        in text
     assert "--zone 2 --zone 3" in text and f"--simulate-state {state.resolve()}" in text
     # Resume starts slurmd on each node it brings up: the controller, its version, the key's file.
     assert f"--conf-server ctl.example:6817 --slurm-version 24.11 --munge-key {tmp_path / 'key'}" in text
-    assert text.rstrip().endswith('-- "$@" 2>>/var/log/slurm/azgpu-power.log')
+    # The program opens its log itself, never following a link: no shell redirection, which would follow one.
+    assert text.rstrip().endswith('-- "$@"') and ">>" not in text
     fragment = (tmp_path / "o" / "azgpu.conf").read_text()
     assert "ResumeProgram=" + str((tmp_path / "o").resolve() / "azgpu-demo-resume") in fragment
     gres = (tmp_path / "o" / "gres.conf").read_text()

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from slurm_cluster import VERSIONS, Cluster, skip_reason
+from slurm_cluster import VERSIONS, Cluster, skip_reason, unavailable
 from slurm_support import cluster_file, instances, status
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ SUSPEND_TIME = 20  # idle seconds before the suspend program: time to read the n
 def cluster(request, tmp_path_factory):
     reason = skip_reason(request.param)
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     # munged's socket and the machines' paths stay short: a directory of its own under /tmp.
     found = Cluster(request.param, tmp_path_factory.mktemp("sl"))
     try:

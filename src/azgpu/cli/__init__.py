@@ -106,6 +106,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         cli.main(args=args, prog_name="provision", standalone_mode=False, obj={"debug": debug})
     except ValidationFailed as exc:
+        if getattr(exc, "reported", False):  # a Slurm program logged it in its own line format
+            return EXIT_INPUT
         print_findings(exc.findings, verbose="--verbose" in args)
         if debug:
             raise
@@ -115,6 +117,8 @@ def _main(argv: list[str] | None) -> int:
             # A no at a prompt is the user's decision, not a failure: exit 0 wherever it was asked.
             click.echo(f"{one_line(exc.message)}; {DECLINED}", err=True)
             return 0
+        if getattr(exc, "reported", False):  # a Slurm program logged it in its own line format
+            return exc.exit_code
         click.echo(f"ERROR: [{exc.code}] {one_line(exc.message)}", err=True)
         if exc.remedy:
             click.echo(f"  remedy: {one_line(exc.remedy)}", err=True)

@@ -10,11 +10,12 @@ import sys
 
 import click
 
-from ..errors import InputError, ValidationFailed
+from ..errors import Finding, InputError, ValidationFailed
 from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP, QUOTA
 from . import options
-from .options import ListOption, azure_options, common, emit, log, make_request, request_options, validated_with
+from .options import (ListOption, azure_options, common, emit, log, make_request, print_findings, request_options,
+                      validated_with)
 
 
 def _need_location(request) -> None:
@@ -55,6 +56,10 @@ def register(cli: click.Group) -> None:
     @click.option("-y", "--yes", is_flag=True, help="File without asking (automation).")
     @click.option("--timeout", type=float, default=0.0, show_default=True,
                   help="Follow each request this many seconds until it is final (0: read its state once).")
+    @click.option("--capacity-reservation-group", default=None, metavar="ID",
+                  help="The cluster deploys into this group: the VMs it holds need no more quota (as create counts).")
+    @click.option("--accept-reservation-infiniband-risk", is_flag=True, default=None,
+                  help="As create: an InfiniBand size in --capacity-reservation-group.")
     @common
     def request_cmd(obj, subscription, simulate, simulate_latency, simulate_state, fallback_locations, yes, timeout,
                     **values):
@@ -100,7 +105,7 @@ def register(cli: click.Group) -> None:
                 return
             found = qr.read(session, location, request_id)
         emit(found.as_dict(), obj)
-        if found.state in ("Failed", "Invalid"):
+        if qr.not_approved(found.state):
             raise qr.escalation_error([found])
 
     @cli.command("capacity")
@@ -145,21 +150,61 @@ def register(cli: click.Group) -> None:
 
 
 def _size_of(profile: str | None, size: str | None):
+    return _profile_and_size(profile, size)[1]
+
+
+def _profile_and_size(profile: str | None, size: str | None):
     from ..profiles import find_size, load_profile
 
     if size:
-        return find_size(size)[1]
+        return find_size(size)
     if profile:
         p = load_profile(profile)
-        return p.size(p.default_size)
+        return p, p.size(p.default_size)
     raise InputError("no size given", code="MISSING_ARGUMENT", remedy="pass --size SIZE or --profile PROFILE")
+
+
+def _group_names(resource_group: str) -> list[Finding]:
+    """-g of reserve and release, checked as create checks it before it goes into a request URL."""
+    from .. import naming
+
+    problem = naming.check("resource_group", resource_group)
+    return [Finding(code="INVALID_RESOURCE_GROUP", message=problem, remedy="check -g/--resource-group",
+                    field="resource_group")] if problem else []
+
+
+def _reserve_cost(vm, location: str, count: int, currency: str, schedule, simulated: bool) -> tuple[dict, str, str]:
+    """The reservation's price as azgpu's pricing gives it, and how it bills: a Targeted one per hour until it is
+    deleted (D-crg); a Block one for its whole window, committed once allocated, since it cannot be deleted before
+    its end (S-rest-crg)."""
+    from ..pricing import estimate
+
+    cost = estimate(vm.name, location, count, currency=currency, simulated=simulated).as_dict()
+    cost.pop("scale_sets", None)
+    hourly = f"{cost['hourly']} {cost['currency']}/hour" if cost.get("hourly") is not None else "an unknown price"
+    if schedule is None:
+        return (cost, "pay-as-you-go rate for every reserved VM, used or not, until deleted",
+                f"at {hourly}, billed until deleted")
+    hours = schedule.days * 24
+    if cost.get("hourly") is not None:
+        cost["window"] = {"start": schedule.start.isoformat(), "end": schedule.end.isoformat(), "days": schedule.days,
+                          "hours": hours, "total": round(cost["hourly"] * hours, 2)}
+        total = f"{cost['window']['total']} {cost['currency']}"
+    else:
+        total = "an unknown price"
+    billing = (f"the whole window, {schedule.days} day(s) x 24 h at the pay-as-you-go rate of every reserved VM: "
+               "once allocated a Block reservation cannot be deleted before its end, so the window is paid whether "
+               "used or not")
+    return cost, billing, f"for {schedule.start} to {schedule.end} ({schedule.days} days) at {hourly}: {total} in all"
 
 
 def _register_reserve(cli: click.Group) -> None:
     @cli.command("reserve")
     @click.option("-g", "--resource-group", required=True, help="Resource group of the reservation group.")
-    @click.option("--group", required=True, help="Capacity reservation group: created when absent, kept when azgpu made it.")
-    @click.option("--name", default=None, help="Reservation name [the size's name].")
+    @click.option("--group", required=True,
+                  help="Capacity reservation group: created when absent, kept when azgpu made it.")
+    @click.option("--name", default=None,
+                  help="Reservation name [the one of the size and zone in the group, else the size's name, -zN].")
     @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
     @click.option("--profile", default=None, help="Reserve the profile's default size.")
     @click.option("--size", default=None, help="VM size to reserve, e.g. Standard_ND96isr_H100_v5.")
@@ -167,58 +212,75 @@ def _register_reserve(cli: click.Group) -> None:
     @click.option("--zone", default=None, help="Reserve in this availability zone (the scale sets must use it too).")
     @click.option("--type", "reservation_type", default="Targeted", show_default=True,
                   help="Targeted, or Block where the size's SupportedCapacityReservationTypes lists it.")
+    @click.option("--start", default=None, metavar="YYYY-MM-DD|+N",
+                  help="Block: the first day (UTC), today (before 11:30 UTC) or within 56 days; +N: N days from today.")
+    @click.option("--days", type=int, default=None, help="Block: a window of 1 to 14 whole days.")
+    @click.option("--weeks", type=int, default=None, help="Block: a window of 3 to 26 whole weeks.")
+    @click.option("--allow-unowned", is_flag=True,
+                  help="Add to a group, or change a reservation, that azgpu did not create.")
     @click.option("--dry-run", is_flag=True, help="Check and price the reservation; create nothing.")
     @click.option("--currency", default="USD", show_default=True, help="Currency of the price shown.")
     @click.option("-y", "--yes", is_flag=True, help="Create without asking (a reservation bills whether used or not).")
     @azure_options
     @common
-    def reserve_cmd(obj, resource_group, group, name, location, profile, size, count, zone, reservation_type, dry_run,
-                    currency, yes, subscription, simulate, simulate_latency, simulate_state):
+    def reserve_cmd(obj, resource_group, group, name, location, profile, size, count, zone, reservation_type, start,
+                    days, weeks, allow_unowned, dry_run, currency, yes, subscription, simulate, simulate_latency,
+                    simulate_state):
         """Reserve GPU capacity: a capacity reservation group and one reservation in it, checked first.
 
-        A reservation bills at the pay-as-you-go rate from creation until it is deleted, used or not: the
-        price is shown and a yes asked for (--yes for automation). Use it with
-        'provision create --capacity-reservation-group ID'; 'provision release' deletes it.
+        Targeted: billed at the pay-as-you-go rate from creation until deleted, used or not. Block (--start
+        with --days or --weeks): the whole window, and it cannot be deleted once allocated before its end. The
+        price is shown and a yes asked for (--yes for automation). Use it with 'provision create
+        --capacity-reservation-group ID'; 'provision release' deletes what azgpu created. An existing reservation
+        of the size and zone is changed, never below the VMs it holds, and only if azgpu created it (or
+        --allow-unowned).
         """
-        from ..capacity import reserve_findings
+        from ..capacity import reserve_findings, schedule_findings
         from ..pricing import check_currency
 
         check_currency(currency)
-        vm = _size_of(profile, size)
-        name = name or vm.name.lower().replace("_", "-")
-        bad = reserve_findings(reservation_type=reservation_type, count=count, name=name, group=group)
+        prof, vm = _profile_and_size(profile, size)
+        rack = (prof.vertical_connect or {}).get("rack")
+        bad = reserve_findings(reservation_type=reservation_type, count=count, name=name, group=group, start=start,
+                               days=days, weeks=weeks, size=vm.name, rack=rack)
+        if zone is not None and zone not in ("1", "2", "3"):
+            bad.append(Finding(code="INVALID_ZONE", message=f"--zone must be 1, 2 or 3, not {zone!r}",
+                               remedy="pass --zone 1, or omit it", field="zone"))
+        bad += _group_names(resource_group)
         if any(f.is_error for f in bad):
             raise ValidationFailed(bad)
+        print_findings(bad, verbose=obj["verbose"])
+        schedule = schedule_findings(reservation_type, start=start, days=days, weeks=weeks)[0]
         from ..deploy import reservations
 
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            findings = reservations.reserve_preflight(session, location=location, size=vm.name, count=count,
-                                                      zone=zone, reservation_type=reservation_type)
-            if any(f.is_error for f in findings):
-                raise ValidationFailed(findings)
-            from ..pricing import estimate
-
-            cost = estimate(vm.name, location, count, currency=currency,
-                            simulated=bool(getattr(session, "simulated", False))).as_dict()
-            cost.pop("scale_sets", None)
-            planned = {"resource_group": resource_group, "group": group, "reservation": name, "size": vm.name,
-                       "count": count, "zones": [zone] if zone else [], "type": reservation_type, "cost": cost,
-                       "billing": "pay-as-you-go rate for every reserved VM, used or not, until deleted"}
+            plan = reservations.reserve_check(session, resource_group=resource_group, group=group, name=name,
+                                              location=location, size=vm.name, count=count, zone=zone,
+                                              reservation_type=reservation_type, schedule=schedule,
+                                              allow_unowned=allow_unowned)
+            if plan.errors:
+                raise ValidationFailed(plan.findings)
+            print_findings(plan.findings, verbose=obj["verbose"])
+            cost, billing, priced = _reserve_cost(vm, location, count, currency, schedule,
+                                                  bool(getattr(session, "simulated", False)))
+            planned = {**plan.as_dict(), "cost": cost, "billing": billing}
             if dry_run:
                 emit({**planned, "dry_run": True}, obj)
                 return
-            hourly = f"{cost['hourly']} {cost['currency']}/hour" if cost.get("hourly") is not None else "an unknown price"
-            question = f"Reserve {count} {vm.name} in {location} at {hourly}, billed until deleted?"
-            if not yes:
+            if plan.unchanged:
+                log(f"reservation '{plan.name}' already holds {count} {vm.name}: nothing to change")
+            elif not yes:
+                what = (f"Send again reservation {plan.name} ({plan.existing.state}) for {count} {vm.name}"
+                        if plan.existing and plan.existing.failed else
+                        f"Change reservation {plan.name} from {plan.existing.reserved} to {count} {vm.name}"
+                        if plan.existing else f"Reserve {count} {vm.name} in {location}")
                 if not sys.stdin.isatty():
                     raise InputError("a reservation bills from its creation and there is no terminal to ask",
                                      code="CONFIRMATION_REQUIRED", remedy="add --yes to reserve without asking")
-                if not options.confirm(question):
+                if not options.confirm(f"{what} {priced}?"):
                     log("nothing reserved")
                     return
-            result = reservations.create_reservation(session, resource_group=resource_group, group=group, name=name,
-                                                     location=location, size=vm.name, count=count, zone=zone,
-                                                     reservation_type=reservation_type)
+            result = reservations.create_reservation(session, plan)
         emit({**planned, **result}, obj)
 
     @cli.command("release")
@@ -228,18 +290,28 @@ def _register_reserve(cli: click.Group) -> None:
     @azure_options
     @common
     def release_cmd(obj, resource_group, group, yes, subscription, simulate, simulate_latency, simulate_state):
-        """Delete a capacity reservation group azgpu created, with its reservations (never one azgpu did not create)."""
+        """Delete the reservations azgpu created in a group (tagged managed-by: azgpu), and the group when azgpu
+        created it and nothing else is left; what is left is named. A Block reservation is refused before its end."""
+        from ..capacity import reserve_findings
         from ..deploy import reservations
 
+        # -g and --group go into request URLs: checked first (a '/' would address another resource).
+        bad = _group_names(resource_group) + [f for f in reserve_findings(reservation_type="Targeted", count=1,
+                                                                          name=None, group=group) if f.is_error]
+        if bad:
+            raise ValidationFailed(bad)
         if not yes and not sys.stdin.isatty():
             raise InputError("release needs confirmation and there is no terminal to ask", code="CONFIRMATION_REQUIRED",
                              remedy="add --yes to delete without asking")
 
         def ask(names) -> bool:
-            return yes or options.confirm(f"Delete reservation(s) {', '.join(names) or '(none)'} and group {group}?")
+            return yes or options.confirm(f"Delete {', '.join(names) or 'nothing'} (group {group})?")
 
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            emit(reservations.delete_reservations(session, resource_group, group, confirm=ask), obj)
+            result = reservations.delete_reservations(session, resource_group, group, confirm=ask)
+        for left in result.get("left", []):
+            log(f"left: {left.get('reservation') or 'group ' + left.get('group', '')} ({left['why']})")
+        emit(result, obj)
 
 
 def _register_simulate(cli: click.Group) -> None:
@@ -268,9 +340,10 @@ def _register_simulate(cli: click.Group) -> None:
     @sim_quota.command("outcome")
     @click.option("-l", "--location", required=True, help="Azure region, e.g. eastus.")
     @click.option("--name", "name", required=True, help="Usage name, e.g. standardNDASv4_A100Family, cores.")
-    @click.option("--outcome", type=click.Choice(["approve", "escalate"]), required=True,
-                  help="approve: the request succeeds and the limit rises; escalate: it ends Failed with "
-                       "ContactSupport, as GPU families often do.")
+    @click.option("--outcome", type=click.Choice(["approve", "escalate", "invalid"]), required=True,
+                  help="approve: the request succeeds and the limit rises (a family's raises the regional total by "
+                       "as much); escalate: it ends Failed with ContactSupport, as GPU families often do; invalid: it "
+                       "ends Invalid.")
     @click.option("--simulate-state", "state", default=None, help="File holding the simulated cloud.")
     @common
     def outcome(obj, location, name, outcome, state):

@@ -82,6 +82,9 @@ def register(cli: click.Group) -> None:
     @click.option("--capacity-reservation-group", default=None, metavar="ID",
                   help="Deploy the scale sets into this existing capacity reservation group (see 'provision "
                        "reserve'); the preflight checks it has room first.")
+    @click.option("--accept-reservation-infiniband-risk", is_flag=True, default=None,
+                  help="Deploy an InfiniBand size into --capacity-reservation-group although Learn gives a scale set "
+                       "there (singlePlacementGroup false) no InfiniBand; prove the fabric with --check.")
     @click.option("--request-quota", is_flag=True,
                   help=f"File the quota increases the preflight finds short ({QUOTA.namespace}; asks first unless "
                        "--yes) and go on once they are approved; see 'provision quota request'.")

@@ -8,7 +8,10 @@ create(session, request, CreateOptions) -> CreateResult; what_if(session, reques
 status / wait / destroy / outputs(session, name, resource_group); check(session, name, resource_group,
 CheckOptions) -> health_gate.HealthReport; report(session, name, resource_group, ReportOptions,
 check=CheckOptions) -> ReportResult;
-list(session, resource_group=None) -> one row per cluster. The options and results (azgpu.deploy.
+list(session, resource_group=None) -> one row per cluster. For a scheduler's power programs (azgpu.slurm):
+cluster_nodes, delete_instances, set_capacity, node_bindings, bind_node, unbind_node, run_on_node (deploy.nodes), and
+the health gate's own judgements replaceable, common_failures, replacement_stop and signature, and
+to_azure_error (an SDK exception in azgpu's terms). The options and results (azgpu.deploy.
 interface) load with this package; each verb's module, and with it the Azure SDK (imported only
 inside the calls that talk to Azure), loads on the verb's first use.
 """
@@ -24,8 +27,11 @@ if TYPE_CHECKING:
     from .cluster_create import create
     from .cluster_list import list_clusters as list  # the verb's name, as `provision list`
     from .ghr import report
-    from .health_gate import check
+    from .arm import to_azure_error
+    from .health_gate import check, common_failures, replaceable, replacement_stop, signature
     from .lifecycle import destroy, outputs, status, wait
+    from .nodes import bind_node, cluster_nodes, delete_instances, node_bindings, run_on_node, set_capacity
+    from .nodes import unbind_node
     from .whatif import what_if
 
 # verb -> (module, function)
@@ -33,10 +39,16 @@ VERBS = {
     "create": ("cluster_create", "create"), "what_if": ("whatif", "what_if"), "status": ("lifecycle", "status"),
     "wait": ("lifecycle", "wait"), "destroy": ("lifecycle", "destroy"), "outputs": ("lifecycle", "outputs"),
     "check": ("health_gate", "check"), "report": ("ghr", "report"), "list": ("cluster_list", "list_clusters"),
+    **{verb: ("nodes", verb) for verb in ("cluster_nodes", "delete_instances", "set_capacity", "node_bindings",
+                                           "bind_node", "unbind_node", "run_on_node")},
+    **{verb: ("health_gate", verb) for verb in ("replaceable", "common_failures", "replacement_stop", "signature")},
+    "to_azure_error": ("arm", "to_azure_error"),
 }
 
 __all__ = ["CheckOptions", "CreateOptions", "CreateResult", "GateOptions", "ReportOptions", "ReportResult", "create", "what_if",
-           "status", "wait", "destroy", "outputs", "check", "report", "list"]
+           "status", "wait", "destroy", "outputs", "check", "report", "list", "cluster_nodes", "delete_instances",
+           "set_capacity", "node_bindings", "bind_node", "unbind_node", "run_on_node", "replaceable",
+           "common_failures", "replacement_stop", "signature", "to_azure_error"]
 
 
 def __getattr__(name: str):

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..capacity import parse_group_id
 from .arm import norm_family
-from .reservations import read_group
+from .reservations import read_group, utc_now
 
 OK, SHORT, BLOCKED, INFO = "ok", "short", "blocked", "info"
 
@@ -85,26 +85,54 @@ def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool) -> 
     return rows
 
 
-def _reservation_rows(session, group_id: str, size: str, location: str, nodes: int, caps: dict) -> list[dict]:
+def _reservation_rows(session, group_id: str, size: str, location: str, zones: list[str], nodes: int,
+                      caps: dict) -> tuple[list[dict], int]:
+    """The reservation's room for the nodes, and how many it holds (those skip the quota check: D-crg)."""
     rows = []
     if (caps.get("CapacityReservationSupported") or "").lower() != "true":
         rows.append(_row(location, "", "reservation", BLOCKED, f"{size} reports CapacityReservationSupported="
                          f"{caps.get('CapacityReservationSupported', 'absent')}", "choose a size that can be reserved"))
-    group, held = read_group(session, group_id)
+    group = read_group(session, group_id)
     name = (parse_group_id(group_id) or {}).get("name", group_id)
     if group is None:
         return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' does not exist",
-                            "create it with 'provision reserve'")]
-    mine = next((h for h in held if h.size.lower() == size.lower()), None)
-    if mine is None:
+                            "create it with 'provision reserve'")], 0
+    held = group.of_size(size)
+    if not held:
         return rows + [_row(location, "", "reservation", BLOCKED, f"group '{name}' holds no reservation for {size}",
-                            f"'provision reserve --group {name} --size {size} --count {nodes} -l {location} ...'")]
-    zone = ",".join(mine.zones)
-    if nodes <= mine.free:
-        return rows + [_row(location, zone, "reservation", OK, f"{mine.name}: {mine.free} of {mine.reserved} free, "
-                            f"{nodes} needed")]
-    return rows + [_row(location, zone, "reservation", SHORT, f"{mine.name}: {mine.free} of {mine.reserved} free, "
-                        f"{nodes} needed", f"raise its capacity to {mine.used + nodes}, or use fewer nodes")]
+                            f"'provision reserve --group {name} --size {size} --count {nodes} -l {location} ...'")], 0
+    now = utc_now()
+    covered, before = 0, len(rows)
+    for mine in held:  # one per size per zone (D-crg): a line for each, the zones asked for first
+        zone = ",".join(mine.zones)
+        if zones and mine.zones and not set(mine.zones) & set(zones):
+            continue
+        kind = "Block " if mine.block else ""
+        if mine.failed:
+            rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: provisioning state "
+                             f"{mine.state}, it holds no VMs", "send it again with 'provision reserve'"))
+            continue
+        if mine.block and not mine.active(now):
+            rows.append(_row(location, zone, "reservation", BLOCKED, f"{kind}{mine.name}: holds VMs from "
+                             f"{mine.start:%Y-%m-%d %H:%M} to {mine.end:%Y-%m-%d %H:%M} UTC, not now"
+                             if mine.start and mine.end else f"{kind}{mine.name}: not active now (no readable schedule)"
+                             if mine.end is None else f"{kind}{mine.name}: not active now",
+                             "create the cluster while it is active"))
+            continue
+        covered = max(covered, min(nodes, mine.free))
+        if nodes <= mine.free:
+            rows.append(_row(location, zone, "reservation", OK, f"{kind}{mine.name}: {mine.free} of {mine.reserved} "
+                             f"free, {nodes} needed"))
+        else:
+            rows.append(_row(location, zone, "reservation", SHORT, f"{kind}{mine.name}: {mine.free} of {mine.reserved} "
+                             f"free, {nodes} needed",
+                             "use fewer nodes (a Block reservation's capacity cannot be updated)" if mine.block else
+                             f"raise its capacity to {mine.used + nodes}, or use fewer nodes"))
+    if len(rows) == before:
+        where = ", ".join(z for h in held for z in h.zones)
+        rows.append(_row(location, ",".join(zones), "reservation", BLOCKED, f"group '{name}' holds {size} only in "
+                         f"zone(s) {where}", "check those zones, or reserve in these"))
+    return rows, covered
 
 
 def report(session, *, size: str, vcpus: int, nodes: int, locations: list[str], zones: list[str], spot: bool,
@@ -116,15 +144,18 @@ def report(session, *, size: str, vcpus: int, nodes: int, locations: list[str], 
         if sku is None:
             continue
         live_vcpus = int(sku["caps"].get("vCPUs") or vcpus)
-        rows += _quota_rows(session.compute, location, sku["family"], live_vcpus * nodes, spot)
+        covered, reserved_rows = 0, []
+        if group_id and location == locations[0]:
+            reserved_rows, covered = _reservation_rows(session, group_id, size, location, zones, nodes, sku["caps"])
+        # Reserved VMs skip the quota check up to the reserved quantity (D-crg): only the rest needs quota.
+        rows += _quota_rows(session.compute, location, sku["family"], live_vcpus * (nodes - covered), spot)
         if spot and (sku["caps"].get("LowPriorityCapable") or "").lower() == "false":
             rows.append(_row(location, "", "spot", BLOCKED, f"{size} is not spot-capable here", "drop --spot"))
         elif spot:
             rows.append(_row(location, "", "spot placement score", INFO,
                              "not read: Microsoft's only Python client for it is a beta (azure-mgmt-computerecommender)",
                              "see the score in the portal (Spot placement score) before relying on spot capacity"))
-        if group_id and location == locations[0]:
-            rows += _reservation_rows(session, group_id, size, location, nodes, sku["caps"])
+        rows += reserved_rows
     worst = BLOCKED if any(r["status"] == BLOCKED for r in rows) else SHORT if any(r["status"] == SHORT for r in rows) \
         else OK
     return {"size": size, "nodes": nodes, "spot": spot, "verdict": worst, "checks": rows}

@@ -171,7 +171,7 @@ def signature(node: NodeResult) -> frozenset:
                      if impact_category(f))
 
 
-def _common_failures(results: list[NodeResult]) -> list[NodeResult]:
+def common_failures(results: list[NodeResult]) -> list[NodeResult]:
     """A host fault that every node which answered shares is an image, driver or configuration problem
     whatever the node count: those nodes are inconclusive, and nothing is replaced or reported for it.
     (One node shares everything with itself: there the gate stops when a replacement shows the same.)"""
@@ -240,7 +240,7 @@ def check(session, name: str, resource_group: str, options: CheckOptions = Check
     results = run_all(session, resource_group, jobs, node_timeout, parallel, on_node)
     results = _note_outbound(results, {o["scale_set"]: o for o in outbound})
     if instances is None:  # a partial check (the replacements of a round) is judged by the gate
-        results = _common_failures(results)
+        results = common_failures(results)
     report = HealthReport(name, resource_group, results, sets, outbound)
     if nccl:
         report.nccl = nccl_check(session, resource_group, scale_sets, report, node_timeout)
@@ -409,6 +409,26 @@ def _replace(session, resource_group: str, bad: list[NodeResult], report: Health
     return new
 
 
+def replacement_stop(checked: list[NodeResult], bad: list[NodeResult], previous: set, rounds: int,
+                     max_rounds: int) -> str | None:
+    """Why no more nodes are replaced, or None: the last round's replacements show the finding of the nodes
+    they replaced (`previous`: those nodes' signatures), the rounds are used up, or every node the last
+    round checked failed (a fault of the image, driver or network rather than of each host). `checked`:
+    the nodes the last round checked; `bad`: the replaceable nodes now."""
+    followed = [n for n in bad if n in checked and signature(n) and signature(n) in previous]
+    if followed and len(followed) == len([n for n in bad if n in checked]):
+        return ("the replacement(s) show the same finding as the node(s) they replaced "
+                f"({followed[0].summary()}): it followed them to new hosts, so it points at the image, the "
+                "driver or the configuration; nothing more was replaced")
+    if rounds > max_rounds:
+        return f"still unhealthy after {max_rounds} replacement round(s)"
+    fresh = [n for n in checked if n in bad]
+    if len(checked) > 1 and len(fresh) == len(checked):
+        return (f"every node checked in the last round ({len(checked)}) failed: that points at the image, the "
+                "driver or the network rather than the hosts, so none was replaced")
+    return None
+
+
 def gate(session, name: str, resource_group: str, options: CheckOptions = CheckOptions(), *, replace: bool = False,
          max_rounds: int = MAX_ROUNDS, before_delete: Callable[[list[NodeResult]], None] | None = None,
          on_node: Callable[[NodeResult], None] | None = None,
@@ -436,19 +456,8 @@ def gate(session, name: str, resource_group: str, options: CheckOptions = CheckO
                                                       "no node shows a host fault (the others are inconclusive or "
                                                       "unreachable, which a new instance does not fix)"))
             break
-        followed = [n for n in bad if n in checked and signature(n) and signature(n) in previous]
-        if followed and len(followed) == len([n for n in bad if n in checked]):
-            stopped = ("the replacement(s) show the same finding as the node(s) they replaced "
-                       f"({followed[0].summary()}): it followed them to new hosts, so it points at the image, the "
-                       "driver or the configuration; nothing more was replaced")
-            break
-        if len(rounds) > max_rounds:
-            stopped = f"still unhealthy after {max_rounds} replacement round(s)"
-            break
-        fresh = [n for n in checked if n in bad]
-        if len(checked) > 1 and len(fresh) == len(checked):
-            stopped = (f"every node checked in the last round ({len(checked)}) failed: that points at the image, the "
-                       "driver or the network rather than the hosts, so none was replaced")
+        stopped = replacement_stop(checked, bad, previous, len(rounds), max_rounds)
+        if stopped:
             break
         if before_delete:
             before_delete(list(bad))

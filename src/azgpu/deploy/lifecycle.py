@@ -168,26 +168,40 @@ def interconnect(vm: Any) -> dict[str, str | None]:
     return {"subgroup": getattr(view, "interconnect_subgroup_id", None), "block": getattr(block, "id", None)}
 
 
-def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> tuple[list[dict], dict]:
-    """The scale set's nodes in instance order, and what Azure reports about their racks. The
-    instance view (the rack's subgroup) is asked for only where there are racks to find."""
-    vms = INSTANCES.list(session, resource_group, vmss.name, instance_view=racks)
-    names = {vm.instance_id: (vm.os_profile.computer_name if vm.os_profile else vm.name) for vm in vms}
-    signals = {names[vm.instance_id]: interconnect(vm) for vm in vms} if racks else {}
-    nodes, has_public = [], False
-    for nic in session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(resource_group, vmss.name):
+def scale_set_nodes(session, resource_group: str, scale_set: str, *, racks: bool = False) -> list[dict[str, Any]]:
+    """Every instance of the scale set in instance order: instance_id, vm_id, hostname, ip (None until its
+    NIC is listed), public_ip, provisioning_state and, with racks, what Azure reports about its rack
+    (subgroup, block). The instance view (the rack's subgroup) is asked for only where there are racks."""
+    vms = INSTANCES.list(session, resource_group, scale_set, instance_view=racks)
+    nodes: dict[str, dict[str, Any]] = {}
+    for vm in vms:
+        nodes[vm.instance_id] = {
+            "instance_id": vm.instance_id, "vm_id": vm.vm_id,
+            "hostname": vm.os_profile.computer_name if vm.os_profile else vm.name, "ip": None, "public_ip": None,
+            "provisioning_state": vm.provisioning_state, **(interconnect(vm) if racks else {})}
+    has_public = False
+    nics = session.network.network_interfaces.list_virtual_machine_scale_set_network_interfaces
+    for nic in nics(resource_group, scale_set):
         instance = (nic.virtual_machine.id.rsplit("/", 1)[-1]) if nic.virtual_machine else ""
         configs = nic.ip_configurations or []
         ip = next((c.private_ip_address for c in configs if c.private_ip_address), None)
         has_public = has_public or any(c.public_ip_address for c in configs)
-        if ip:
-            nodes.append({"hostname": names.get(instance, instance), "ip": ip, "public_ip": None, "instance_id": instance})
+        if ip and instance in nodes and not nodes[instance]["ip"]:
+            nodes[instance]["ip"] = ip
     if has_public:  # one listing per scale set, and none for the (default) private clusters
-        addresses = public_ips(list(session.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(
-            resource_group, vmss.name)))
-        for node in nodes:
+        listed = session.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses
+        addresses = public_ips(list(listed(resource_group, scale_set)))
+        for node in nodes.values():
             node["public_ip"] = addresses.get(node["instance_id"])
-    nodes.sort(key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
+    return sorted(nodes.values(), key=lambda n: int(n["instance_id"]) if n["instance_id"].isdigit() else 0)
+
+
+def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> tuple[list[dict], dict]:
+    """The scale set's nodes that have an address, in instance order, and what Azure reports about their racks."""
+    listed = scale_set_nodes(session, resource_group, vmss.name, racks=racks)
+    signals = {n["hostname"]: {"subgroup": n["subgroup"], "block": n["block"]} for n in listed} if racks else {}
+    nodes = [{"hostname": n["hostname"], "ip": n["ip"], "public_ip": n["public_ip"], "instance_id": n["instance_id"]}
+             for n in listed if n["ip"]]
     return nodes, signals
 
 

@@ -80,8 +80,11 @@ def _bool(value: str | None) -> bool | None:
     return None if value is None else value.strip().lower() == "true"
 
 
-def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> bool:
-    """The size's availability, restrictions, zone and capabilities here; False when it is not offered."""
+def check_sku(pf: Preflight, spec: Spec, skus: list[Any], fallback_zones: list[str] = ()) -> bool:
+    """The size's availability, restrictions, zone and capabilities here; False when it is not offered.
+
+    fallback_zones (create --zones): each is checked as --zone is, so a restricted one is refused now rather
+    than skipped (a regional scale set deployed while the zone asked for is restricted)."""
     size, req = spec.size, spec.request
     sku = next((s for s in skus if (s.name or "").lower() == size.name.lower() and s.resource_type == "virtualMachines"), None)
     if sku is None:
@@ -101,6 +104,11 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any]) -> bool:
                 pf.findings.append(Finding(code="SKU_RESTRICTED",
                                            message=f"{size.name} is restricted in zone {req.zone} of {req.location} ({reason})",
                                            remedy="choose another --zone, or no zone", source=SOURCE_SKUS))
+            for zone in dict.fromkeys(z for z in fallback_zones if z in blocked):
+                pf.findings.append(Finding(code="SKU_RESTRICTED",
+                                           message=f"{size.name} is restricted in zone {zone} of {req.location} "
+                                           f"({reason}): --zones {zone} cannot be tried",
+                                           remedy=f"drop {zone} from --zones", source=SOURCE_SKUS))
         else:
             pf.findings.append(Finding(code="SKU_RESTRICTED",
                                        message=f"{size.name} is restricted in {req.location} for this subscription ({reason})",
@@ -502,16 +510,20 @@ def run_preflight(session, spec: Spec, *, vcpus_needed: int, nodes_needed: int |
         else:
             check_subnet(pf, spec, vnet, spec.nodes if nodes_needed is None else nodes_needed)
     skus = list(session.compute.resource_skus.list(filter=f"location eq '{loc}'"))
-    if check_sku(pf, spec, skus):  # the size is offered here: its zones are known
+    if check_sku(pf, spec, skus, fallback_zones=[z for z in fallback_zones if z != spec.request.zone]):
         check_zones(pf, spec, [z for z in fallback_zones if z != spec.request.zone], flag="--zones")
     vcpus = int(pf.capabilities.get("vCPUs", spec.size.vcpus))
-    usages = list(session.compute.usage.list(loc))
     needed = vcpus_needed if vcpus == spec.size.vcpus else vcpus_needed // spec.size.vcpus * vcpus
+    if spec.request.capacity_reservation_group:
+        nodes = spec.nodes if nodes_needed is None else nodes_needed
+        # Learn: "Because the reservation itself requires a quota, the quota checks are omitted for VM deployment
+        # up to the reserved quantity" (D-crg): the reserved nodes are already in the usage, as the reservation.
+        covered = check_group(pf, session, spec, nodes)
+        needed -= needed // nodes * covered if nodes else 0
+    usages = list(session.compute.usage.list(loc))
     check_quota(pf, spec, usages, needed)
     preflight_custom.check_identities(pf, session, spec)
     preflight_custom.check_ppg(pf, session, spec)
-    if spec.request.capacity_reservation_group:
-        check_group(pf, session, spec, spec.nodes if nodes_needed is None else nodes_needed)
     if spec.image.image_id is not None:  # gallery, community, shared or managed image: read from its own API
         preflight_custom.check_custom_image(pf, session, spec)
         if pf.plan is not None:  # built from a Marketplace image: the same terms as the Marketplace image's

@@ -23,10 +23,18 @@ SOURCES = ("D-quota-api", "D-quota-per-vm")
 # The states QuotaRequestStatus reports (QuotaRequestState in the REST specification): Accepted and
 # InProgress are on the way, Succeeded and Failed are final, Invalid is a request Azure refused to read.
 PENDING = ("Accepted", "InProgress")
+
+REGIONAL, SPOT = "cores", "lowPriorityCores"
 # A Failed request with this error code (getQuotaRequestStatusFailed.json) was not approved
 # automatically: Learn's remedy is a support request for the same increase (D-quota-per-vm).
 CONTACT_SUPPORT = "ContactSupport"
 _REQUEST_ID = re.compile(r"/(?:quotaRequests|operationsStatus)/([^/?]+)", re.IGNORECASE)
+
+
+def not_approved(state: str) -> bool:
+    """A request that ended without raising the limit: Failed, Invalid, or a state QuotaRequestState does not
+    list (Escalated is a group-quota state; a missing one says nothing), never taken for an approval."""
+    return state not in PENDING and state != "Succeeded"
 
 
 @dataclass
@@ -170,14 +178,40 @@ def follow(session, filed: Filed, *, timeout: float = 0.0, interval: float = 10.
         session.pause(interval)
 
 
+def _parts(requests: list[Filed]) -> str:
+    return "; ".join(f"request {r.id} ({r.quota} = {r.limit} in {r.location}): {r.state or 'no state'}"
+                     + (f", {r.error_code}" if r.error_code else "") + (f" ({r.message})" if r.message else "")
+                     for r in requests)
+
+
 def escalation_error(requests: list[Filed]) -> AzureError:
-    """A request Azure did not approve: its id, what it asked, and Learn's way on (exit 1)."""
-    parts = "; ".join(f"request {r.id} ({r.quota} = {r.limit} in {r.location}): {r.state}"
-                      + (f", {r.error_code}" if r.error_code else "") for r in requests)
-    return AzureError(f"the quota increase was not approved automatically: {parts}", code="QUOTA_REQUEST_ESCALATED",
+    """Requests Azure did not approve: escalated (Failed with ContactSupport, getQuotaRequestStatusFailed.json)
+    take Learn's way on, a support request (D-quota-per-vm); any other end (Invalid: a request Azure could not
+    read; Failed for another reason) is refused, not escalated, and says what to look at. Exit 1 either way."""
+    escalated = [r for r in requests if r.escalated]
+    refused = [r for r in requests if not r.escalated]
+    if refused:
+        return AzureError(f"the quota increase was refused: {_parts(refused)}", code="QUOTA_REQUEST_REFUSED",
+                          remedy="read Azure's message ('provision quota status -l LOCATION --id ID'): an Invalid "
+                                 "request is one Azure could not accept as asked (the quota's name, the limit), so "
+                                 "file it again corrected; a support request is the way only for one Azure escalated"
+                                 + (f" ({', '.join(r.id for r in escalated)})" if escalated else "")
+                                 + f" ({cite(SOURCES)})", azure_code=refused[0].error_code)
+    return AzureError(f"the quota increase was not approved automatically: {_parts(escalated)}",
+                      code="QUOTA_REQUEST_ESCALATED",
                       remedy="open a support request for the same increase (portal: Quotas > Compute > the family > "
                              "'Create a support request', quoting the request id), or choose another family or "
-                             f"location ({cite(SOURCES)})", azure_code=requests[0].error_code)
+                             f"location ({cite(SOURCES)})", azure_code=escalated[0].error_code)
+
+
+def limit_now(session, location: str, quota: str) -> int | None:
+    """A usage's limit as the compute usage API reports it now."""
+    from .arm import norm_family
+
+    for u in session.compute.usage.list(location):
+        if norm_family(u.name.value or "") == norm_family(quota):
+            return int(u.limit)
+    return None
 
 
 def request_increases(session, request: Request, *, fallback_locations: list[str] = (),
@@ -194,13 +228,29 @@ def request_increases(session, request: Request, *, fallback_locations: list[str
     if not confirm(short):
         result["declined"] = True
         return result
-    filed = []
-    for s in short:
+    filed: list[Filed] = []
+    raised = []
+    # Every request is computed above, before any is filed. The family's go first: Learn, "If your request to
+    # increase your VM-family quota is approved, Azure will automatically increase the regional vCPU quota for
+    # the region" (D-quota-per-vm), so the regional one is filed only if that still leaves it short (filing it
+    # anyway could ask for less than the raised limit).
+    for s in sorted(short, key=lambda s: s.quota.lower() in (REGIONAL.lower(), SPOT.lower())):
+        families = [f for f in filed if f.location == s.location and f.state == "Succeeded"
+                    and f.quota.lower() not in (REGIONAL.lower(), SPOT.lower())]
+        if s.quota.lower() == REGIONAL.lower() and families:
+            limit = limit_now(session, s.location, s.quota)
+            if limit is not None and limit >= s.new_limit:
+                on_notice(f"not filed: Azure raised {s.label} in {s.location} to {limit} with the family increase "
+                          f"(>= {s.new_limit} needed)")
+                raised.append({"location": s.location, "quota": s.quota, "limit": limit, "needed": s.new_limit})
+                continue
         f = file(session, s)
         on_notice(f"filed quota request {f.id}: {s.quota} = {s.new_limit} in {s.location}")
         filed.append(follow(session, f, timeout=timeout))
     result["requests"] = [f.as_dict() for f in filed]
-    failed = [f for f in filed if f.state in ("Failed", "Invalid")]
+    if raised:
+        result["raised_by_azure"] = raised
+    failed = [f for f in filed if not_approved(f.state)]
     if failed:
         err = escalation_error(failed)
         err.result = result

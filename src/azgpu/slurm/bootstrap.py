@@ -301,6 +301,7 @@ class Target:
     name: str  # the Slurm name bound to the VM
     scale_set: str
     instance_id: str
+    location: str  # the scale set's (a Run Command is created in its VM's location)
 
 
 def _outcome(result: Any, name: str) -> str | None:
@@ -309,7 +310,7 @@ def _outcome(result: Any, name: str) -> str | None:
     state = getattr(view, "execution_state", None)
     state = getattr(state, "value", state)  # the SDK's enum, or the string
     output = getattr(view, "output", None) or ""
-    error = " ".join((getattr(view, "error", None) or "").split())[-300:]
+    error = " ".join((getattr(view, "error", None) or getattr(view, "execution_message", None) or "").split())[-300:]
     if state != "Succeeded" or getattr(view, "exit_code", None) != 0:
         code = getattr(view, "exit_code", None)
         return f"the bootstrap ended {state or 'without a state'} (exit {code}): {error or 'no error output'}"
@@ -326,30 +327,20 @@ def _outcome(result: Any, name: str) -> str | None:
 def join_all(session, resource_group: str, spec, targets: list[Target], settings: JoinSettings,
              log: Callable[[str], None]) -> dict[str, str]:
     """Bootstrap every target in parallel; the names that did not join, with why."""
-    from .. import resource_types
-    from ..deploy.arm import to_azure_error
+    from ..deploy import run_on_node
 
     if not targets:
         return {}
     key = read_key(settings.munge_key)
-    # A Run Command is created in its VM's location: the scale set's, which a capacity fallback may have moved.
-    locations = {name: resource_types.VMSS.get(session, resource_group, name).location
-                 for name in {t.scale_set for t in targets}}
 
     def one(target: Target) -> tuple[str, str | None]:
-        row = resource_types.RUN_COMMANDS
-        args = (session, resource_group, target.scale_set, target.instance_id, RUN_COMMAND_NAME)
+        sent = body(spec, target.name, target.location, settings, key)
         try:
-            row.begin_create(*args, body(spec, target.name, locations[target.scale_set], settings, key)).result()
-            result = row.get(*args)
+            result = run_on_node(session, resource_group, target.scale_set, target.instance_id, RUN_COMMAND_NAME,
+                                 sent)
         except Exception as exc:  # Azure's own failure to run it: the node did not join, with Azure's words
-            return target.name, f"the bootstrap could not run: {to_azure_error(exc, 'Run Command').message}"
-        problem = _outcome(result, target.name)
-        try:  # the script and its public parameters need not stay on the VM's model
-            row.begin_delete(*args).result()
-        except Exception:
-            pass
-        return target.name, problem
+            return target.name, f"the bootstrap could not run: {getattr(exc, 'message', None) or exc}"
+        return target.name, _outcome(result, target.name)
 
     with ThreadPoolExecutor(max_workers=min(16, len(targets))) as pool:
         outcomes = dict(pool.map(one, targets))

@@ -77,14 +77,17 @@ def program(command: str, *, cluster_file: str, state_dir: str, log_file: str, e
             env: dict[str, str] | None = None) -> str:
     """A program slurmctld runs: slurm.conf takes a path, not a command line, so the options live here.
     slurmctld gives it an environment of SLURM_CONF alone (and SLURM_RESUME_FILE on resume)."""
-    argv = [sys.executable, "-m", "azgpu.cli", "slurm", command, "-f", cluster_file, "--state-dir", state_dir, *extra]
+    argv = [sys.executable, "-m", "azgpu.cli", "slurm", command, "-f", cluster_file, "--state-dir", state_dir,
+            "--log-file", log_file, *extra]
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
-    # slurmctld discards what its programs print: the events (azgpu echoes each to stderr), the final
-    # ERROR line and anything unforeseen all go to the log file.
+    # slurmctld discards what its programs print: the program writes its events, its final ERROR line and
+    # any unforeseen failure (SLURM_PROGRAM_FAILED) to --log-file itself, opened without following a link
+    # (power.EventLog). A shell redirection (2>>log) would follow one: a link planted where the log goes
+    # would have SlurmUser append to whatever it names.
     return ("#!/bin/sh\n"
             f"# slurmctld runs this as SlurmUser with a hostlist argument (slurm.conf(5), {_key(command)}).\n"
             f"# Written by 'provision slurm config'; it calls 'provision slurm {command}'.\n"
-            f"{exports}exec {' '.join(shlex.quote(a) for a in argv)} -- \"$@\" 2>>{shlex.quote(log_file)}\n")
+            f"{exports}exec {' '.join(shlex.quote(a) for a in argv)} -- \"$@\"\n")
 
 
 def _key(command: str) -> str:
@@ -103,16 +106,13 @@ def rack_size(spec) -> int | None:
 
 
 def blocks(spec) -> list[tuple[str, tuple[str, ...]]]:
-    """One block per rack on vertical-connect sizes: (block name, the rack's 18 Slurm names, in order).
-    Resume binds a block's names to the VMs of one measured rack."""
+    """One block per rack on vertical-connect sizes: (block name, the names of one of the domain's rack slots,
+    names.Domain.slots), the slots resume binds whole to one measured rack (power._bring_up_racks)."""
     per = rack_size(spec)
     if not per:
         return []
-    out = []
-    for d in domains(spec):
-        for start in range(0, len(d.names), per):
-            out.append((f"{d.scale_set}-rack{start // per:03d}", d.names[start:start + per]))
-    return out
+    return [(f"{d.scale_set}-rack{number:03d}", names) for d in domains(spec)
+            for number, names in enumerate(d.slots(per))]
 
 
 def cpu_line(size) -> str:
@@ -137,7 +137,9 @@ def topology_plugin(spec, version: str) -> str:
 
 def fragment(spec, *, program_dir: str, slurm_version: str = DEFAULT_VERSION, resume_timeout: int = RESUME_TIMEOUT,
              suspend_time: int = SUSPEND_TIME, suspend_timeout: int = SUSPEND_TIMEOUT, health_check: bool = False,
-             health_check_interval: int = HEALTH_CHECK_INTERVAL) -> str:
+             health_check_interval: int = HEALTH_CHECK_INTERVAL, keep_racks: bool = False) -> str:
+    """The fragment in the syntax of `slurm_version`. keep_racks (vertical-connect sizes): the rack partitions
+    stay out of power saving (SuspendExcParts)."""
     cluster = spec.names.cluster
     size = spec.size
     v = version_key(slurm_version)
@@ -224,6 +226,15 @@ def fragment(spec, *, program_dir: str, slurm_version: str = DEFAULT_VERSION, re
     else:
         every = compress(n for d in doms for n in d.names)
         lines.append(f"PartitionName={cluster} Nodes={every} Default=YES MaxTime=INFINITE State=UP")
+    if keep_racks:
+        if not racks:
+            raise InputError(f"--keep-racks is for vertical-connect sizes (ND GB200/GB300 v6); {size.name} has no "
+                             "racks", code="SLURM_NO_RACKS", remedy="leave --keep-racks out")
+        # slurm.conf(5) SuspendExcParts, as Azure CycleCloud does for GB partitions: their racks stay up until
+        # deleted by hand. The same key on every version azgpu writes for (22.05 to 25.11).
+        lines += ["# --keep-racks: Slurm never suspends these partitions' nodes (SuspendExcParts), so their racks stay",
+                  "# up and bill until 'provision destroy' or a suspend by hand.",
+                  f"SuspendExcParts={','.join(d.scale_set for d in doms)}"]
     if racks:
         from ..imex import fragment_lines
 

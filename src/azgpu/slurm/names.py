@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from ..errors import InputError
 from ..hostlist import compress
 
-_RANGE = re.compile(r"^(?P<lo>\d+)(?:-(?P<hi>\d+))?$")
+# ASCII digits only: Python's \d also takes other scripts' digits ('１２' is full-width), which Slurm's
+# hostlist.c (isdigit in the C locale) does not.
+_RANGE = re.compile(r"^(?P<lo>[0-9]+)(?:-(?P<hi>[0-9]+))?$", re.ASCII)
+# Bounds of one expression, checked before a single name is made: its text, and the names it stands for
+# (the product of every bracket's count, summed over its comma-separated items). slurmctld hands a
+# program at most the nodes of slurm.conf; azgpu's clusters hold at most a few thousand names.
+MAX_TEXT = 65536
+MAX_NAMES = 100_000
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,12 @@ class Domain:
     @property
     def hostlist(self) -> str:
         return compress(self.names)
+
+    def slots(self, per_rack: int) -> list[tuple[str, ...]]:
+        """The names of each rack-scale NVLink domain (a block of topology/block): the first `per_rack`
+        names, the next `per_rack`, ... Whichever measured rack carries one name of a slot carries
+        all of its names, so a job of a block's size lands in one rack."""
+        return [self.names[i:i + per_rack] for i in range(0, len(self.names), per_rack)]
 
 
 def node_name(cluster: str, index: int, number: int) -> str:
@@ -43,57 +56,99 @@ def domains(spec) -> list[Domain]:
 
 def expand(hostlist: str) -> list[str]:
     """Slurm's hostlist expression as names, in order (`a[1-3,7],b` -> a1 a2 a3 a7 b); the width of
-    a range's first number is kept, as Slurm does (src/common/hostlist.c)."""
+    a range's first number is kept, as Slurm does (src/common/hostlist.c). An expression of more
+    than MAX_NAMES names is refused before any is made (`x[0-99999][0-99999]` is 10^10)."""
+    if len(hostlist) > MAX_TEXT:
+        raise _bad(hostlist[:80] + "...", f"longer than {MAX_TEXT} characters")
+    items = [_parse(item, hostlist) for item in _split_top(hostlist.strip()) if item]
+    total = 0
+    for segments in items:
+        count = 1
+        for part in segments:
+            count *= len(part) if isinstance(part, _Bracket) else 1
+        total += count
+        if total > MAX_NAMES:
+            raise _bad(hostlist, f"it stands for more than {MAX_NAMES} names")
     out: list[str] = []
-    for item in _split_top(hostlist.strip()):
-        if not item:
-            continue
-        out += _expand_one(item, hostlist)
+    for segments in items:
+        out += _names(segments)
     return out
 
 
 def _split_top(text: str) -> list[str]:
-    parts, depth, current = [], 0, ""
+    parts, depth, current = [], 0, []
     for ch in text:
         if ch == "[":
             depth += 1
         elif ch == "]":
             depth -= 1
         if ch in ", " and depth == 0:
-            parts.append(current)
-            current = ""
+            parts.append("".join(current))
+            current = []
         else:
-            current += ch
-    parts.append(current)
+            current.append(ch)
+    parts.append("".join(current))
     return parts
 
 
-def _expand_one(item: str, whole: str) -> list[str]:
-    start = item.find("[")
-    if start < 0:
-        if "]" in item:
+def _parse(item: str, whole: str) -> list:
+    """An item as its literal texts and its brackets, in order."""
+    segments: list = []
+    rest = item
+    while rest:
+        start = rest.find("[")
+        if start < 0:
+            if "]" in rest:
+                raise _bad(whole)
+            segments.append(rest)
+            break
+        end = rest.find("]", start)
+        if end < 0 or "[" in rest[start + 1:end] or "]" in rest[:start]:
             raise _bad(whole)
-        return [item]
-    end = item.find("]", start)
-    if end < 0:
-        raise _bad(whole)
-    prefix, body, rest = item[:start], item[start + 1:end], item[end + 1:]
-    tails = _expand_one(rest, whole) if rest else [""]
-    out = []
-    for piece in body.split(","):
-        m = _RANGE.match(piece.strip())
-        if not m:
-            raise _bad(whole)
-        lo, hi = m["lo"], m["hi"] or m["lo"]
-        if int(hi) < int(lo) or int(hi) - int(lo) > 100_000:
-            raise _bad(whole)
-        for value in range(int(lo), int(hi) + 1):
-            out += [f"{prefix}{value:0{len(lo)}d}{tail}" for tail in tails]
+        segments.append(rest[:start])
+        numbers: list[tuple[int, int]] = []
+        count = 0
+        for piece in rest[start + 1:end].split(","):
+            m = _RANGE.match(piece.strip())
+            if not m:
+                raise _bad(whole)
+            lo, hi = int(m["lo"]), int(m["hi"] or m["lo"])
+            if hi < lo:
+                raise _bad(whole)
+            count += hi - lo + 1
+            if count > MAX_NAMES:
+                raise _bad(whole, f"it stands for more than {MAX_NAMES} names")
+            numbers.append((lo, hi, len(m["lo"])))
+        segments.append(_Bracket(numbers))
+        rest = rest[end + 1:]
+    return segments
+
+
+class _Bracket:
+    """One bracket's numbers: (first, last, width of the first as written) per comma part."""
+
+    def __init__(self, parts: list[tuple[int, int, int]]):
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(hi - lo + 1 for lo, hi, _ in self.parts)
+
+    def texts(self) -> list[str]:
+        return [f"{value:0{width}d}" for lo, hi, width in self.parts for value in range(lo, hi + 1)]
+
+
+def _names(segments: list) -> list[str]:
+    out = [""]
+    for part in segments:
+        texts = part.texts() if isinstance(part, _Bracket) else [part]
+        out = [head + text for head in out for text in texts]
     return out
 
 
-def _bad(hostlist: str) -> InputError:
-    return InputError(f"'{hostlist}' is not a Slurm hostlist expression", code="INVALID_HOSTLIST",
+def _bad(hostlist: str, why: str = "") -> InputError:
+    shown = hostlist if len(hostlist) <= 200 else hostlist[:200] + "..."
+    return InputError(f"'{shown}' is not a Slurm hostlist expression" + (f": {why}" if why else ""),
+                      code="INVALID_HOSTLIST",
                       remedy="pass node names as slurmctld does, e.g. demo-d000-[0001-0004]")
 
 

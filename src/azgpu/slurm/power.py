@@ -1,32 +1,54 @@
 """Resume, suspend and resume-fail: what slurmctld's power-saving programs do to azgpu's scale sets.
 
+Which VM carries which Slurm node name is a fact about the world, read back on every run from
+Azure (a named Run Command kept on the instance: azgpu.deploy.nodes) and from slurmctld (the
+NodeAddr of a node that is not powered down); the state directory is only a cache of it. So a lost
+state directory, a second controller or a hand run from another directory finds the same
+bindings, and a VM that carries a node slurmctld holds is never given to another name nor deleted
+by a suspend of another name.
+
 Resume grows the scale set that holds the requested names with `create` itself (its preflight,
 quota check and capacity fallback), checks only the new instances with the health gate's node
-check, and gives slurmctld the address of each node that passed. A failing node is deleted (as
-`create --replace-unhealthy` does: only replaceable failures) and another is grown for its name,
-at most `max_rounds` times; names still without a healthy node end on the resume-fail path.
-Suspend deletes exactly the instances that carry the named nodes, in scale sets tagged as this
-cluster's, and nothing else. Everything runs under the cluster's lock, so concurrent calls
-serialise and a second resume of the same names finds them done.
+check and its guards (a finding every new node shares stops the round; a finding that follows the
+replacements stops it too), records each node that passed on its VM, then gives slurmctld its
+address. Names it could not bring up are set DOWN with azgpu's code and remedy as the reason and,
+where no VM is left for them, powered down at once: slurmctld then runs no ResumeFailProgram for
+them (Slurm 22.05-24.11 power_save.c downs a node at ResumeTimeout only while it is POWERING_UP), so
+the reason and an administrator's later `state=resume` stay as they are.
+
+Every run reconciles the scale sets it touches: a failed grow's capacity goes back to the VMs there
+are, and a VM that carries no name is taken by a name that needs one (after its health check) or
+deleted. On vertical-connect sizes (ND GB200/GB300 v6: racks of 18 that Azure creates and deletes
+only whole) nothing single is ever deleted: names are bound by rack (the names of one
+topology/block slot share one measured rack), the rest of a rack waits, unnamed, for the next
+names, and a rack goes, in one request, when no name is bound to it any more.
+
+Everything runs under the cluster's lock, so concurrent calls on one controller serialise.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import stat
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..deploy.interface import CheckOptions
-from ..errors import AzgpuError, InputError, NotFoundError
+from ..deploy import CheckOptions
+from ..errors import AzgpuError, InputError
 from ..health.limits import MAX_ROUNDS
 from ..hostlist import compress
 from . import state
 from .names import Domain, domains, expand, locate
 
-REASON_LIMIT = 200  # characters of a failure kept in the node's Reason
+REASON_LIMIT = 400  # characters of a DOWN reason (azgpu's code, the message, the remedy)
+SCONTROL_WAITS = (2.0, 5.0)  # seconds between attempts of an `scontrol update` that failed
+SHOW_LIMIT = 16 * 1024 * 1024  # bytes of `scontrol show node` read
+IN_FLIGHT = {"creating", "updating", "deleting"}
+
 
 
 class ResumeIncomplete(AzgpuError):
@@ -36,43 +58,161 @@ class ResumeIncomplete(AzgpuError):
     default_code = "SLURM_RESUME_INCOMPLETE"
 
 
+def _clean(text: str, limit: int | None = None) -> str:
+    """One printable line: what Azure, a node or an argument said never breaks the log's format."""
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
+    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+
+
+def reason_text(code: str, message: str, remedy: str = "") -> str:
+    """A DOWN reason that keeps azgpu's code and remedy whole: the message is what gets shortened."""
+    tail = f"; remedy: {_clean(remedy)}" if remedy else ""
+    head = f"azgpu {code}: "
+    room = max(40, REASON_LIMIT - len(head) - len(tail))
+    return _clean(head + _clean(message, room) + tail, REASON_LIMIT + 200)
+
+
+# ------------------------------------------------------------------------------------ the log
+
+
 class EventLog:
-    """One line per event, appended to the file slurm.conf(5) and the Power Saving Guide's example
-    programs write to (a log beside slurmctld's), and echoed to stderr (slurmctld discards it)."""
+    """One line per event: time, pid, command, hostlist, what happened. Appended to the log file (opened
+    without following a link) and echoed to stderr unless stderr is that file already (the programs
+    `slurm config` writes append their stderr to it, since slurmctld discards what they print)."""
 
     def __init__(self, path: str | None, echo: Callable[[str], None] | None = None):
         self.path = path
         self.echo = echo
+        self._fd = _open_log(path) if path else None
+        self._same = False
+        if self._fd is not None:
+            try:
+                mine, err = os.fstat(self._fd), os.fstat(2)
+                self._same = (mine.st_dev, mine.st_ino) == (err.st_dev, err.st_ino)
+            except OSError:
+                pass
 
     def __call__(self, command: str, hostlist: str, message: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        line = f"{stamp} azgpu-slurm[{os.getpid()}] {command} {hostlist}: {' '.join(message.split())}"
-        if self.path:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
-            with os.fdopen(fd, "a") as fh:
-                fh.write(line + "\n")
-        if self.echo:
+        line = f"{stamp} azgpu-slurm[{os.getpid()}] {command} {_clean(hostlist, 200)}: {_clean(message)}"
+        if self._fd is not None:
+            os.write(self._fd, (line + "\n").encode("utf-8", "replace"))
+        if self.echo and not self._same:
             self.echo(line)
+
+    def error(self, command: str, hostlist: str, exc: AzgpuError) -> None:
+        """The final error and remedy, as the CLI prints them, in the log's own line format."""
+        self(command, hostlist, f"ERROR: [{exc.code}] {exc.message}")
+        if exc.remedy:
+            self(command, hostlist, f"remedy: {exc.remedy}")
+
+
+def _open_log(path: str) -> int:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o640)
+    except OSError as exc:
+        import errno
+
+        why = {errno.ELOOP: "it is a symbolic link, which azgpu does not follow",
+               errno.ENOENT: "its directory does not exist", errno.EISDIR: "it is a directory"}.get(
+            exc.errno, exc.strerror or str(exc))
+        raise InputError(f"cannot write the log file '{path}': {why}", code="SLURM_LOG_FILE",
+                         remedy="pass a --log-file in a directory the Slurm user owns (e.g. /var/log/slurm), "
+                                "as a regular file or a path not yet there") from None
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"cannot write the log file '{path}': it is a directory", code="SLURM_LOG_FILE",
+                         remedy="pass a file path as --log-file")
+    return fd
+
+
+# ------------------------------------------------------------------------------------ slurmctld
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node as `scontrol show node -o` prints it (src/api/node_info.c: NodeName=... NodeAddr=...
+    NodeHostName=... State=BASE+FLAG... Reason=text [user@time])."""
+
+    name: str
+    state: str  # the base state: IDLE, DOWN, ALLOCATED, MIXED ...
+    flags: frozenset[str]  # CLOUD, POWERED_DOWN, POWERING_UP, POWERING_DOWN, NOT_RESPONDING ...
+    addr: str
+    hostname: str
+    reason: str
+
+    @property
+    def down(self) -> bool:
+        return self.state == "DOWN"
+
+    @property
+    def address(self) -> str | None:
+        """The VM address slurmctld holds for it, None while powered down or before resume gave one
+        (slurmctld resets NodeAddr to the name when a CLOUD node powers down: slurm.conf(5), cloud_reg_addrs)."""
+        if "POWERED_DOWN" in self.flags or not self.addr or self.addr == self.name:
+            return None
+        return self.addr
+
+
+_REASON = re.compile(r"^(?P<text>.*?)(?: \[[^\[\]@]*@[^\[\]]*\])?"
+                     r"(?: (?:Comment|Extra|InstanceId|InstanceType|ReservationName)=.*)?$")
+
+
+def parse_nodes(text: str) -> dict[str, SlurmNode]:
+    """`scontrol show node -o` (one node a line) as SlurmNode by name; lines it cannot read are skipped."""
+    out: dict[str, SlurmNode] = {}
+    for line in text.splitlines():
+        head, _, reason = line.partition(" Reason=")
+        fields = dict(f.split("=", 1) for f in head.split() if "=" in f)
+        name = fields.get("NodeName")
+        if not name or "State" not in fields:
+            continue
+        base, *flags = fields["State"].split("+")
+        match = _REASON.match(reason) if reason else None
+        out[name] = SlurmNode(name, base.rstrip("*~#%$@!^-"), frozenset(flags), fields.get("NodeAddr", ""),
+                              fields.get("NodeHostName", ""), (match["text"] if match else "").strip())
+    return out
 
 
 class Slurmctld:
-    """`scontrol update` (slurm.conf(5): a power-saving program reports through scontrol)."""
+    """`scontrol` (slurm.conf(5): a power-saving program reports through it). An update that fails is
+    tried again (slurmctld may be busy or restarting); `show` answers None when slurmctld does not."""
 
-    def __init__(self, scontrol: str = "scontrol"):
+    def __init__(self, scontrol: str = "scontrol", waits: tuple[float, ...] | None = None,
+                 sleep: Callable[[float], None] | None = None):
         self.scontrol = scontrol
+        self.waits = SCONTROL_WAITS if waits is None else waits
+        self.sleep = sleep or time.sleep
         self.calls: list[list[str]] = []
+
+    def _run(self, argv: list[str]) -> tuple[int, str]:
+        self.calls.append(argv)
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return -1, str(exc)
+        output = (done.stdout if done.returncode == 0 else (done.stderr or done.stdout))[:SHOW_LIMIT]
+        return done.returncode, output.decode("utf-8", "replace")
 
     def update(self, nodes: str, **fields: str) -> None:
         argv = [self.scontrol, "update", f"nodename={nodes}", *(f"{k}={v}" for k, v in fields.items())]
-        self.calls.append(argv)
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InputError(f"cannot run '{self.scontrol}': {exc}", code="SCONTROL_FAILED",
-                             remedy="run the program where slurmctld runs, or pass --scontrol PATH") from None
-        if done.returncode != 0:
-            raise InputError(f"'{' '.join(argv[1:])}' failed: {(done.stderr or done.stdout).strip()[:300]}",
-                             code="SCONTROL_FAILED", remedy="check that slurmctld runs and knows these nodes")
+        for attempt in range(len(self.waits) + 1):
+            rc, output = self._run(argv)
+            if rc == 0:
+                return
+            if attempt < len(self.waits):
+                self.sleep(self.waits[attempt])
+        raise InputError(f"'{_clean(' '.join(argv[1:]), 300)}' failed {len(self.waits) + 1} times: "
+                         f"{_clean(output, 300)}", code="SCONTROL_FAILED",
+                         remedy="check that slurmctld runs ('scontrol ping') and knows these nodes; pass "
+                                "--scontrol PATH where scontrol is not on the PATH")
+
+    def show(self, hostlist: str) -> dict[str, SlurmNode] | None:
+        rc, output = self._run([self.scontrol, "show", "node", "-o", hostlist])
+        return parse_nodes(output) if rc == 0 else None
+
+
+# ------------------------------------------------------------------------------------ the context
 
 
 @dataclass
@@ -88,6 +228,7 @@ class Context:
     max_rounds: int = MAX_ROUNDS
     node_check: CheckOptions = CheckOptions()
     join: Any = None  # azgpu.slurm.bootstrap.JoinSettings: start slurmd on each node that passed (None: leave it)
+    price: Callable[[str, str], Any] | None = None  # (size, location) -> pricing.Price
 
     @property
     def cluster(self) -> str:
@@ -102,59 +243,306 @@ class Context:
         return domains(self.spec)
 
 
-# ------------------------------------------------------------------------------------ Azure reads
+def _as_error(exc: BaseException, doing: str) -> AzgpuError:
+    if isinstance(exc, AzgpuError):
+        return exc
+    if isinstance(exc, RecursionError):  # what a node sent was nested too deep to read
+        return AzgpuError(f"{doing}: input nested too deeply to read", code="NODE_INPUT_INVALID",
+                          remedy="see the power log; the node's answer was not read")
+    from ..deploy import to_azure_error
+
+    return to_azure_error(exc, doing)
 
 
-def _inventory(session, ctx: Context) -> dict[str, dict[str, Any]]:
-    """This cluster's scale sets (found by azgpu's tags): capacity and nodes by instance id."""
-    from ..deploy.lifecycle import _nodes, find_cluster
-
-    out = {}
-    try:
-        found = find_cluster(session, ctx.cluster, ctx.resource_group).scale_sets
-    except NotFoundError:  # no resource group yet: the first resume creates it
-        return out
-    for vmss in found:
-        nodes, _ = _nodes(session, ctx.resource_group, vmss)
-        out[vmss.name] = {"capacity": (vmss.sku.capacity if vmss.sku else 0) or 0, "id": vmss.id,
-                          "nodes": {n["instance_id"]: n for n in nodes}}
-    return out
+# ------------------------------------------------------------------------------------ one scale set
 
 
-def _forget_gone(data: dict[str, Any], inventory: dict[str, dict[str, Any]]) -> list[str]:
-    gone = [name for name, v in data["nodes"].items()
-            if v["instance_id"] not in inventory.get(v["scale_set"], {}).get("nodes", {})]
-    for name in gone:
-        del data["nodes"][name]
-    return gone
+@dataclass
+class _Set:
+    """A domain's scale set as this run sees it."""
+
+    domain: Domain
+    info: dict[str, Any] | None  # deploy.cluster_nodes' entry; None before the scale set exists
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # instance id -> node
+    bound: dict[str, str] = field(default_factory=dict)  # instance id -> the name it carries
+    inspect: set[str] = field(default_factory=set)  # instance ids left for inspection (bound or not)
+    held: dict[str, str] = field(default_factory=dict)  # instance id -> why nothing may touch it
+    per_rack: int | None = None  # VMs per vertical-connect rack (the profile's), None elsewhere
+
+    @property
+    def name(self) -> str:
+        return self.domain.scale_set
 
 
-def _delete(session, ctx: Context, scale_set: str, ids: list[str], inventory) -> None:
-    from .. import resource_types
-    from ..deploy.arm import to_azure_error
+    def vms_of(self, name: str) -> list[str]:
+        return sorted((i for i, n in self.bound.items() if n == name), key=_order)
 
-    if scale_set not in inventory:  # not tagged as this cluster's: never touched
-        raise InputError(f"scale set '{scale_set}' is not one of cluster '{ctx.cluster}'", code="NOT_OURS",
-                         remedy="check the cluster file the power-saving programs use")
-    try:
-        resource_types.VMSS.begin_delete_instances(session, ctx.resource_group, scale_set, ids).result()
-    except Exception as exc:
-        raise to_azure_error(exc, f"deleting instances {', '.join(ids)} of {scale_set}") from None
+    def settled(self, instance: str) -> bool:
+        return str(self.nodes[instance].get("provisioning_state") or "").lower() not in IN_FLIGHT
+
+    def unnamed(self) -> list[str]:
+        """Instances that carry no name and that nothing holds, fresh ones before those left for inspection."""
+        found = [i for i in self.nodes if i not in self.bound and i not in self.held and self.settled(i)]
+        return sorted(found, key=lambda i: (i in self.inspect, _order(i)))
+
+
+def _order(instance: str) -> int:
+    return int(instance) if instance.isdigit() else 0
+
+
+class _Run:
+    """One program run: the session, the cache, slurmctld's view, the scale sets as read."""
+
+    def __init__(self, ctx: Context, session, command: str, hostlist: str, indexes: list[int]):
+        self.ctx, self.session, self.command, self.hostlist = ctx, session, command, hostlist
+        self.data = state.load(ctx.state_dir, ctx.cluster)
+        every = compress(n for i in indexes for n in ctx.domains[i].names)
+        self.view = ctx.slurm.show(every)
+        if self.view is None:
+            self.log("slurmctld did not answer 'scontrol show node': VMs that carry no name in Azure are neither "
+                     "taken nor deleted until it does")
+        self.sets: dict[int, _Set] = {}
+        self.given: set[str] = set()  # names slurmctld was given an address for in this run
+
+    def log(self, message: str) -> None:
+        self.ctx.log(self.command, self.hostlist, message)
+
+    def save(self) -> None:
+        state.save(self.ctx.state_dir, self.ctx.cluster, self.data)
+
+    # ---------------------------------------------------------------- reading
+
+    def load(self, index: int, verify: list[str] = ()) -> _Set:
+        """Read the domain's scale set and its bindings: the cache where it matches what Azure lists, Azure's
+        own record for every instance the cache does not know and for the names this run acts on
+        (`verify`), and slurmctld's addresses."""
+        from ..deploy import cluster_nodes, node_bindings
+
+        domain = self.ctx.domains[index]
+        vertical = self.ctx.spec.profile.vertical_connect
+        listed = cluster_nodes(self.session, self.ctx.cluster, self.ctx.resource_group, racks=bool(vertical),
+                               only=[domain.scale_set])
+        s = _Set(domain, listed[0] if listed else None, per_rack=int(vertical["rack"]) if vertical else None)
+        s.nodes = {n["instance_id"]: n for n in (s.info or {}).get("nodes", [])}
+        names = set(domain.names)
+        for name, entry in list(self.data["nodes"].items()):
+            if entry["scale_set"] != s.name:
+                continue
+            vm = s.nodes.get(entry["instance_id"])
+            moved = entry["vm_id"] and vm is not None and vm.get("vm_id") and entry["vm_id"] != vm["vm_id"]
+            if vm is None or moved or name not in names:
+                del self.data["nodes"][name]
+                self.log(f"{name}: its VM {entry['hostname']} is gone")
+                continue
+            s.bound[entry["instance_id"]] = name
+            if entry["status"] == state.INSPECT:
+                s.inspect.add(entry["instance_id"])
+        for where, mark in list(self.data["inspect"].items()):
+            vmss, _, instance = where.partition("/")
+            if vmss != s.name:
+                continue
+            vm = s.nodes.get(instance)
+            if vm is None or (mark["vm_id"] and vm.get("vm_id") and mark["vm_id"] != vm["vm_id"]):
+                del self.data["inspect"][where]
+            else:
+                s.inspect.add(instance)
+        acted = {i for name in verify for i in s.vms_of(name) if i not in s.inspect}
+        ask = sorted({i for i in s.nodes if i not in s.bound and s.settled(i)} | acted, key=_order)
+        if ask and s.info:
+            found = node_bindings(self.session, self.ctx.resource_group, s.name, ask, self.ctx.cluster)
+            for instance, name in found.items():
+                cached = s.bound.get(instance)
+                if name is not None and name not in names:
+                    name = None  # another domain's name on this scale set: not one azgpu gave
+                if cached is not None and name != cached:
+                    entry = self.data["nodes"].get(cached, {})
+                    if name is None and entry.get("vm_id") is None:
+                        self._record(s, instance, cached, repair=True)  # a binding from before Azure kept them
+                        continue
+                    self.log(f"{cached}: Azure says instance {instance} of {s.name} carries "
+                             f"{name or 'no name'}; the cache was stale")
+                    self.data["nodes"].pop(cached, None)
+                    del s.bound[instance]
+                if name is not None and instance not in s.bound:
+                    s.bound[instance] = name
+                    self._cache(s, instance, name, state.UP)
+        self._claims(s)
+        self.sets[index] = s
+        return s
+
+    def _claims(self, s: _Set) -> None:
+        """slurmctld's addresses: a VM whose address a node holds carries that node. Where Azure keeps no
+        name for it, the binding is recorded again; where Azure names another, nothing touches it."""
+        if self.view is None:
+            return
+        by_ip = {n["ip"]: i for i, n in s.nodes.items() if n.get("ip")}
+        by_host = {n["hostname"]: i for i, n in s.nodes.items() if n.get("hostname")}
+        for name in s.domain.names:
+            node = self.view.get(name)
+            if not node or not node.address:
+                continue
+            # NodeAddr and NodeHostName: what resume gave, or (cloud_reg_addrs) what the node registered from
+            instance = by_ip.get(node.address) or (by_host.get(node.hostname) if node.hostname != name else None)
+            if instance is None:
+                continue
+            carried = s.bound.get(instance)
+            if carried is None:
+                self.log(f"{name}: slurmctld holds {node.address}, instance {instance} of {s.name}, which Azure "
+                         "keeps no name for: recorded")
+                self._record(s, instance, name, repair=True)
+            elif carried != name:
+                s.held[instance] = (f"Azure says it carries {carried}, slurmctld gives its address to {name}: "
+                                    "neither deleted nor given to another name")
+                self.log(f"instance {instance} of {s.name}: {s.held[instance]}")
+
+    # ---------------------------------------------------------------- bindings
+
+    def _cache(self, s: _Set, instance: str, name: str, status: str) -> None:
+        vm = s.nodes[instance]
+        self.data["nodes"][name] = {"scale_set": s.name, "instance_id": instance, "vm_id": vm.get("vm_id"),
+                                    "hostname": vm["hostname"], "ip": vm.get("ip") or "", "status": status}
+
+    def _record(self, s: _Set, instance: str, name: str, *, repair: bool = False) -> None:
+        """Bind: Azure's record on the VM first, then the cache. `repair`: a failure is logged, not raised."""
+        from ..deploy import bind_node
+
+        try:
+            bind_node(self.session, self.ctx.resource_group, s.name, instance, location=s.info["location"],
+                      cluster=self.ctx.cluster, name=name)
+        except AzgpuError as exc:
+            if not repair:
+                raise
+            self.log(f"{name}: could not record the binding on instance {instance}: [{exc.code}] {exc.message}")
+        s.bound[instance] = name
+        s.inspect.discard(instance)
+        self.data["inspect"].pop(f"{s.name}/{instance}", None)
+        self._cache(s, instance, name, state.UP)
+        self.save()
+
+    def unbind(self, s: _Set, instances: list[str], *, inspect: str | None = None, in_azure: bool = True) -> None:
+        """The VMs carry no name any more (they wait in their rack); `inspect`: marked as left for inspection.
+        in_azure=False: for VMs deleted next, whose binding goes with them."""
+        from ..deploy import unbind_node
+
+        for instance in instances:
+            name = s.bound.pop(instance, None)
+            if name is not None and in_azure:
+                unbind_node(self.session, self.ctx.resource_group, s.name, instance)
+            if name and self.data["nodes"].get(name, {}).get("instance_id") == instance:
+                del self.data["nodes"][name]
+            if inspect or instance in s.inspect:
+                self.data["inspect"][f"{s.name}/{instance}"] = {"vm_id": s.nodes[instance].get("vm_id"),
+                                                                "reason": inspect or "left for inspection"}
+                s.inspect.add(instance)
+        self.save()
+
+    def give_address(self, name: str, vm: dict[str, Any]) -> None:
+        self.ctx.slurm.update(name, nodeaddr=vm["ip"], nodehostname=vm["hostname"])
+
+    # ---------------------------------------------------------------- changes
+
+    def refresh(self, index: int) -> _Set:
+        return self.load(index)
+
+    def delete(self, s: _Set, instances: list[str], why: str) -> None:
+        """Delete these instances of the scale set in one request; never one that something holds."""
+        from ..deploy import delete_instances
+
+        instances = [i for i in instances if i not in s.held]
+        if not instances:
+            return
+        self.log(f"deleting {len(instances)} instance(s) of {s.name} ({why}): "
+                 + ", ".join(f"{i}={s.nodes[i]['hostname']}" for i in sorted(instances, key=_order)))
+        delete_instances(self.session, self.ctx.resource_group, s.name, instances)
+        for instance in instances:
+            name = s.bound.pop(instance, None)
+            if name and self.data["nodes"].get(name, {}).get("instance_id") == instance:
+                del self.data["nodes"][name]
+            self.data["inspect"].pop(f"{s.name}/{instance}", None)
+            s.nodes.pop(instance, None)
+            s.inspect.discard(instance)
+        self.save()
+
+    def fix_capacity(self, s: _Set) -> None:
+        """A grow Azure could not finish (AllocationFailed) leaves sku.capacity above the VMs there are, and
+        Azure would place the rest later, carrying no name: the capacity goes back to the VMs there are."""
+        from ..deploy import set_capacity
+
+        info = s.info
+        if not info or info["capacity"] <= len(s.nodes):
+            return
+        if str(info.get("provisioning_state") or "").lower() in IN_FLIGHT:
+            self.log(f"{s.name} is being changed ({info['provisioning_state']}): its capacity {info['capacity']} "
+                     f"is left above its {len(s.nodes)} VM(s) for now")
+            return
+        self.log(f"{s.name}: capacity {info['capacity']} but {len(s.nodes)} VM(s) (a grow that did not finish): "
+                 f"setting it to {len(s.nodes)}, so that no VM comes later without a name")
+        try:
+            set_capacity(self.session, self.ctx.resource_group, s.name, len(s.nodes))
+            info["capacity"] = len(s.nodes)
+        except AzgpuError as exc:
+            self.log(f"{s.name}: could not set the capacity: [{exc.code}] {exc.message}")
+
+    def reconcile(self, s: _Set) -> None:
+        """No VM without a name: what carries none is deleted (on vertical-connect sizes: whole racks with no
+        name bound), unless slurmctld could not say which VMs carry its nodes."""
+        if s.info is None:
+            return
+        self.fix_capacity(s)
+        unnamed = s.unnamed()
+        if not unnamed:
+            return
+        if self.view is None:
+            self.log(f"{len(unnamed)} VM(s) of {s.name} carry no name in Azure; slurmctld did not answer, so "
+                     "they stay until a run that it answers")
+            return
+        if not s.per_rack:
+            self.delete(s, unnamed, "they carry no Slurm name")
+            return
+        free_racks, waiting = [], 0
+        for rack in self.racks(s):
+            members = rack["members"]
+            if any(i in s.bound or i in s.held for i in members):
+                waiting += sum(1 for i in members if i not in s.bound)
+                continue
+            if len(members) % s.per_rack:
+                self.log(f"rack {rack['name']} of {s.name} has {len(members)} VM(s), not a whole rack: not deleted "
+                         "(Azure deletes vertical-connect VMs only by whole racks)")
+                continue
+            free_racks.append(rack)
+        if free_racks:
+            self.delete(s, [i for r in free_racks for i in r["members"]],
+                        f"{len(free_racks)} whole rack(s) with no name bound")
+        if waiting:
+            self.log(f"{waiting} VM(s) of {s.name} wait unnamed in racks that still carry named nodes"
+                     + self.cost(s, waiting))
+
+    def racks(self, s: _Set, fabrics: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The scale set's racks (azgpu.racks: the nodes' measured NVLink domain where known, Azure's interconnect
+        subgroup, else instance order), each with its members' instance ids."""
+        from ..racks import group
+
+        nodes = [s.nodes[i] for i in sorted(s.nodes, key=_order)]
+        signals = {n["hostname"]: {"subgroup": n.get("subgroup"), "block": n.get("block")} for n in nodes}
+        found = group(self.ctx.cluster, [{"scale_set": s.name, "nodes": nodes}], signals, s.per_rack,
+                      fabrics=fabrics or {})
+        by_host = {n["hostname"]: n["instance_id"] for n in nodes}
+        return [{**r, "members": [by_host[h] for h in r["nodes"]]} for r in found]
+
+    def cost(self, s: _Set, count: int) -> str:
+        """'; they cost 12.34 USD/h (Retail Prices API)' for `count` VMs of the scale set, '' when unknown."""
+        if not self.ctx.price or not s.info:
+            return ""
+        try:
+            price = self.ctx.price(s.info["size"], s.info["location"])
+        except Exception:  # noqa: BLE001 - a price is information, never a failure
+            return ""
+        if getattr(price, "per_hour", None) is None:
+            return f"; their price is not known ({_clean(getattr(price, 'reason', '') or 'no price', 120)})"
+        return f"; they cost {price.per_hour * count:.2f} {price.currency}/h ({count} x {s.info['size']})"
 
 
 # ------------------------------------------------------------------------------------ resume
-
-
-def _whole_racks(ctx: Context, capacity: int, most: int) -> int:
-    """On rack-scale NVLink sizes (GB200/GB300: 18 VMs a rack) a scale set grows by whole racks, as
-    create sizes them; the extra nodes wait, unnamed, for the next resume."""
-    from ..deploy.lifecycle import rack_size
-
-    per_rack = rack_size(ctx.spec.profile)
-    if not per_rack:
-        return capacity
-    rounded = -(-capacity // per_rack) * per_rack
-    return rounded if rounded <= most else capacity
 
 
 def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
@@ -165,173 +553,521 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
     resumed: list[str] = []
     failed: dict[str, str] = {}
     with state.locked(ctx.state_dir, ctx.cluster), ctx.open_session() as session:
+        run = _Run(ctx, session, "resume", hostlist, list(wanted))
         for index, names in wanted.items():
             try:
-                done, left = _resume_domain(session, ctx, index, names, hostlist)
-            except Exception as exc:  # any failure ends on the resume-fail path, with its code and remedy
-                if not isinstance(exc, AzgpuError):
-                    from ..deploy.arm import to_azure_error
-
-                    exc = to_azure_error(exc, f"resuming {compress(names)}")
-                ctx.log("resume", hostlist, f"ERROR [{exc.code}] {exc.message}"
-                        + (f"; remedy: {exc.remedy}" if exc.remedy else ""))
-                up = state.load(ctx.state_dir, ctx.cluster)["nodes"]  # those given an address before it failed
-                done = [n for n in names if n in up]
-                left = {n: f"{exc.code}: {exc.message}" for n in names if n not in up}
+                done, left = _resume_domain(run, index, names)
+            except Exception as exc:  # any failure ends on the DOWN path, with its code and remedy
+                err = _as_error(exc, f"resuming {compress(names)}")
+                ctx.log.error("resume", hostlist, err)
+                up = run.data["nodes"]
+                done = [n for n in names if up.get(n, {}).get("status") == state.UP and n in run.given]
+                left = {n: reason_text(err.code, err.message, err.remedy) for n in names if n not in done}
+                try:  # a failed grow must not leave capacity, or VMs, without names
+                    s = run.load(index)
+                    run.reconcile(s)
+                except Exception as again:  # noqa: BLE001 - the next run reconciles
+                    ctx.log("resume", hostlist, f"could not reconcile {ctx.domains[index].scale_set}: "
+                                                f"{_as_error(again, 'reconciling').message}")
             resumed += done
             failed.update(left)
-    if failed:
-        by_reason: dict[str, list[str]] = {}
-        for name, reason in failed.items():
-            by_reason.setdefault(reason, []).append(name)
-        for reason, names in by_reason.items():
-            resume_fail(ctx, compress(names), reason=reason, command="resume")
+        if failed:
+            _set_down(run, failed)
     return {"resumed": resumed, "failed": sorted(failed)}
 
 
-def _resume_domain(session, ctx: Context, index: int, names: list[str], hostlist: str) -> tuple[list[str], dict]:
-    from ..deploy import CreateOptions, check, create
-    from ..deploy.health_gate import replaceable
+def _set_down(run: _Run, failed: dict[str, str]) -> None:
+    """Record why, then tell slurmctld: DOWN with azgpu's reason, and power down the names no VM is left for
+    (so that slurmctld does not reach ResumeTimeout for them, which would replace the reason and undo an
+    administrator's `state=resume`). Names whose VMs are left for inspection go on to ResumeFailProgram."""
+    now = time.time()
+    for name, why in failed.items():
+        run.data["failed"][name] = {"reason": why, "at": now}
+    run.save()
+    by_reason: dict[str, list[str]] = {}
+    for name, why in failed.items():
+        by_reason.setdefault(why, []).append(name)
+    with_vm = {n for n, e in run.data["nodes"].items()}
+    for why, names in by_reason.items():
+        hosts = compress(names)
+        run.log(f"setting DOWN {hosts}: {why}")
+        try:
+            run.ctx.slurm.update(hosts, state="DOWN", reason=why)
+        except InputError as exc:
+            run.log(f"could not set {hosts} DOWN ([{exc.code}] {exc.message}); resume-fail records the reason "
+                    "once slurmctld reaches ResumeTimeout")
+            continue
+        gone = [n for n in names if n not in with_vm]
+        if gone:
+            try:
+                run.ctx.slurm.update(compress(gone), state="POWER_DOWN")
+            except InputError as exc:
+                run.log(f"could not power down {compress(gone)}: [{exc.code}] {exc.message}")
+
+
+def _resume_domain(run: _Run, index: int, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    s = run.load(index, verify=names)
+    run.fix_capacity(s)
+    done, todo = [], []
+    waiting: dict[str, str] = {}
+    for name in names:
+        vms = s.vms_of(name)
+        carried = [i for i in vms if i not in s.inspect]
+        ready = [i for i in carried if s.settled(i) and s.nodes[i].get("ip")]
+        if carried and not ready:  # its VM is being changed, or has no address listed yet: nothing is touched
+            vm = s.nodes[carried[0]]
+            waiting[name] = reason_text(code="AZGPU_VM_NOT_READY",
+                                        message=f"its VM {vm['hostname']} is {vm.get('provisioning_state')} "
+                                                "and has no address yet", remedy="resume it again later")
+            continue
+        if ready:
+            keep = ready[0]
+            extra = [i for i in vms if i != keep]
+            if extra:
+                _release(run, s, extra, f"{name} carries another VM")
+            vm = s.nodes[keep]
+            run.give_address(name, vm)
+            run.given.add(name)
+            run.data["failed"].pop(name, None)
+            run.save()
+            run.log(f"{name}: already up on {vm['hostname']} ({vm['ip']}), address given again")
+            done.append(name)
+            continue
+        if vms:  # left for inspection by an earlier resume: a fresh VM is taken, this one goes
+            _release(run, s, vms, f"{name} was left for inspection on it and is resumed again")
+        todo.append(name)
+    brought, left = [], {}
+    if todo:
+        if s.per_rack:
+            brought, left = _bring_up_racks(run, index, todo)
+        else:
+            brought, left = _bring_up(run, index, todo)
+    resumed = done + brought
+    if run.ctx.join is not None and resumed:
+        resumed, refused = _join(run, index, resumed)
+        left.update(refused)
+    if todo:
+        run.reconcile(run.sets[index])
+    return resumed, {**waiting, **left}
+
+
+def _join(run: _Run, index: int, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The node bootstrap (azgpu.slurm.bootstrap) on the VMs these names were just bound to and given
+    addresses for: slurmd starts with its Slurm name. Names resumed again on a VM that already carries them
+    are bootstrapped again (slurmctld resumes only a powered-down node, so no job runs there, and a resume
+    cut off between the binding and the bootstrap converges). A name whose bootstrap failed is left DOWN
+    with why; its VM is left for inspection and nothing is replaced: a bootstrap that fails on one new VM
+    fails alike on the next (the image, the controller's address or version, the munge key)."""
+    from .bootstrap import Target, join_all
+
+    s = run.sets[index]
+    on = {name: instance for instance, name in s.bound.items() if instance not in s.inspect}
+    targets = [Target(n, s.name, on[n], s.info["location"]) for n in names if n in on]
+    problems = join_all(run.session, run.ctx.resource_group, run.ctx.spec, targets, run.ctx.join, run.log)
+    problems.update({n: "its VM is no longer listed" for n in names if n not in on})
+    failed = [n for n in names if n in problems]
+    if failed:
+        _keep_for_inspection(run, s, [on[n] for n in failed if n in on], [n for n in failed if n in on])
+    refused = {n: reason_text(code="SLURM_JOIN_FAILED", message=problems[n],
+                              remedy="see the power log; fix the image, the controller's address or version or "
+                                     "the munge key, then resume it again")
+               for n in failed}
+    return [n for n in names if n not in problems], refused
+
+
+def _release(run: _Run, s: _Set, instances: list[str], why: str) -> None:
+    """Take these VMs from their name: deleted, or on vertical-connect sizes left waiting in their rack."""
+    if s.per_rack:
+        run.log(f"{len(instances)} VM(s) of {s.name} no longer carry a name ({why}); they wait in their rack")
+        run.unbind(s, instances, inspect="left for inspection" if any(i in s.inspect for i in instances) else None)
+    else:
+        run.delete(s, instances, why)
+
+
+def _grow(run: _Run, index: int, s: _Set, target: int) -> _Set:
+    """Grow the domain's scale set to `target` VMs with create (the others stay at the VMs they hold); a grow
+    that fails puts the capacity back where the VMs are before the error goes on."""
+    from ..deploy import CreateOptions, create
+
+    capacities = []
+    for other in run.ctx.domains:
+        known = run.sets.get(other.index)
+        capacities.append(len(known.nodes) if known else _present(run, other))
+    capacities[index] = target
+    run.log(f"growing {s.name} from {len(s.nodes)} to {target} instance(s)")
+    try:
+        create(run.session, run.ctx.request, CreateOptions(
+            scale_sets=tuple(capacities), zones=tuple(run.ctx.zones),
+            fallback_locations=tuple(run.ctx.fallback_locations), on_notice=run.log))
+    except BaseException:
+        try:
+            run.fix_capacity(run.load(index))
+        except Exception as exc:  # noqa: BLE001 - the next run reconciles
+            run.log(f"could not check {s.name}'s capacity after the failed grow: {_as_error(exc, 'reading').message}")
+        raise
+    return run.load(index)
+
+
+def _present(run: _Run, domain: Domain) -> int:
+    from ..deploy import cluster_nodes
+
+    listed = cluster_nodes(run.session, run.ctx.cluster, run.ctx.resource_group, only=[domain.scale_set])
+    return len(listed[0]["nodes"]) if listed else 0
+
+
+def _check(run: _Run, s: _Set, candidates: list[str]) -> dict[str, Any]:
+    """The health gate's node check on these instances, judged by the gate's own rule for a finding every
+    node shares; instance id -> NodeResult (absent: not checked)."""
+    from ..deploy import check, common_failures
+
+    ids = {f"{s.info['id']}/virtualMachines/{i}".lower() for i in candidates}
+    run.log(f"health check of {len(candidates)} node(s) of {s.name}")
+    report = check(run.session, run.ctx.cluster, run.ctx.resource_group, run.ctx.node_check, instances=ids)
+    results = common_failures([n for n in report.nodes if n.scale_set == s.name])
+    return {n.instance_id: n for n in results}
+
+
+def _passed(run: _Run, s: _Set, instance: str, name: str) -> bool:
+    """Record the binding (Azure, then the cache), then give slurmctld the address. False when slurmctld
+    did not take it: the VM keeps its name, and resume-fail or the node's own registration follows."""
+    vm = s.nodes[instance]
+    run._record(s, instance, name)
+    run.data["failed"].pop(name, None)
+    run.save()
+    try:
+        run.give_address(name, vm)
+    except InputError as exc:
+        run.log(f"{name}: {vm['hostname']} ({vm['ip']}) passed and carries the name, but slurmctld did not take "
+                f"its address: [{exc.code}] {exc.message}")
+        return False
+    run.given.add(name)
+    run.log(f"{name}: {vm['hostname']} ({vm['ip']}) passed the health check; address given to slurmctld")
+    return True
+
+
+def _judge(run: _Run, s: _Set, candidates: list[str], results: dict[str, Any]):
+    """(passed, replaceable, left) instance ids of a checked round, and the reason the left ones give."""
+    from ..deploy import replaceable
     from ..health.results import PASSED
 
-    domain = ctx.domains[index]
-    vmss = domain.scale_set
-    data = state.load(ctx.state_dir, ctx.cluster)
-    inventory = _inventory(session, ctx)
-    for name in _forget_gone(data, inventory):
-        ctx.log("resume", hostlist, f"{name}: its VM is gone; a new one is found for it")
-    ready = [n for n in names if n in data["nodes"]]
-    todo = [n for n in names if n not in data["nodes"]]
-    for name in ready:  # another call (or an earlier run of this one) already brought it up
-        node = data["nodes"][name]
-        ctx.slurm.update(name, nodeaddr=node["ip"], nodehostname=node["hostname"])
-        ctx.log("resume", hostlist, f"{name}: already up on {node['hostname']} ({node['ip']}), address given again")
-    done = list(ready)
-    kept: set[str] = set()  # instances that did not pass and are not deleted: left for inspection
+    passed, bad, left, reasons = [], [], [], []
+    for instance in candidates:
+        result = results.get(instance)
+        if result is not None and result.status == PASSED:
+            passed.append(instance)
+            continue
+        summary = result.summary() if result is not None else "not checked"
+        run.log(f"{s.nodes[instance]['hostname']} (instance {instance}) did not pass: {summary}")
+        if result is not None and replaceable(result):
+            bad.append(instance)
+        else:
+            left.append(instance)
+            reasons.append(result)
+    common = next((r for r in reasons if r is not None and r.reason_code == "common"), None)
+    if common is not None:
+        why = reason_text(code="COMMON_FINDING", message=common.reason,
+                          remedy="fix the image, driver or configuration; no host was replaced for it")
+    else:
+        why = reason_text(code="NODES_UNREACHABLE", message=f"{len(left)} new node(s) of {s.name} could not be checked",
+                          remedy="see the power log; the VMs are left for inspection")
+    return passed, bad, left, why
+
+
+def _keep_for_inspection(run: _Run, s: _Set, instances: list[str], names: list[str]) -> None:
+    """VMs a new VM would not fix stay for inspection, each carrying one of the names it was meant for (in
+    the cache only: the VM may not answer Azure's Run Command); ResumeFailProgram deletes them unless --keep."""
+    pairs = list(zip(instances, names))
+    for instance, name in pairs:
+        s.bound[instance] = name
+        s.inspect.add(instance)
+        run._cache(s, instance, name, state.INSPECT)
+    if pairs:
+        run.log(f"left for inspection in {s.name}: instance(s) {', '.join(i for i, _ in pairs)}")
+    run.save()
+
+
+def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Names onto fresh or adopted VMs of a scale set whose VMs can be deleted one by one."""
+    from ..deploy import replacement_stop, signature
+
+    s = run.sets[index]
+    domain = s.domain
+    done: list[str] = []
+    failed: dict[str, str] = {}
     rounds = grown = 0
-    reason = "AZGPU_RESUME_INCOMPLETE: no healthy node for it"
+    previous: set = set()
+    reason = reason_text(code="AZGPU_RESUME_INCOMPLETE", message="no healthy node for it", remedy="see the power log")
     while todo:
-        held = {v["instance_id"] for v in data["nodes"].values() if v["scale_set"] == vmss}
-        current = inventory.get(vmss, {"capacity": 0, "nodes": {}})
-        free = [i for i in sorted(current["nodes"], key=lambda x: int(x) if x.isdigit() else 0)
-                if i not in held and i not in kept]
+        free = s.unnamed()
         if len(free) < len(todo):
-            if grown > ctx.max_rounds:  # each create should have added them; do not loop on Azure
+            most = domain.capacity + len(s.inspect)
+            target = len(s.nodes) + len(todo) - len(free)
+            if target > most:
+                reason = reason_text(code="AZGPU_DOMAIN_FULL",
+                                     message=f"{s.name} holds at most {domain.capacity} node(s)",
+                                     remedy="suspend nodes of this domain or use another partition")
                 break
-            capacities = [inventory.get(d.scale_set, {}).get("capacity", 0) for d in ctx.domains]
-            most = domain.capacity + len(kept)
-            capacities[index] = _whole_racks(ctx, current["capacity"] + len(todo) - len(free), most)
-            if capacities[index] > most:
-                reason = f"AZGPU_DOMAIN_FULL: {vmss} holds at most {domain.capacity} node(s)"
+            if grown > run.ctx.max_rounds:  # each create should have added them; do not loop on Azure
                 break
-            ctx.log("resume", hostlist, f"growing {vmss} from {current['capacity']} to {capacities[index]} instance(s)")
-            create(session, ctx.request, CreateOptions(
-                scale_sets=tuple(capacities), zones=tuple(ctx.zones), fallback_locations=tuple(ctx.fallback_locations),
-                on_notice=lambda m: ctx.log("resume", hostlist, m)))
+            s = _grow(run, index, s, target)
             grown += 1
-            inventory = _inventory(session, ctx)
             continue
         candidates = free[:len(todo)]
-        ids = {f"{inventory[vmss]['id']}/virtualMachines/{i}".lower(): i for i in candidates}
-        ctx.log("resume", hostlist, f"health check of {len(candidates)} node(s) of {vmss}")
-        report = check(session, ctx.cluster, ctx.resource_group, ctx.node_check, instances=set(ids))
-        by_instance = {n.instance_id: n for n in report.nodes if n.scale_set == vmss}
-        bad, stuck = [], []
-        for instance in candidates:
-            result = by_instance.get(instance)
-            node = inventory[vmss]["nodes"][instance]
-            if result is not None and result.status == PASSED:
-                name = todo.pop(0)
-                ctx.slurm.update(name, nodeaddr=node["ip"], nodehostname=node["hostname"])
-                data["nodes"][name] = {"scale_set": vmss, "instance_id": instance, "hostname": node["hostname"],
-                                       "ip": node["ip"]}
-                state.save(ctx.state_dir, ctx.cluster, data)
+        results = _check(run, s, candidates)
+        passed, bad, left, why = _judge(run, s, candidates, results)
+        for instance in passed:
+            name = todo.pop(0)
+            if _passed(run, s, instance, name):
                 done.append(name)
-                ctx.log("resume", hostlist, f"{name}: {node['hostname']} ({node['ip']}) passed the health check; "
-                        "address given to slurmctld")
-                continue
-            summary = result.summary() if result is not None else "not checked"
-            ctx.log("resume", hostlist, f"{node['hostname']} (instance {instance}) did not pass: {summary}")
-            (bad if result is not None and replaceable(result) else stuck).append(instance)
-        joining = [n for n in done if n not in ready and n in data["nodes"] and data["nodes"][n]["scale_set"] == vmss
-                   and not data["nodes"][n].get("joined")]
-        if ctx.join is not None and joining:  # the node bootstrap: slurmd with its Slurm name (azgpu.slurm.bootstrap)
-            from .bootstrap import Target, join_all
-
-            targets = [Target(n, vmss, data["nodes"][n]["instance_id"]) for n in joining]
-            problems = join_all(session, ctx.resource_group, ctx.spec, targets, ctx.join,
-                                lambda m: ctx.log("resume", hostlist, m))
-            for name in joining:
-                if name in problems:  # its VM is kept for inspection; the name waits for a later resume
-                    kept.add(data["nodes"].pop(name)["instance_id"])
-                    done.remove(name)
-                    todo.append(name)
-                    reason = f"SLURM_JOIN_FAILED: {problems[name]}"
-                else:
-                    data["nodes"][name]["joined"] = True
-            state.save(ctx.state_dir, ctx.cluster, data)
-            if problems:  # a bootstrap that fails fails alike on every new VM: replace nothing
-                break
-        if stuck:
-            # Unreachable for a reason a new VM does not fix (no outbound path, VM agent busy ...): as the
-            # health gate, replace nothing and report them.
-            kept.update(stuck + bad)
-            reason = f"NODES_UNREACHABLE: {len(stuck)} new node(s) of {vmss} could not be checked (see the log)"
+            else:
+                failed[name] = reason_text(code="SCONTROL_FAILED",
+                                           message="the node passed but slurmctld did not take its address",
+                                           remedy="check slurmctld ('scontrol ping'); the VM carries the name")
+        if left:
+            _keep_for_inspection(run, s, left + bad, todo)
+            reason = why
             break
         if bad:
             rounds += 1
-            if rounds > ctx.max_rounds:
-                kept.update(bad)
-                reason = f"UNHEALTHY_NODES: new nodes of {vmss} still failing after {ctx.max_rounds} replacement round(s)"
+            nodes = [results[i] for i in candidates if i in results]
+            stop = replacement_stop(nodes, [results[i] for i in bad], previous, rounds, run.ctx.max_rounds)
+            if stop:
+                _keep_for_inspection(run, s, bad, todo)
+                reason = reason_text(code="UNHEALTHY_NODES", message=stop,
+                                     remedy="see the power log; the VMs are left for inspection")
                 break
-            ctx.log("resume", hostlist, f"deleting {len(bad)} failing instance(s) of {vmss}: {', '.join(bad)}")
-            _delete(session, ctx, vmss, bad, inventory)
-            inventory = _inventory(session, ctx)
-    if kept:
-        ctx.log("resume", hostlist, f"left for inspection in {vmss}: instance(s) {', '.join(sorted(kept))}")
-    left = {n: reason for n in todo}
-    return done, left
+            previous = {signature(results[i]) for i in bad}
+            run.delete(s, bad, "they failed the health check")
+            s = run.load(index)
+    failed.update({n: reason for n in todo})
+    return done, failed
+
+
+def _bring_up_racks(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Names onto VMs of whole racks: the names of one topology/block slot all go to one measured rack (the
+    rack that carries names of the slot already, else a rack that carries none, else a new one); the
+    rest of a rack waits unnamed. Nothing single is deleted: a VM that fails is left in its rack,
+    marked, and the next VM of the rack is tried."""
+    s = run.sets[index]
+    per = s.per_rack
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    slots = {name: number for number, names in enumerate(s.domain.slots(per)) for name in names}
+    by_slot: dict[int, list[str]] = {}
+    for name in todo:
+        by_slot.setdefault(slots[name], []).append(name)
+    for slot, names in sorted(by_slot.items()):
+        brought, left = _fill_slot(run, index, slot, names)
+        done += brought
+        failed.update(left)
+    return done, failed
+
+
+def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    from ..deploy import replacement_stop, signature
+
+    s = run.sets[index]
+    per = s.per_rack
+    members_of_slot = set(s.domain.slots(per)[slot])
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    grown = rounds = 0
+    tried: set[str] = set()  # VMs this run checked and did not use: not tried again
+    seen: dict[str, Any] = {}  # instance id -> its NodeResult in this run
+    previous: set = set()
+    reason = reason_text(code="AZGPU_RESUME_INCOMPLETE", message="no healthy node for it in its rack",
+                         remedy="see the power log")
+    while names:
+        racks = run.racks(s)  # membership as Azure reports it; the NVLink domain the nodes measure checks it
+        host = next((r for r in racks if any(s.bound.get(i) in members_of_slot for i in r["members"])), None)
+        if host is None:  # a rack no name is bound to yet, whole ones first
+            empty = [r for r in racks if not any(i in s.bound or i in s.held for i in r["members"])]
+            empty.sort(key=lambda r: (len(r["members"]) != per, r["name"]))
+            host = empty[0] if empty else None
+        if host is None:
+            if len(s.nodes) + per > s.domain.capacity + len(s.inspect) or grown > run.ctx.max_rounds:
+                reason = reason_text(code="AZGPU_DOMAIN_FULL", message=f"no rack of {s.name} is free for these names",
+                                     remedy="suspend the names of another slot of this domain")
+                break
+            s = _grow(run, index, s, len(s.nodes) + per)
+            grown += 1
+            continue
+        free = [i for i in host["members"] if i not in s.bound and i not in s.held and i not in tried and s.settled(i)]
+        free.sort(key=lambda i: (i not in seen, i in s.inspect, _order(i)))  # checked ones, then fresh, inspected last
+        if not free:
+            reason = reason_text(code="AZGPU_RACK_SHORT",
+                                 message=f"rack {host['name']} of {s.name} has no healthy VM left for these names",
+                                 remedy="suspend the other names of its slot so that the rack is freed")
+            break
+        candidates = free[:len(names)]
+        tried.update(candidates)
+        unchecked = [i for i in candidates if i not in seen]
+        if unchecked:
+            seen.update(_check(run, s, unchecked))
+        results = {i: seen[i] for i in candidates if i in seen}
+        passed, bad, left, why = _judge(run, s, candidates, results)
+        domain = _rack_domain(run, s, host, passed, seen, tried)
+        for instance in passed:
+            measured = _domain(seen[instance])
+            if domain is None or measured != domain:
+                run.log(f"{s.nodes[instance]['hostname']} (instance {instance}) passed, but its NVLink domain "
+                        f"({measured}) is not its rack's ({domain or 'undecided'}, {host['name']}): not used")
+                left.append(instance)
+                continue
+            name = names.pop(0)
+            if _passed(run, s, instance, name):
+                done.append(name)
+            else:
+                failed[name] = reason_text(code="SCONTROL_FAILED",
+                                           message="the node passed but slurmctld did not take its address",
+                                           remedy="check slurmctld ('scontrol ping'); the VM carries the name")
+            run.data["nodes"][name]["domain"] = measured
+            run.save()
+        if bad or left:
+            run.unbind(s, bad + left, inspect="did not pass the health check, or its NVLink domain is not its rack's")
+        if left and all(r is not None and r.reason_code == "common" for r in (results.get(i) for i in left)):
+            reason = why  # a finding every node shares: another VM of the rack would show it too
+            break
+        if bad:
+            rounds += 1
+            nodes = [results[i] for i in candidates if i in results]
+            stop = replacement_stop(nodes, [results[i] for i in bad], previous, rounds, run.ctx.max_rounds)
+            if stop:
+                reason = reason_text(code="UNHEALTHY_NODES", message=stop,
+                                     remedy="see the power log; the VMs wait in their rack, marked")
+                break
+            previous = {signature(results[i]) for i in bad}
+    return done, {**failed, **{n: reason for n in names}}
+
+
+def _domain(result: Any) -> str | None:
+    from ..racks import fabric_domain, fabric_of
+
+    return fabric_domain(fabric_of(result)) if result is not None else None
+
+
+def _rack_domain(run: _Run, s: _Set, host: dict[str, Any], passed: list[str], seen: dict[str, Any],
+                 tried: set[str]) -> str | None:
+    """The NVLink domain (ClusterUUID/CliqueId) of the rack Azure groups these VMs in: the one its bound
+    nodes measured when they were bound, else the one most of its checked VMs measure. When the VMs
+    checked so far disagree, the rack's other free VMs are checked too; no majority decides nothing."""
+    from collections import Counter
+
+    recorded = Counter(run.data["nodes"].get(s.bound[i], {}).get("domain") for i in host["members"] if i in s.bound)
+    recorded.pop(None, None)
+    if recorded:
+        return recorded.most_common(1)[0][0]
+    counts = Counter(d for d in (_domain(seen[i]) for i in passed) if d)
+    if len(counts) > 1:
+        rest = [i for i in host["members"] if i not in s.bound and i not in s.held and i not in seen
+                and i not in tried and s.settled(i)]
+        if rest:
+            run.log(f"the VMs checked in rack {host['name']} of {s.name} measure {len(counts)} NVLink domains: "
+                    f"checking its other {len(rest)} VM(s) to tell the rack's own")
+            seen.update(_check(run, s, rest))
+        counts = Counter(d for d in (_domain(r) for r in seen.values() if r is not None and r.passed) if d)
+    top = counts.most_common(2)
+    if not top or (len(top) > 1 and top[0][1] == top[1][1]):
+        return None
+    return top[0][0]
 
 
 # ------------------------------------------------------------------------------------ suspend, resume-fail
 
 
 def suspend(ctx: Context, hostlist: str, *, command: str = "suspend") -> dict[str, Any]:
-    """Delete exactly the instances that carry these names; names without one are already down."""
+    """Free the VMs that carry these names: delete them, or on vertical-connect sizes let them wait in their
+    rack and delete a rack, whole and in one request, once no name is bound to it."""
     wanted = locate(ctx.domains, expand(hostlist))
-    removed, absent = [], []
     with state.locked(ctx.state_dir, ctx.cluster), ctx.open_session() as session:
-        data = state.load(ctx.state_dir, ctx.cluster)
-        inventory = _inventory(session, ctx)
-        _forget_gone(data, inventory)
-        for index, names in wanted.items():
-            vmss = ctx.domains[index].scale_set
-            mine = [n for n in names if n in data["nodes"] and data["nodes"][n]["scale_set"] == vmss]
-            absent += [n for n in names if n not in mine]
-            if not mine:
-                continue
-            ids = [data["nodes"][n]["instance_id"] for n in mine]
-            ctx.log(command, hostlist, f"deleting {len(ids)} instance(s) of {vmss}: "
-                    + ", ".join(f"{n}={data['nodes'][n]['hostname']}" for n in mine))
-            _delete(session, ctx, vmss, ids, inventory)
-            for name in mine:
-                del data["nodes"][name]
-            state.save(ctx.state_dir, ctx.cluster, data)
-            removed += mine
+        run = _Run(ctx, session, command, hostlist, list(wanted))
+        return _free(run, wanted)
+
+
+def _free(run: _Run, wanted: dict[int, list[str]]) -> dict[str, Any]:
+    removed, absent, waiting = [], [], []
+    for index, names in wanted.items():
+        s = run.load(index, verify=names)
+        mine: dict[str, list[str]] = {}
+        for name in names:
+            vms = [i for i in s.vms_of(name) if i not in s.held]
+            if vms:
+                mine[name] = vms
+            else:
+                absent.append(name)
+            run.data["failed"].pop(name, None)
+        if not mine:
+            run.reconcile(s)
+            continue
+        instances = [i for vms in mine.values() for i in vms]
+        if not s.per_rack:
+            run.log(f"deleting the VMs of {compress(mine)}: "
+                    + ", ".join(f"{n}={s.nodes[i]['hostname']}" for n, vms in mine.items() for i in vms))
+            run.delete(s, instances, "their nodes are suspended")
+            removed += list(mine)
+        else:
+            going = set(instances)
+            for rack in run.racks(s):
+                members = set(rack["members"])
+                if not members & going:
+                    continue
+                users = sorted({s.bound[i] for i in members - going if i in s.bound})
+                if users or members & set(s.held):
+                    run.unbind(s, sorted(members & going, key=_order))
+                    run.log(f"rack {rack['name']} of {s.name} keeps its {len(members)} VM(s): "
+                            f"{compress(users) or 'a VM something holds'} still use it" + run.cost(s, len(members)))
+                else:  # the rack goes whole (reconcile, below): its bindings go with its VMs
+                    run.unbind(s, sorted(members & going, key=_order), in_azure=False)
+            waiting += list(mine)
+        run.reconcile(s)
+        if s.per_rack:  # the names whose rack went with them are removed, the others wait
+            gone = [n for n, vms in mine.items() if not set(vms) & set(s.nodes)]
+            removed += gone
+            waiting = [n for n in waiting if n not in gone]
+        run.save()
     if absent:
-        ctx.log(command, hostlist, f"{len(absent)} node(s) had no VM: nothing to delete for them")
-    return {"removed": removed, "without_vm": absent}
+        run.log(f"{len(absent)} node(s) had no VM: nothing to delete for them")
+    out: dict[str, Any] = {"removed": removed, "without_vm": absent}
+    if waiting:
+        out["waiting"] = waiting
+    return out
 
 
-def resume_fail(ctx: Context, hostlist: str, *, reason: str | None = None, command: str = "resume-fail",
-                keep: bool = False) -> dict[str, Any]:
-    """Slurm's path for nodes that did not come up: each is set DOWN with the reason (slurm.conf(5),
-    ResumeProgram: "it should set the node state to DOWN"), and the VMs that carry them are deleted
-    (unless keep) so a later job resumes them afresh."""
-    reason = reason or "did not register with slurmctld within ResumeTimeout"
-    ctx.log(command, hostlist, f"setting DOWN: {reason}")
-    ctx.slurm.update(hostlist, state="DOWN", reason=f"azgpu {reason}"[:REASON_LIMIT])
-    removed = {"removed": [], "without_vm": []}
-    if not keep:
-        removed = suspend(ctx, hostlist, command=command)
-    return {"down": expand(hostlist), **removed}
+def resume_fail(ctx: Context, hostlist: str, *, keep: bool = False) -> dict[str, Any]:
+    """ResumeFailProgram: slurmctld runs it at ResumeTimeout for nodes it has set DOWN ("ResumeTimeout
+    reached"). Each such node gets azgpu's reason back (its code and remedy, recorded when resume gave up
+    on it), and its VMs are freed (unless keep). A node that is no longer DOWN (an administrator returned
+    it, or it registered) is left exactly as it is."""
+    wanted = locate(ctx.domains, expand(hostlist))  # the names are checked before slurmctld is told anything
+    names = [n for ns in wanted.values() for n in ns]
+    with state.locked(ctx.state_dir, ctx.cluster), ctx.open_session() as session:
+        run = _Run(ctx, session, "resume-fail", hostlist, list(wanted))
+        if run.view is None:
+            raise InputError("slurmctld did not answer 'scontrol show node': the nodes' state is unknown, so none "
+                             "was set DOWN or freed", code="SCONTROL_FAILED",
+                             remedy="check that slurmctld runs ('scontrol ping'); run 'provision slurm resume-fail' "
+                                    "again for these nodes when it does")
+        down = [n for n in names if n in run.view and run.view[n].down]
+        left = [n for n in names if n not in down]
+        for name in left:
+            node = run.view.get(name)
+            run.log(f"{name}: {'State=' + node.state + '+' + '+'.join(sorted(node.flags)) if node else 'unknown'}"
+                    " - not DOWN any more (an administrator or the node itself returned it): left as it is")
+        by_reason: dict[str, list[str]] = {}
+        for name in down:
+            recorded = run.data["failed"].get(name, {}).get("reason")
+            current = run.view[name].reason
+            why = recorded or (current if current.startswith("azgpu ") else reason_text(
+                code="AZGPU_NOT_REGISTERED", message="the node did not register with slurmctld within ResumeTimeout",
+                remedy="see the power log, then 'scontrol update nodename=... state=resume'"))
+            if current != why:
+                by_reason.setdefault(why, []).append(name)
+        for why, group in by_reason.items():
+            run.log(f"setting DOWN {compress(group)}: {why}")
+            ctx.slurm.update(compress(group), state="DOWN", reason=why)
+        freed = {"removed": [], "without_vm": []}
+        if down and not keep:
+            freed = _free(run, locate(ctx.domains, down))
+        elif down:
+            run.log(f"--keep: the VMs of {compress(down)} are left for inspection")
+    return {"down": down, "left": left, **freed}

@@ -252,7 +252,8 @@ class FakeAzure:
 
     def set_quota_outcome(self, location: str, family_or_name: str, outcome: str) -> None:
         """What Microsoft.Quota does with the next increase requests for a usage: "approve" (the
-        default) or "escalate" (Failed with ContactSupport, as for a GPU family sent to support)."""
+        default), "escalate" (Failed with ContactSupport, as for a GPU family sent to support) or
+        "invalid" (the request ends Invalid: one Azure could not accept as asked)."""
         with self._change():
             quota_requests.set_outcome(self._store, location, family_or_name, outcome)
 

@@ -1,7 +1,10 @@
 """Compute usages and quota (vCPU families, Total Regional vCPUs, lowPriorityCores).
 
-A location's usage is what a test set with set_quota plus the vCPUs of the fake's own scale sets,
-so creating a scale set raises it and deleting one lowers it without any bookkeeping.
+A location's usage is what a test set with set_quota plus the vCPUs of the fake's own scale sets and
+capacity reservations, so creating either raises it and deleting it lowers it without any bookkeeping.
+A reservation holds quota for its whole capacity, and a scale set's VMs that its reservation holds are not
+counted again (Learn, capacity reservation overview: "Because the reservation itself requires a quota, the
+quota checks are omitted for VM deployment up to the reserved quantity"; models/capacity_reservations.py).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import re
 from ..errors import ArmError
 from ..skus import SkuCatalog, capability, is_gpu, normalize_location
 from ..store import Store
+from . import capacity_reservations as crg
 
 REGIONAL = "cores"
 LOW_PRIORITY = "lowPriorityCores"
@@ -44,11 +48,11 @@ def is_spot(vmss: dict) -> bool:
     return str(priority).lower() in ("spot", "low")
 
 
-def _demand(vmss: dict, skus: SkuCatalog) -> dict[str, int]:
-    """Quota names -> amount this scale set holds."""
+def _demand(vmss: dict, skus: SkuCatalog, reserved: int = 0) -> dict[str, int]:
+    """Quota names -> amount this scale set holds; `reserved` of its VMs are its reservation's (no vCPU quota)."""
     sku = skus.find(vmss["location"], vmss.get("sku", {}).get("name", "")) or {}
     count = int(vmss.get("sku", {}).get("capacity", 0) or 0)
-    vcpus = count * int(capability(sku, "vCPUs", "0"))
+    vcpus = (count - reserved) * int(capability(sku, "vCPUs", "0"))
     out = {"virtualMachines": count, "virtualMachineScaleSets": 1}
     if is_spot(vmss):
         out[norm(LOW_PRIORITY)] = vcpus
@@ -59,7 +63,20 @@ def _demand(vmss: dict, skus: SkuCatalog) -> dict[str, int]:
     return {norm(k): v for k, v in out.items()}
 
 
-def usages(store: Store, skus: SkuCatalog, location: str) -> list[dict]:
+def _reservation_demand(reservation: dict, skus: SkuCatalog) -> dict[str, int]:
+    """A capacity reservation holds the vCPU quota of its VMs, family and regional (Learn: "Creating capacity
+    reservations requires a quota in the same manner as when you create VMs")."""
+    sku = skus.find(reservation["location"], (reservation.get("sku") or {}).get("name", "")) or {}
+    vcpus = int((reservation.get("sku") or {}).get("capacity") or 0) * int(capability(sku, "vCPUs", "0"))
+    out = {norm(REGIONAL): vcpus}
+    if sku.get("family"):
+        out[norm(sku["family"])] = vcpus
+    return out
+
+
+def usages(store: Store, skus: SkuCatalog, location: str, candidate: dict | None = None) -> list[dict]:
+    """The location's usages; `candidate`: a scale set or reservation about to be written, counted in place of its
+    stored version (what the usage would be once it is)."""
     location = normalize_location(location)
     entries: dict[str, dict] = {}
 
@@ -80,12 +97,23 @@ def usages(store: Store, skus: SkuCatalog, location: str) -> list[dict]:
         if values.get("limit") is not None:
             e["limit"] = values["limit"]
         e["currentValue"] = values.get("usage") or 0
-    for vmss in store.of_type(VMSS_TYPE):
-        if normalize_location(vmss.get("location", "")) != location:
-            continue
-        if vmss.get("properties", {}).get("provisioningState") == "Failed":
-            continue
-        for name, amount in _demand(vmss, skus).items():
+    sets = {v["id"].lower(): v for v in store.of_type(VMSS_TYPE)}
+    held_candidate = None
+    if candidate is not None:
+        candidate = {**candidate, "properties": {k: v for k, v in (candidate.get("properties") or {}).items()
+                                                 if k != "provisioningState"}}
+        if candidate.get("type", "").lower() == VMSS_TYPE.lower():
+            sets[candidate["id"].lower()] = candidate
+        else:
+            held_candidate = candidate
+    held, covered = crg.reserved_demand(store, location, candidate if held_candidate is None else None,
+                                        reservation=held_candidate)
+    demands = [_demand(v, skus, covered.get(i, 0)) for i, v in sets.items()
+               if normalize_location(v.get("location", "")) == location
+               and v.get("properties", {}).get("provisioningState") != "Failed"]
+    demands += [_reservation_demand(r, skus) for r in held]
+    for demand in demands:
+        for name, amount in demand.items():
             if name in entries:
                 entries[name]["currentValue"] += amount
     return list(entries.values())
@@ -107,18 +135,21 @@ def set_quota(store: Store, skus: SkuCatalog, location: str, name: str, limit: i
         slot["usage"] = usage
 
 
-def check(store: Store, skus: SkuCatalog, vmss: dict, previous: dict | None) -> None:
-    """Raise ARM's synchronous 409 when the scale set would exceed a vCPU quota."""
-    location = normalize_location(vmss["location"])
-    want = _demand(vmss, skus)
-    had = _demand(previous, skus) if previous and previous.get("properties", {}).get("provisioningState") != "Failed" else {}
+def check(store: Store, skus: SkuCatalog, resource: dict, previous: dict | None = None) -> None:
+    """Raise ARM's synchronous 409 when a scale set (or a capacity reservation) would exceed a vCPU quota: the
+    usage once it is written against the usage now (a scale set's VMs its reservation holds add nothing)."""
+    del previous  # the stored version is what `usages` counts now; the candidate replaces it
+    location = normalize_location(resource["location"])
     current = {norm(e["name"]["value"]): e for e in usages(store, skus, location)}
-    sku = skus.find(location, vmss["sku"]["name"]) or {}
-    names = [norm(LOW_PRIORITY)] if is_spot(vmss) else [norm(sku.get("family", "")), norm(REGIONAL)]
+    after = {norm(e["name"]["value"]): e for e in usages(store, skus, location, candidate=resource)}
+    sku = skus.find(location, resource["sku"]["name"]) or {}
+    names = [norm(LOW_PRIORITY)] if is_spot(resource) else [norm(sku.get("family", "")), norm(REGIONAL)]
     for name in names:
-        e = current.get(name)
-        extra = want.get(name, 0) - had.get(name, 0)
-        if e is None or extra <= 0 or e["currentValue"] + extra <= e["limit"]:
+        e, then = current.get(name), after.get(name)
+        if e is None or then is None:
+            continue
+        extra = then["currentValue"] - e["currentValue"]
+        if extra <= 0 or then["currentValue"] <= e["limit"]:
             continue
         raise ArmError(409, "OperationNotAllowed", quota_message(e, location, extra))
 

@@ -3,9 +3,10 @@
 A request is filed by PUT or PATCH on .../providers/Microsoft.Quota/quotas/{family} and answered
 as the REST examples show (patchComputeQuotaRequest.json: 200 with the limit asked for, the request's
 id in the Location header). It is Accepted then, and completes at its first status read
-(QuotaRequestStatus_Get): Succeeded raises the usage's limit; an escalated one ends Failed with the
-error code the examples show (getQuotaRequestStatusFailed.json: ContactSupport), which is how Azure
-says a GPU family needs a support request (Learn, "Increase VM-family vCPU quotas").
+(QuotaRequestStatus_Get): Succeeded raises the usage's limit (a family's also raises Total Regional
+vCPUs by as much, as Learn says Azure does); an escalated one ends Failed with the error code the
+examples show (getQuotaRequestStatusFailed.json: ContactSupport), which is how Azure says a GPU family
+needs a support request (Learn, "Increase VM-family vCPU quotas"); an invalid one ends Invalid.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from ..lro import iso
 from ..skus import SkuCatalog, normalize_location
 from ..store import Store, stable_uuid
 
-APPROVE, ESCALATE = "approve", "escalate"
-OUTCOMES = (APPROVE, ESCALATE)
+APPROVE, ESCALATE, INVALID = "approve", "escalate", "invalid"
+OUTCOMES = (APPROVE, ESCALATE, INVALID)
 ESCALATED_MESSAGE = "Request failed, please contact support."
+# No REST example shows an Invalid request: the fake's message is its own, and it carries no error code.
+INVALID_MESSAGE = "The request is invalid."
 
 
 def _scope(sub: str, location: str) -> str:
@@ -86,16 +89,24 @@ def advance(store: Store, skus: SkuCatalog, request_id: str) -> dict | None:
             current = entry(store, skus, r["location"], r["name"]["value"])
             if current is not None and current["limit"] < r["limit"]:
                 quota.set_quota(store, skus, r["location"], r["name"]["value"], r["limit"], None)
+                if quota.norm(r["name"]["value"]) not in {quota.norm(n) for n in quota.FIXED}:
+                    # Learn, "Increase VM-family vCPU quotas": "If your request to increase your VM-family quota is
+                    # approved, Azure will automatically increase the regional vCPU quota for the region" (the
+                    # page's summary: "by the same amount").
+                    regional = entry(store, skus, r["location"], quota.REGIONAL)
+                    raised = regional["limit"] + r["limit"] - current["limit"]
+                    quota.set_quota(store, skus, r["location"], quota.REGIONAL, raised, None)
             r["state"] = "Succeeded"
         else:
-            r["state"] = "Failed"
+            r["state"] = "Invalid" if r["outcome"] == INVALID else "Failed"
     return r
 
 
 def status_body(request_id: str, r: dict) -> dict:
     """QuotaRequestStatus_Get's body (getQuotaRequestStatusById.json, getQuotaRequestStatusFailed.json)."""
     state = r["state"]
-    message = {"Succeeded": "Request completed", "Failed": ESCALATED_MESSAGE}.get(state, "Request accepted")
+    message = {"Succeeded": "Request completed", "Failed": ESCALATED_MESSAGE, "Invalid": INVALID_MESSAGE}.get(
+        state, "Request accepted")
     sub_request = {"name": dict(r["name"]), "limit": {"limitObjectType": "LimitValue", "value": r["limit"]},
                    "message": message, "provisioningState": state}
     if state != "Failed":  # as the examples: the failed one names no unit

@@ -17,7 +17,8 @@ from ..errors import ArmError, invalid_reference, required_location
 from ..messages import Request, Response
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
-from . import deployments, galleries, impact_reporting as ir, instances, marketplace, quota, references, vertical_connect
+from . import capacity_reservations, deployments, galleries, impact_reporting as ir, instances, marketplace, quota
+from . import references, vertical_connect
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 EXTENSION_TYPE = "Microsoft.Compute/virtualMachineScaleSets/extensions"
@@ -208,6 +209,7 @@ def _validate(backend, vmss: dict, previous: dict | None) -> None:
     _check_references(backend, vmss)
     references.check_ppg(backend, vmss)
     references.check_identities(backend, vmss)
+    capacity_reservations.check_scale_set(backend, vmss)
     _check_image(backend, vmss, sku)
     quota.check(backend.store, backend.skus, vmss, previous)
     instances.check_room(backend, vmss, previous)
@@ -270,7 +272,9 @@ def begin_delete_instances(backend, req, scale_set: dict, ids: list[str]) -> Res
                            f"The provided instanceId {instance} is not an active Virtual Machine Scale Set VM instanceId.")
     backend.refuse_while_running(req, scale_set)
     if vertical_connect.applies(scale_set):
-        vertical_connect.check_capacity(len(present - set(ids)))
+        # "Capacity must be a multiple of 18 for SKUs that support vertical connect" (T-gb300-vmss, facts
+        # §14.1): the capacity a delete leaves is held to it like any other (vertical_connect.py says why).
+        vertical_connect.check_capacity(int(scale_set["sku"].get("capacity", 0) or 0) - len(set(ids)))
     for vm in instances.vms(backend, scale_set):
         if vm["instanceId"] in ids:
             vm["properties"]["provisioningState"] = "Deleting"

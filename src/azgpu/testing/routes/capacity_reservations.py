@@ -4,7 +4,7 @@ PUT and DELETE), CapacityReservationGroups_* and CapacityReservations_* at compu
 from __future__ import annotations
 
 from ..errors import required_location
-from ..models import capacity_reservations as crg
+from ..models import capacity_reservations as crg, quota
 from . import COMPUTE, Response, page, route
 
 # The REST api-version whose shapes these routes answer in (Compute).
@@ -28,7 +28,9 @@ def put_group(backend, req, sub, rg, group):
     body = req.body or {}
     required_location(body)
     resource_id = _gid(backend, rg, group)
-    existed = backend.find(resource_id) is not None
+    existing = backend.find(resource_id)
+    existed = existing is not None
+    crg.check_group_put(existing, body)
     resource = backend.new_resource(resource_id, body)
     backend.put_child(resource)
     return Response(200 if existed else 201, crg.group_view(backend.store, resource, False))
@@ -58,7 +60,10 @@ def delete_group(backend, req, sub, rg, group):
 
 @route("PUT", RESERVATION)
 def put_reservation(backend, req, sub, rg, group, name):
-    return crg.put_reservation(backend, req, _gid(backend, rg, group), name)
+    def quota_check(resource, previous):
+        quota.check(backend.store, backend.skus, resource, previous)
+
+    return crg.put_reservation(backend, req, _gid(backend, rg, group), name, quota_check)
 
 
 @route("GET", RESERVATION)
@@ -80,4 +85,5 @@ def delete_reservation(backend, req, sub, rg, group, name):
     resource = backend.find(resource_id)
     if resource is None:
         return Response(204)
+    crg.check_deletable(backend, resource)
     return backend.accepted_delete(req, resource, resource.get("location", ""))

@@ -1,9 +1,9 @@
-"""Microsoft.Compute scale-set VM actions: Run Command (testing/models/vm_actions.py), managed Run Commands
-(testing/models/run_commands.py), and deleting one VM."""
+"""Microsoft.Compute scale-set VM actions: Run Command (testing/models/vm_actions.py), managed Run
+Commands kept on an instance (testing/models/instance_run_commands.py), and deleting one VM."""
 
 from __future__ import annotations
 
-from ..models import run_commands, scale_sets, vm_actions
+from ..models import instance_run_commands, scale_sets, vm_actions
 from ..errors import ArmError
 from . import VMSS, route
 
@@ -25,23 +25,30 @@ def delete_instance(backend, req, sub, rg, vmss, instance):
     return scale_sets.begin_delete_instances(backend, req, scale_set, [instance])
 
 
-RUN_COMMAND = VMSS + r"/virtualMachines/(?P<instance>[^/]+)/runCommands/(?P<name>[^/]+)"
+# Managed Run Commands: the spec's examples are Compute 2026-03-01 (tests/fixtures/azure/compute).
+RUN_COMMANDS = VMSS + r"/virtualMachines/(?P<instance>[^/]+)/runCommands"
+MANAGED_API = "2026-03-01"
 
 
-@route("PUT", RUN_COMMAND)
+@route("PUT", RUN_COMMANDS + r"/(?P<name>[^/]+)", api_version=MANAGED_API)
 def put_run_command(backend, req, sub, rg, vmss, instance, name):
-    """VirtualMachineScaleSetVMRunCommands_CreateOrUpdate (REST spec example
-    VirtualMachineScaleSetVMRunCommand_CreateOrUpdate)."""
-    return run_commands.put(backend, req, rg, vmss, instance, name)
+    """VirtualMachineScaleSetVMRunCommands_CreateOrUpdate."""
+    return instance_run_commands.put(backend, req, rg, vmss, instance, name)
 
 
-@route("GET", RUN_COMMAND)
+@route("GET", RUN_COMMANDS + r"/(?P<name>[^/]+)", api_version=MANAGED_API)
 def get_run_command(backend, req, sub, rg, vmss, instance, name):
-    """VirtualMachineScaleSetVMRunCommands_Get, with the instance view on $expand=instanceView."""
-    return run_commands.get(backend, req, rg, vmss, instance, name)
+    """VirtualMachineScaleSetVMRunCommands_Get (with the execution on $expand=instanceView)."""
+    return instance_run_commands.get(backend, req, rg, vmss, instance, name)
 
 
-@route("DELETE", RUN_COMMAND)
+@route("GET", RUN_COMMANDS, api_version=MANAGED_API)
+def list_run_commands(backend, req, sub, rg, vmss, instance):
+    """VirtualMachineScaleSetVMRunCommands_List."""
+    return instance_run_commands.list_(backend, req, rg, vmss, instance)
+
+
+@route("DELETE", RUN_COMMANDS + r"/(?P<name>[^/]+)", api_version=MANAGED_API)
 def delete_run_command(backend, req, sub, rg, vmss, instance, name):
     """VirtualMachineScaleSetVMRunCommands_Delete."""
-    return run_commands.delete(backend, req, rg, vmss, instance, name)
+    return instance_run_commands.delete(backend, req, rg, vmss, instance, name)

@@ -1,5 +1,7 @@
-"""Managed Run Commands on scale-set VMs in the fake: the shape of Azure's answers, what it refuses, that
-protected parameters reach the script only, and that the script runs in the VM's attached machine."""
+"""Managed Run Commands kept on a scale-set instance, as the fake answers them under the real SDK: the
+REST spec's own example bodies (tests/fixtures/azure/compute/VirtualMachineScaleSetVMRunCommand_*.json)
+go in and come back, the resource goes with its instance, the rules the model names hold, protected
+parameters reach the script only, and the script runs in the VM's attached machine (when a test has one)."""
 
 from __future__ import annotations
 
@@ -8,17 +10,63 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from azure.core.exceptions import HttpResponseError
-from fake_azure_support import RG, vmss_body
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from fake_azure_support import RG, create_vmss, vmss_body
 
 from azgpu.testing import NotImplementedInFake
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure" / "compute"
 EXAMPLE = json.loads((FIXTURES / "VirtualMachineScaleSetVMRunCommand_CreateOrUpdate.json").read_text())
 SECRET = "c2VjcmV0LW11bmdlLWtleS1ieXRlcw=="
+
+
+def _example(name: str) -> dict:
+    return json.loads((FIXTURES / f"VirtualMachineScaleSetVMRunCommand_{name}.json").read_text())
+
+
+def _ops(clients):
+    return clients.compute.virtual_machine_scale_set_vm_run_commands
+
+
+def test_the_spec_examples_round_trip(clients, network):
+    create_vmss(clients, network, capacity=2)
+    body = _example("CreateOrUpdate")["parameters"]["runCommand"]
+    body = {**body, "tags": _example("Get")["responses"]["200"]["body"]["tags"]}
+    made = _ops(clients).begin_create_or_update(RG, "vmss", "0", "myRunCommand", body).result()
+    assert made.provisioning_state == "Succeeded" and made.location == "westus"
+    got = _ops(clients).get(RG, "vmss", "0", "myRunCommand")
+    expected = _example("Get")["responses"]["200"]["body"]
+    assert got.tags == expected["tags"] and got.type == expected["type"]
+    assert got.id.endswith("/virtualMachineScaleSets/vmss/virtualMachines/0/runCommands/myRunCommand")
+    assert [c.name for c in _ops(clients).list(RG, "vmss", "0")] == ["myRunCommand"]
+    assert list(_ops(clients).list(RG, "vmss", "1")) == []
+    _ops(clients).begin_delete(RG, "vmss", "0", "myRunCommand").result()
+    with pytest.raises(ResourceNotFoundError):
+        _ops(clients).get(RG, "vmss", "0", "myRunCommand")
+    _ops(clients).begin_delete(RG, "vmss", "0", "myRunCommand").result()  # 204 when there is none
+
+
+def test_a_run_command_goes_with_its_instance(clients, network, azure):
+    create_vmss(clients, network, capacity=2)
+    body = {"location": "eastus", "tags": {"k": "v"}, "properties": {"source": {"script": "exit 0"}}}
+    _ops(clients).begin_create_or_update(RG, "vmss", "1", "keep", body).result()
+    clients.compute.virtual_machine_scale_sets.begin_delete_instances(RG, "vmss", {"instanceIds": ["1"]}).result()
+    assert not [r for r in azure.resources() if "/runcommands/" in r["id"].lower()]
+    with pytest.raises(ResourceNotFoundError):
+        _ops(clients).get(RG, "vmss", "1", "keep")
+
+
+def test_a_run_command_needs_an_instance_and_a_location(clients, network):
+    create_vmss(clients, network, capacity=1)
+    with pytest.raises(ResourceNotFoundError):  # Compute's 404 for an id that is not an instance
+        _ops(clients).begin_create_or_update(RG, "vmss", "7", "x", {"location": "eastus"}).result()
+    with pytest.raises(HttpResponseError) as err:
+        _ops(clients).begin_create_or_update(RG, "vmss", "0", "x", {"properties": {}}).result()
+    assert err.value.status_code == 400 and err.value.error.code == "LocationRequired"
 
 
 class Machines:
@@ -138,9 +186,43 @@ def test_one_source_only_and_a_location(azure, clients, vm, machines):
     assert err.value.error.code == "LocationRequired"
 
 
-def test_without_machines_the_fake_does_not_invent_a_result(azure, clients, vm):
+def test_without_machines_the_fake_keeps_the_run_command_and_does_not_invent_a_result(azure, clients, vm):
+    # azgpu's binding (deploy/nodes.py): an asyncExecution script with tags, which needs no result.
+    binding = {"location": "eastus", "tags": {"azgpu-slurm-node": "demo-d000-0001"},
+               "properties": {"source": {"script": "exit 0"}, "asyncExecution": True}}
+    made = ops(clients).begin_create_or_update(RG, *vm, "azgpu-slurm-node", binding).result()
+    assert made.provisioning_state == "Succeeded" and made.tags == {"azgpu-slurm-node": "demo-d000-0001"}
+    # A script whose result a caller reads: no OS ran it, and the instance view says so (no exit code, no output).
+    ops(clients).begin_create_or_update(RG, *vm, "join", body("echo joined")).result()
+    view = ops(clients).get(RG, *vm, "join", expand="instanceView").instance_view
+    assert (view.execution_state, view.exit_code, view.output) == ("Unknown", None, None)
+    assert "no simulated VM operating system is attached" in view.execution_message
+    assert [c.name for c in ops(clients).list(RG, *vm)] == ["azgpu-slurm-node", "join"]
+
+
+def test_with_machines_only_inline_scripts_run(azure, clients, vm, machines):
+    azure.attach_machines(machines.path)
     with pytest.raises(NotImplementedInFake):
-        ops(clients).begin_create_or_update(RG, *vm, "join", body("true"))
+        ops(clients).begin_create_or_update(RG, *vm, "x", _example("CreateOrUpdate")["parameters"]["runCommand"])
+
+
+def test_an_async_execution_ends_before_its_script_and_shows_it_when_it_has_run(azure, clients, vm, machines,
+                                                                                tmp_path):
+    # spec, asyncExecution: "provisioning will complete as soon as the script starts and will not wait for
+    # script to complete"
+    azure.attach_machines(machines.path)
+    gate = tmp_path / "gate"
+    script = f"while [ ! -e {gate} ]; do sleep 0.05; done; echo ran"
+    made = ops(clients).begin_create_or_update(RG, *vm, "bg", body(script, asyncExecution=True)).result()
+    assert made.provisioning_state == "Succeeded"
+    assert ops(clients).get(RG, *vm, "bg", expand="instanceView").instance_view.execution_state == "Running"
+    gate.touch()
+    for _ in range(200):
+        view = ops(clients).get(RG, *vm, "bg", expand="instanceView").instance_view
+        if view.execution_state != "Running":
+            break
+        time.sleep(0.05)
+    assert (view.execution_state, view.exit_code, view.output) == ("Succeeded", 0, "ran\n")
 
 
 def test_a_failing_script_fails_the_operation_when_asked(azure, clients, vm, machines):
