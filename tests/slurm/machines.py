@@ -231,9 +231,13 @@ def present(board: Path, node: dict) -> None:
     from azgpu.testing.models.vm_actions import _hardware, _identity
     from azgpu.testing.node_sandbox import Sandbox
 
-    if board.exists():  # emptied, not removed: a machine has it bind-mounted
-        for item in board.iterdir():
-            shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
+    for _ in range(50):  # emptied, not removed: a machine has it bind-mounted, and its node check may write there
+        try:
+            for item in board.iterdir() if board.exists() else ():
+                shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
+            break
+        except OSError:  # a file the running check wrote meanwhile: empty it again
+            time.sleep(0.1)
     box = Sandbox(board)
     _identity(box, node)
     _hardware(box, node)
@@ -255,6 +259,7 @@ class Hypervisor:
         self.machines: dict[str, Machine] = {}  # by lower-cased VM id
         self.vms: dict[str, dict] = {}
         self.runs: list[dict] = []  # every run: vm, script, parameter names, rc (never the values)
+        self.started: dict[str, int] = {}  # VM id -> the number of its last run's directory
         self.lock = threading.Lock()
         self.path = str(workdir / "hypervisor.sock")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -327,7 +332,8 @@ class Hypervisor:
 
     def run(self, vm: dict, script: str, env: dict[str, str], timeout: float) -> dict:
         machine = self.machine(vm)
-        number = sum(1 for r in self.runs if r["vm"] == vm["id"])
+        with self.lock:  # a directory per run, as the handler's: two Run Commands of one VM may run at once
+            number = self.started[vm["id"]] = self.started.get(vm["id"], -1) + 1
         where = f"{self.HANDLER_DIR}/{number}"
         directory = machine.path(where)
         directory.mkdir(parents=True, exist_ok=True)

@@ -636,12 +636,10 @@ def _resume_domain(run: _Run, index: int, names: list[str]) -> tuple[list[str], 
         if vms:  # left for inspection by an earlier resume: a fresh VM is taken, this one goes
             _release(run, s, vms, f"{name} was left for inspection on it and is resumed again")
         todo.append(name)
-    brought, left = [], {}
-    if todo:
-        if s.per_rack:
-            brought, left = _bring_up_racks(run, index, todo)
-        else:
-            brought, left = _bring_up(run, index, todo)
+    brought: list[str] = []
+    left: dict[str, str] = {}
+    if todo:  # (the bring-up takes the names it brings up off todo)
+        brought, left = (_bring_up_racks if s.per_rack else _bring_up)(run, index, list(todo))
     resumed = done + brought
     if run.ctx.join is not None and resumed:
         resumed, refused = _join(run, index, resumed)
