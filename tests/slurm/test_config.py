@@ -153,6 +153,22 @@ def test_out_dir_writes_programs_that_call_the_cli(run, tmp_path):
     assert "SwitchName=demo-vmss000 Nodes=demo-d000-[0001-0008]" in (tmp_path / "o" / "topology.conf").read_text()
 
 
+def test_a_program_does_not_follow_a_link_planted_where_its_log_goes(run, tmp_path):
+    # SlurmUser runs the programs: a link at the log's path must not make it append to what the link names.
+    target = tmp_path / "elsewhere"
+    target.write_text("untouched\n")
+    log = tmp_path / "power.log"
+    log.symlink_to(target)
+    rc, _, err = run("slurm", "config", "-f", cluster_file(tmp_path), "--out-dir", tmp_path / "o", "--log-file", log,
+                     "--state-dir", tmp_path / "map", "--slurm-version", "24.11", "--conf-server", "ctl",
+                     "--simulate", "--simulate-state", tmp_path / "s.json")
+    assert rc == 0, err
+    done = subprocess.run([str(tmp_path / "o" / "azgpu-demo-resume"), "demo-d000-0001"], capture_output=True,
+                          text=True, timeout=120, env={"PATH": os.environ["PATH"]})
+    assert done.returncode == 2 and "[SLURM_LOG_FILE]" in done.stderr and "symbolic link" in done.stderr
+    assert target.read_text() == "untouched\n" and not (tmp_path / "s.json").exists()
+
+
 def test_the_version_comes_from_the_controller_or_the_flag(run, tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -77,8 +77,9 @@ def reason_text(code: str, message: str, remedy: str = "") -> str:
 
 class EventLog:
     """One line per event: time, pid, command, hostlist, what happened. Appended to the log file (opened
-    without following a link) and echoed to stderr unless stderr is that file already (the programs
-    `slurm config` writes append their stderr to it, since slurmctld discards what they print)."""
+    without following a link) and echoed to stderr unless stderr is that file already (an administrator's
+    own redirection; the programs `slurm config` writes pass --log-file, since slurmctld discards what they
+    print)."""
 
     def __init__(self, path: str | None, echo: Callable[[str], None] | None = None):
         self.path = path
