@@ -156,8 +156,9 @@ def _imex_lines() -> list[str]:
     IMEX domain, started by a prolog; never the switch plugin, which removes the image's channels)."""
     from .imex import EPILOG_PATH, PROLOG_PATH, fragment_lines
 
-    return fragment_lines() + ["# The prolog and epilog are beside this file (prolog.d-azgpu-imex and",
-                               f"# epilog.d-azgpu-imex): install them on every node as {PROLOG_PATH} and {EPILOG_PATH}."]
+    return fragment_lines() + [
+        "# The prolog and epilog are beside this file (prolog.d-azgpu-imex and",
+        f"# epilog.d-azgpu-imex): install them on every node as {PROLOG_PATH} and {EPILOG_PATH}."]
 
 
 def _gres(out: dict[str, Any]) -> str:
