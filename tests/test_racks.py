@@ -119,14 +119,18 @@ def test_scheduler_files_say_measured_and_leave_an_excluded_node_out_with_its_ra
     assert "n03" not in slurm_files(out)["slurm.conf.nodes"]
 
 
-def test_rack_clusters_get_the_imex_switch_plugin_and_one_imex_nodes_file_per_rack():
+def test_rack_clusters_get_the_imex_prolog_and_keep_the_images_channel():
+    # azgpu/imex.py: each job's nodes are its IMEX domain (Azure CycleCloud's imex_prolog.sh); never
+    # switch/nvidia_imex, which removes the image's channel0 when slurmd starts (Slurm 24.05.1 CHANGELOG).
     files = slurm_files(outputs_with({"n03": "failed"}))
-    assert "\nSwitchType=switch/nvidia_imex\n" in files["slurm.conf.nodes"]
-    assert files["imex-nodes-c1-rack000.cfg"].splitlines() == [f"10.0.0.{i + 4}" for i in range(18) if i != 3]
-    assert len(files["imex-nodes-c1-rack001.cfg"].splitlines()) == 18
+    lines = files["slurm.conf.nodes"].splitlines()
+    assert {"#SwitchType=switch/none", "#PrologFlags=alloc", "#Prolog=/etc/slurm/prolog.d/*"} <= set(lines)
+    assert not any("switch/nvidia_imex" in line for line in lines if not line.startswith("# never"))
+    assert "/etc/nvidia-imex/nodes_config.cfg" in files["prolog.d-azgpu-imex"]
+    assert "systemctl stop nvidia-imex" in files["epilog.d-azgpu-imex"]
     no_racks = {**outputs_with({}), "racks": [], "nodes_per_rack": None}
     files = slurm_files(no_racks)
-    assert "SwitchType" not in files["slurm.conf.nodes"] and not [f for f in files if f.startswith("imex")]
+    assert "SwitchType" not in files["slurm.conf.nodes"] and not [f for f in files if "imex" in f]
 
 
 def rack(name, count, scale_set="c1-vmss000", first=0, **extra):

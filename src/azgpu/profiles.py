@@ -65,6 +65,8 @@ HEALTH_FACTS: dict[str, tuple[tuple[type, ...], str]] = {
     "ib_ports": ((int,), "infiniband"),
     "ib_rate_gbps": ((int,), "infiniband"),
     "nccl_busbw_gbps": ((int, float), "infiniband"),
+    # [sockets, cores, threads] as the guest sees them (AzNHC's check_hw_cpuinfo): Slurm's NodeName line.
+    "cpu_topology": ((list,), "optional"),
 }
 GPU_VENDORS = ("nvidia", "amd")
 # What `provision certify` expects a healthy node, link or rack of a size to measure ([sizes.certify]):
@@ -386,6 +388,12 @@ def _with_health(size: Size, raw: Any, where: str) -> Size:
     vendor = facts.get("gpu_vendor")
     if vendor is not None and vendor.value not in GPU_VENDORS:
         raise ProfileError(f"{where}: gpu_vendor must be one of {list(GPU_VENDORS)}, not {vendor.value!r}")
+    cpus = facts.get("cpu_topology")
+    if cpus is not None and not (len(cpus.value) == 3 and all(isinstance(n, int) and n > 0 for n in cpus.value)
+                                 and cpus.value[1] % cpus.value[0] == 0 and cpus.value[2] % cpus.value[1] == 0
+                                 and cpus.value[2] == size.vcpus):
+        raise ProfileError(f"{where}: cpu_topology is [sockets, cores, threads] with the size's {size.vcpus} threads, "
+                           f"not {cpus.value!r}")
     conf = facts.get("aznhc_conf")
     if conf is not None and conf.value and not conf.value.endswith(".conf"):
         raise ProfileError(f"{where}: aznhc_conf names an AzNHC conf/ file (e.g. nd96asr_v4.conf) or is empty")

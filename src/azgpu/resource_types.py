@@ -247,19 +247,24 @@ class InstanceChildType(ArmType):
     def _ops(self, session) -> Any:
         return getattr(getattr(session, self.client), self.operations)
 
-    def get(self, session, resource_group: str, scale_set: str, instance_id: str, name: str) -> Any:
-        return self._ops(session).get(resource_group, scale_set, instance_id, name)
+    def get(self, session, resource_group: str, scale_set: str, instance_id: str, name: str,
+            expand: str | None = None) -> Any:
+        """expand="instanceView" on a Run Command: its execution state, exit code, the tails of output and error."""
+        kwargs = {"expand": expand} if expand else {}
+        return self._ops(session).get(resource_group, scale_set, instance_id, name, **kwargs)
 
     def begin_put(self, session, resource_group: str, scale_set: str, instance_id: str, name: str, body: dict,
                   **kwargs: Any) -> Any:
         return self._ops(session).begin_create_or_update(resource_group, scale_set, instance_id, name, body, **kwargs)
 
-    def begin_delete(self, session, resource_group: str, scale_set: str, instance_id: str, name: str) -> Any:
-        return self._ops(session).begin_delete(resource_group, scale_set, instance_id, name)
+    def begin_delete(self, session, resource_group: str, scale_set: str, instance_id: str, name: str,
+                     **kwargs: Any) -> Any:
+        return self._ops(session).begin_delete(resource_group, scale_set, instance_id, name, **kwargs)
 
 
 # A managed Run Command kept on an instance (VirtualMachineScaleSetVMRunCommands): where Azure holds which
-# Slurm node name a VM carries (azgpu.deploy.nodes). Uniform scale-set instances keep no tags of their own.
+# Slurm node name a VM carries (azgpu.deploy.nodes; uniform scale-set instances keep no tags of their own),
+# and how a node's bootstrap runs in the VM with a protected munge key (azgpu.slurm.bootstrap).
 INSTANCE_RUN_COMMAND = InstanceChildType(type=INSTANCES.type + "/runCommands", api_version=COMPUTE_API,
                                          label="instance run command", client="compute",
                                          operations="virtual_machine_scale_set_vm_run_commands")

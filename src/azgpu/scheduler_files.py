@@ -152,26 +152,13 @@ def _node_lines(out: dict[str, Any]) -> str:
 
 
 def _imex_lines() -> list[str]:
-    """NVIDIA IMEX for the NVLink racks: Slurm's switch/nvidia_imex plugin (slurm.conf(5) SwitchType, Slurm
-    24.05+, SchedMD/slurm CHANGELOG/slurm-24.05.md) gives each job an IMEX channel of its own; before it, the
-    image's nvidia-imex service (Azure/azhpc-images install_nvidiagpudriver.sh) serves one channel for the rack,
-    configured with the rack's addresses (NVIDIA IMEX guide, "Deployment Models": NVLink domain wide)."""
-    return [
-        "# NVIDIA IMEX, which multi-node NVLink on GB200/GB300 needs (the Azure HPC GB image ships nvidia-imex):",
-        "# Slurm 24.05+ gives each job an IMEX channel of its own with this plugin (slurm.conf(5) SwitchType).",
-        "SwitchType=switch/nvidia_imex",
-        "# Slurm before 24.05: delete the line above and keep the image's nvidia-imex.service running domain wide, its",
-        "# /etc/nvidia-imex/nodes_config.cfg holding the private IPs of the node's rack (imex-nodes-RACK.cfg beside",
-        "# this file); docs/gb-racks.md has the Prolog that checks the channel before each job.",
-    ]
+    """NVIDIA IMEX for the NVLink racks, as azgpu's power-saving nodes have it (azgpu.imex: the job's nodes are its
+    IMEX domain, started by a prolog; never the switch plugin, which removes the image's channels)."""
+    from .imex import EPILOG_PATH, PROLOG_PATH, fragment_lines
 
-
-def _imex_nodes(out: dict[str, Any]) -> dict[str, str]:
-    """One IMEX nodes_config.cfg per rack: the private IPs of its nodes, one per line (NVIDIA IMEX guide,
-    IMEX_NODE_CONFIG_FILE); nodes left out of the scheduler files are left out here too."""
-    ips = {n["hostname"]: n["ip"] for d in out["ib_domains"] for n in d["nodes"]}
-    return {f"imex-nodes-{r['name']}.cfg": "".join(f"{ips[h]}\n" for h in r["nodes"] if h in ips)
-            for r in out.get("racks") or () if r["nodes"]}
+    return fragment_lines() + [
+        "# The prolog and epilog are beside this file (prolog.d-azgpu-imex and",
+        f"# epilog.d-azgpu-imex): install them on every node as {PROLOG_PATH} and {EPILOG_PATH}."]
 
 
 def _gres(out: dict[str, Any]) -> str:
@@ -323,10 +310,12 @@ def _topology_yaml(out: dict[str, Any]) -> str:
 
 
 def slurm_files(out: dict[str, Any]) -> dict[str, str]:
-    """slurm.conf.nodes, gres.conf, topology.conf and topology.yaml, by file name; on NVLink racks also an
-    IMEX nodes_config.cfg per rack."""
+    """slurm.conf.nodes, gres.conf, topology.conf and topology.yaml, by file name; on NVLink racks also the IMEX
+    prolog and epilog (azgpu.imex)."""
+    from .imex import files as imex_files
+
     return {"slurm.conf.nodes": _node_lines(out), "gres.conf": _gres(out), "topology.conf": _topology_conf(out),
-            "topology.yaml": _topology_yaml(out), **_imex_nodes(out)}
+            "topology.yaml": _topology_yaml(out), **(imex_files() if out.get("racks") else {})}
 
 
 def separator(name: str) -> str:

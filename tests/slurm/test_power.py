@@ -583,3 +583,28 @@ def test_a_vm_whose_nvlink_domain_is_not_its_racks_carries_no_name_of_the_rack(r
     assert "0" not in racks.bindings() and len(racks.bindings()) == 2
     assert len(racks.vms()) == 18 and _deletes(azure) == []  # it waits in its rack, marked; nothing single deleted
     assert racks.cache()["inspect"]["demo-vmss000/0"]["reason"].startswith("did not pass the health check, or its")
+
+
+@pytest.mark.parametrize("version", ["22.05", "24.11"])
+def test_the_names_resume_binds_to_one_rack_are_one_block_of_topology_conf(racks, azure, version):
+    # topology.conf (slurm config) must say what resume does: a job of up to 18 nodes that Slurm places in one
+    # block (24.11, topology/block) or under one rack switch (22.05, topology/tree) runs in one NVLink rack only
+    # when every name of that block is bound to a VM of one rack of Azure's (the fake's rack of each VM).
+    from azgpu.slurm.names import expand
+
+    rc, _, err = racks._run("slurm", "config", "-f", racks.file, "--out-dir", racks.dir / "conf", "--slurm-version",
+                            version)
+    assert rc == 0, err
+    key = "BlockName=" if version == "24.11" else "SwitchName="
+    lines = [line.split() for line in (racks.dir / "conf" / "topology.conf").read_text().splitlines()
+             if line.startswith(key) and " Nodes=" in line]
+    blocks = [set(expand(fields[1].removeprefix("Nodes="))) for fields in lines]
+    assert [len(b) for b in blocks] == [18, 18]
+    rc, _, _ = racks("resume", "demo-d000-[0001,0017-0020,0036]")  # names of both blocks, each block's edges
+    assert rc == 0, racks.text()
+    by_rack: dict[int, set[str]] = {}
+    for instance, name in racks.bindings().items():
+        by_rack.setdefault(azure.node(f"demo-vmss000/{instance}")["rack"]["number"], set()).add(name)
+    assert len(by_rack) == 2, by_rack
+    for names in by_rack.values():
+        assert sum(1 for b in blocks if names <= b) == 1, (names, blocks)

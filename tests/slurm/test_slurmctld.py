@@ -1,313 +1,265 @@
-"""A real slurmctld (Debian's slurm-wlm) drives azgpu's power-saving programs over the loopback.
+"""A real slurmctld drives azgpu's power-saving programs, and the simulated VMs join by themselves.
 
-Every Slurm process of the test (munged, slurmctld, each slurmd, every sbatch/scontrol/squeue, and so
-the resume and suspend programs slurmctld spawns) runs inside a network namespace the test creates,
-with only `lo` up: slurmctld is given the simulated VMs' 10.x addresses and may try to reach them
-(after ResumeTimeout, or before the slurmds register), and no packet may ever leave this machine.
-Inside the namespace any such packet fails with ENETUNREACH; the test checks that before it starts
-anything. It needs root (unshare/nsenter) and skips, saying why, without it.
+On Slurm 22.05 (Debian 12, this host) and 24.11 (Debian 13, a root tools/slurm_test_root.py builds),
+the controller and every simulated VM are machines of their own (tests/slurm/machines.py: their own
+mount, network, UTS and PID namespaces, on a private Ethernet segment from which no packet leaves this
+host). The test plays the user: `provision slurm config` on the controller, slurm.conf around the
+fragment, munged and slurmctld. A job asks for four CLOUD nodes; slurmctld runs the resume program,
+which creates the VMs in the simulated subscription, checks them, binds their names and sends azgpu's
+node bootstrap as a managed Run Command; the fake hands it to the VM's machine, where it writes the
+munge key and starts munged and slurmd with the node's name and the controller to fetch its
+configuration from. The test never starts a slurmd nor names a node. `srun -N4 hostname` prints the
+VMs' names; after SuspendTime the suspend program deletes exactly those VMs (their machines stop); a
+second job does it all again.
 
-munged and slurmctld run from a temporary directory with the configuration `provision slurm
-config` wrote; a job asks for four CLOUD nodes of one InfiniBand domain. slurmctld must call the
-resume program once with their hostlist; azgpu creates the scale set in the simulated
-subscription, checks the nodes and gives slurmctld their addresses (checked with scontrol before
-any slurmd runs). Then the test plays the booted VMs: one slurmd per node (slurm.conf(5) Port, and
-`slurmd -b`, which slurm.conf(5) ResumeProgram suggests where a node is not really rebooted),
-which register from 127.0.0.1 (SlurmctldParameters=cloud_reg_addrs). The job runs, the nodes go
-idle, and after SuspendTime slurmctld calls the suspend program, which deletes exactly those VMs.
-Another cluster in the same simulated subscription must stay as it was.
-
-.ci/run installs the packages; elsewhere the test skips, saying which program is missing.
+It needs root and skips, saying why, without it, without Slurm 22.05 here, or without the 24.11 root.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-import os
-import shutil
-import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from slurm_support import cluster_file, instances, nodes, provision, status
+from slurm_cluster import VERSIONS, Cluster, skip_reason, unavailable
+from slurm_support import cluster_file, instances, status
 
 pytestmark = pytest.mark.slow
 
-PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue")
-ISOLATION = ("unshare", "nsenter", "ip")  # util-linux and iproute2: the private network namespace
-DEADLINE = 150  # seconds for the whole cycle; slurmctld checks configuring jobs about every 30 s
+RESUME = 180  # seconds for a resume: create, health check, bootstrap, registration
+SUSPEND_TIME = 20  # idle seconds before the suspend program: time to read the nodes' background verdicts
 
 
-def _missing() -> str | None:
-    gone = [p for p in PROGRAMS if not shutil.which(p) and not Path("/usr/sbin", p).exists()]
-    if gone:
-        return (f"Slurm is not installed here ({', '.join(gone)} missing): "
-                "apt-get install slurm-wlm slurmctld slurmd munge (.ci/run does)")
-    if os.geteuid() != 0:
-        return ("slurmd and slurmctld with SlurmUser=root, and the private network namespace they must run in, "
-                "need root (CI runs as root)")
-    gone = [p for p in ISOLATION if not shutil.which(p) and not Path("/usr/sbin", p).exists()]
-    if gone:
-        return (f"{', '.join(gone)} missing: the Slurm daemons must run in a private network namespace "
-                "(apt-get install util-linux iproute2)")
-    return None
+@pytest.fixture(params=VERSIONS)
+def cluster(request, tmp_path_factory):
+    reason = skip_reason(request.param)
+    if reason:
+        unavailable(reason)
+    # munged's socket and the machines' paths stay short: a directory of its own under /tmp.
+    found = Cluster(request.param, tmp_path_factory.mktemp("sl"))
+    try:
+        yield found
+    finally:
+        found.close()
 
 
-class NetNamespace:
-    """A network namespace with only `lo` up, held open by a sleeping process.
-
-    slurmctld holds the simulated VMs' 10.x addresses until the slurmds register; whatever it sends
-    there must fail here (no route: ENETUNREACH) instead of leaving the machine.
-    """
-
-    def __init__(self):
-        self.holder = subprocess.Popen([_sbin("unshare"), "--net", "--", "sleep", "3600"],
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.PIPE, start_new_session=True)
-        self.path = f"/proc/{self.holder.pid}/ns/net"
-        mine = os.readlink("/proc/self/ns/net")
-        end = time.monotonic() + 10
-        # unshare execs sleep only after it has unshared: until then the holder is still in ours.
-        while self._ns() in (None, mine):
-            if self.holder.poll() is not None or time.monotonic() > end:
-                err = self.holder.stderr.read().decode() if self.holder.poll() is not None else "timed out"
-                self.close()
-                pytest.skip(f"cannot create a private network namespace (unshare --net: {err.strip()})")
-            time.sleep(0.05)
-        # A second loopback address: glibc's AI_ADDRCONFIG ignores 127.0.0.1 alone, and Slurm 22.05 asks
-        # getaddrinfo for AF_INET with it, so with only 127.0.0.1 no daemon could bind or connect.
-        for argv in (["link", "set", "lo", "up"], ["addr", "add", "127.0.0.2/8", "dev", "lo"]):
-            done = subprocess.run(self.prefix() + [_sbin("ip"), *argv], capture_output=True, text=True, timeout=10)
-            if done.returncode:
-                self.close()
-                raise AssertionError(f"ip {' '.join(argv)} in the namespace: {done.stderr}")
-
-    def _ns(self) -> str | None:
-        try:
-            return os.readlink(self.path)
-        except OSError:
-            return None
-
-    def prefix(self) -> list[str]:
-        """nsenter into the namespace; refuses once the holder is gone (its pid could be anyone's)."""
-        assert self.holder.poll() is None, "the network namespace's holder process died"
-        return [_sbin("nsenter"), f"--net={self.path}", "--"]
-
-    def close(self) -> None:
-        if self.holder.poll() is None:
-            self.holder.kill()
-        self.holder.wait(timeout=10)
-        self.holder.stderr.close()
-
-
-# Run inside the namespace: only `lo` with loopback addresses, and an address outside unreachable
-# before any packet is made (connect() on an unrouted address fails in the route lookup).
 PROBE = """
-import errno, ipaddress, json, socket, subprocess
-def ip(*argv):
-    return subprocess.run(["ip", "-o", *argv], capture_output=True, text=True, check=True).stdout.splitlines()
-links = [l.split(":")[1].strip().split("@")[0] for l in ip("link", "show", "up")]
-addrs = [ipaddress.ip_interface(l.split()[3]).ip for l in ip("addr", "show")]
-errors = {}
+import errno, socket
 for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
     s = socket.socket(socket.AF_INET, kind)
     s.settimeout(2)
     try:
-        s.connect(("10.0.0.4", 6818))
-        errors[kind.name] = "connected"
+        s.connect(("1.1.1.1", 53))
+        print("connected")
     except OSError as exc:
-        errors[kind.name] = errno.errorcode.get(exc.errno, str(exc))
+        print(errno.errorcode.get(exc.errno, str(exc)))
     finally:
         s.close()
-print(json.dumps({"links": links, "loopback_only": bool(addrs) and all(a.is_loopback for a in addrs),
-                  "errors": errors}))
 """
 
 
-def _wait(what: str, predicate, timeout: float, *, details=lambda: ""):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}\n{details()}")
+def _configure(cluster: Cluster, cfile, *extra: str, suspend_time: int = SUSPEND_TIME) -> str:
+    done = cluster.provision("slurm", "config", "-f", str(cfile), "--out-dir", "/etc/slurm", "--state-dir",
+                             "/var/lib/azgpu-slurm", "--log-file", str(cluster.power_log), "--resume-timeout",
+                             str(RESUME), "--suspend-time", str(suspend_time), "--suspend-timeout", "10",
+                             "--conf-server", "10.255.255.254", "--simulate", "--simulate-state", str(cluster.state),
+                             *extra)
+    fragment = cluster.controller.path("/etc/slurm/azgpu.conf").read_text()
+    assert f"Written for Slurm {cluster.version}" in fragment, done.stdout
+    return fragment
 
 
-def _sbin(name: str) -> str:
-    return shutil.which(name) or f"/usr/sbin/{name}"
-
-
-class Daemons:
-    def __init__(self):
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
-        proc = subprocess.Popen(argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in reversed(self.procs):
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-
-@pytest.fixture
-def slurm(tmp_path_factory):
-    reason = _missing()
-    if reason:
-        pytest.skip(reason)
-    # munged's socket path must stay short (AF_UNIX: 108 bytes): a directory of its own under /tmp.
-    root = Path(tmp_path_factory.mktemp("sl"))
-    netns = NetNamespace()
-    daemons = Daemons()
-    try:
-        yield root, daemons, netns
-    finally:
-        daemons.stop()
-        netns.close()
-
-
-def test_job_on_four_cloud_nodes_resumes_then_suspends_one_domain(slurm, tmp_path):
-    root, daemons, netns = slurm
-    probe = subprocess.run(netns.prefix() + [sys.executable, "-c", PROBE], capture_output=True, text=True,
-                           timeout=30)
-    assert probe.returncode == 0, probe.stderr
-    isolation = json.loads(probe.stdout)
-    assert isolation == {"links": ["lo"], "loopback_only": True, "errors": {"SOCK_DGRAM": "ENETUNREACH", "SOCK_STREAM": "ENETUNREACH"}}
-    state = root / "sim" / "state.json"
-    state.parent.mkdir()
-    sim = ["--simulate", "--simulate-state", str(state), "--simulate-latency", "0"]
-    env = {"AZGPU_SIMULATE_STATE": str(state)}
+def test_four_nodes_join_by_themselves_run_a_job_and_go_twice(cluster):
+    started = time.monotonic()
+    # No packet leaves this host: the controller reaches the machines' segment and nothing else.
+    probe = cluster.controller.run(["python3", "-c", PROBE]).stdout.split()
+    assert probe == ["ENETUNREACH", "ENETUNREACH"]
+    assert sorted(cluster.network.interfaces()) == ["br0", "lo", "p1"]
 
     # Another cluster already in the subscription: nothing of it may change.
-    other = cluster_file(root, nodes=2, name="other")
-    done = provision("create", "-f", str(other), *sim, "-o", "none", env=env)
-    assert done.returncode == 0, done.stderr
-    other_before = status(state, "other")
+    other = cluster_file(cluster.work, nodes=2, name="other")
+    assert cluster.provision("create", "-f", str(other), "--simulate", "--simulate-state", str(cluster.state),
+                             "--simulate-latency", "0", "-o", "none").returncode == 0
+    other_before = status(cluster.state, "other")
 
-    cfile = cluster_file(root, nodes=8)
-    out = root / "azgpu"
-    log = root / "power.log"
-    done = provision("slurm", "config", "-f", str(cfile), "--out-dir", str(out), "--state-dir", str(root / "map"),
-                     "--log-file", str(log), "--resume-timeout", "120", "--suspend-time", "5", *sim, env=env)
-    assert done.returncode == 0, done.stderr
-    fragment = (out / "azgpu.conf").read_text()
-    assert "NodeName=demo-d000-[0001-0008] State=CLOUD" in fragment
+    cfile = cluster_file(cluster.work, nodes=8)
+    fragment = _configure(cluster, cfile, "--health-check", "--health-check-interval", "3",
+                          "--node-check-interval", "2")
+    assert "NodeName=demo-d000-[0001-0008] State=CLOUD CPUs=96 Boards=1 SocketsPerBoard=2 CoresPerSocket=48" \
+           " ThreadsPerCore=1" in fragment
+    key = cluster.munge_key()
+    cluster.slurm_conf(fragment)
+    vms = cluster.attach_vms()
+    cluster.start_controller()
 
-    # --- munge
-    munge = root / "munge"
-    munge.mkdir(mode=0o700)
-    key = munge / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
-    sock = munge / "sock"
-    daemons.start(netns.prefix() + [_sbin("munged"), "-F", "--force", f"--key-file={key}", f"--socket={sock}",
-                   f"--pid-file={munge}/pid", f"--log-file={munge}/log", f"--seed-file={munge}/seed"], dict(os.environ),
-                  root / "munged.out")
-    _wait("munged's socket", sock.exists, 15)
+    # Cycle 1: the job's nodes are resumed; each VM's slurmd was started by azgpu's bootstrap alone.
+    first = cluster.slurm("srun", "-N4", "-p", "demo-vmss000", "hostname", timeout=RESUME + 60, check=False)
+    assert first.returncode == 0, f"{first.stderr}\n{cluster.details()}"
+    machines = {m.name: m for m in vms.machines.values()}
+    assert sorted(first.stdout.split()) == sorted(machines) and len(machines) == 4
+    names = [f"demo-d000-{i:04d}" for i in range(1, 5)]
+    nodes = cluster.nodes()
+    for name in names:  # registered under its name, from its VM's address, by the slurmd there
+        vm = next(v for v in vms.vms.values() if v["computer_name"] == nodes[name]["NodeHostName"])
+        assert nodes[name]["NodeAddr"] == vm["ip"] and nodes[name]["Version"].startswith(cluster.version), nodes[name]
+        assert "POWER" not in nodes[name]["State"] and "IDLE" in nodes[name]["State"], nodes[name]
+    assert all(n.get("Version", "N/A") == "N/A" for k, n in nodes.items() if k not in names)  # no other slurmd
+    vm_logs = {}
+    for machine in machines.values():
+        assert {"slurmd", "munged"} <= set(machine.processes())
+        assert machine.path("/etc/munge/munge.key").read_bytes() == key
+        assert (machine.path("/etc/munge/munge.key").stat().st_mode & 0o777) == 0o400
+        for where in ("/var/log/slurm", "/var/log/munge", "/var/lib/waagent"):  # its logs, the Run Command's output
+            for path in machine.path(where).rglob("*"):
+                if path.is_file():
+                    vm_logs[f"{machine.name}:{path}"] = path.read_bytes()
+    # Every VM ran two Run Commands: azgpu's binding (deploy/nodes.py: no parameters, nothing to run) and its
+    # bootstrap, with the key a protected parameter.
+    from azgpu.deploy.nodes import SCRIPT as BINDING_SCRIPT
+    from azgpu.slurm.bootstrap import MARKER
 
-    # --- slurm.conf: the test's own settings, then the generated fragment (slurmd ports added)
-    conf = root / "etc"
-    for directory in (conf, root / "spool", root / "state"):
-        directory.mkdir()
-    base = 21000  # the namespace's loopback is the test's own: every port is free
-    host = socket.gethostname().split(".")[0]
-    devices = root / "dev"
-    devices.mkdir()
-    for i in range(8):  # slurmd checks that gres.conf's files exist; these stand in for /dev/nvidia*
-        (devices / f"nvidia{i}").touch()
-    (conf / "gres.conf").write_text(f"NodeName=demo-d000-[0001-0008] Name=gpu File={devices}/nvidia[0-7]\n")
-    shutil.copy(out / "topology.conf", conf / "topology.conf")
-    ports = f" Port={base + 2}-{base + 9}"
-    lines = [line + ports if line.startswith("NodeName=") else line for line in fragment.splitlines()]
-    (conf / "slurm.conf").write_text("\n".join([
-        "ClusterName=azgputest", f"SlurmctldHost={host}(127.0.0.1)", f"SlurmctldPort={base}",
-        f"SlurmdPort={base + 1}", "SlurmUser=root", "AuthType=auth/munge", f"AuthInfo=socket={sock}",
-        f"StateSaveLocation={root}/state", f"SlurmdSpoolDir={root}/spool/%n",
-        f"SlurmctldPidFile={root}/slurmctld.pid", f"SlurmdPidFile={root}/slurmd-%n.pid",
-        f"SlurmctldLogFile={root}/slurmctld.log", f"SlurmdLogFile={root}/slurmd-%n.log",
-        "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
-        "SchedulerType=sched/builtin", "MpiDefault=none", "JobCompType=jobcomp/none",
-        "AccountingStorageType=accounting_storage/none", "ReturnToService=2", "GresTypes=gpu",
-        "TopologyPlugin=topology/tree",
-        # The nodes here are slurmds on this host: their CPUs and memory are not an H100 VM's.
-        "SlurmdParameters=config_overrides", "SlurmctldParameters=cloud_reg_addrs",
-        *lines, ""]))
-    senv = {**os.environ, "SLURM_CONF": str(conf / "slurm.conf")}
+    cluster.wait("the bindings' runs (asyncExecution: resume does not wait for them)", lambda: len(vms.runs) >= 8, 30)
+    joins = [r for r in vms.runs if MARKER in r["script"]]
+    assert len(joins) == 4 and all("AZGPU_MUNGE_KEY" in r["parameters"] and r["rc"] == 0 for r in joins)
+    assert sorted(r["vm"] for r in vms.runs if r["script"] == BINDING_SCRIPT) == sorted(r["vm"] for r in joins)
+    assert len(vms.runs) == 8 and all(r["parameters"] == [] for r in vms.runs if r not in joins)
+    text = cluster.power_log.read_text()
+    assert text.count("joined the cluster (slurmd started by azgpu's bootstrap)") == 4
+    # azgpu's node check ran in the background on each node (the VMs' simulated hardware is healthy): passed,
+    # and Slurm's HealthCheckProgram, which reads it, drains nothing.
+    cluster.wait("the nodes' first background verdicts", lambda: all(
+        m.path("/var/lib/azgpu/node-check.json").exists() for m in machines.values()), SUSPEND_TIME / 2)
+    for machine in machines.values():
+        verdict = json.loads(machine.path("/var/lib/azgpu/node-check.json").read_text())
+        assert verdict["status"] == "passed" and verdict["reason"] == "", verdict
+    time.sleep(4)  # one more HealthCheckInterval
+    assert not any("DRAIN" in n["State"] for n in cluster.nodes().values()), cluster.details()
 
-    def slurm_cmd(*argv: str) -> str:
-        done = subprocess.run(netns.prefix() + list(argv), env=senv, capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0, f"{argv}: {done.stderr}"
-        return done.stdout
+    # After SuspendTime the suspend program deletes exactly those VMs; their machines stop.
+    cluster.wait("the suspend program to delete the VMs", lambda: not instances(cluster.state), 120)
+    assert "suspend demo-d000-[0001-0004]: deleting 4 instance(s) of demo-vmss000" in cluster.power_log.read_text()
+    assert not vms.machines and not any(m.running() for m in machines.values())
+    cluster.wait("the nodes to be powered down", lambda: all(
+        "POWERED_DOWN" in cluster.nodes()[n]["State"] for n in names), 60)
 
-    def details() -> str:
-        tail = (root / "slurmctld.log").read_text()[-3000:] if (root / "slurmctld.log").exists() else ""
-        shown = subprocess.run(netns.prefix() + ["scontrol", "show", "node", "-o"], env=senv, capture_output=True, text=True).stdout
-        slurmd = "".join(f"{p.name}:\n" + "\n".join(p.read_text().splitlines()[-6:]) + "\n"
-                         for p in sorted(root.glob("slurmd-*")))
-        return (f"power.log:\n{log.read_text() if log.exists() else ''}\nnodes:\n{shown}\n"
-                f"slurmctld.log tail:\n{tail}\n{slurmd}")
+    # Cycle 2: the same names come up again on new VMs.
+    second = cluster.slurm("srun", "-N4", "-p", "demo-vmss000", "hostname", timeout=RESUME + 60, check=False)
+    assert second.returncode == 0, f"{second.stderr}\n{cluster.details()}"
+    again = {m.name for m in vms.machines.values()}
+    assert sorted(second.stdout.split()) == sorted(again) and len(again) == 4
+    assert len([r for r in vms.runs if MARKER in r["script"]]) == 8
+    cluster.wait("the second suspend", lambda: not instances(cluster.state), 120)
+    assert status(cluster.state, "other") == other_before
 
-    daemons.start(netns.prefix() + [_sbin("slurmctld"), "-D", "-c", "-i"], senv, root / "slurmctld.out")
-    _wait("slurmctld", lambda: subprocess.run(netns.prefix() + ["scontrol", "ping"], env=senv, capture_output=True, text=True,
-                                             timeout=10).stdout.count("UP"), 30, details=details)
+    # slurmctld took azgpu's lines without an error or a warning.
+    problems = [line for line in cluster.slurmctld_log().splitlines() if "error:" in line or "warning:" in line]
+    assert _about_azgpu(problems) == [], "\n".join(problems)
 
-    job = slurm_cmd("sbatch", "--parsable", "-N4", "-p", "demo-vmss000", "--wrap", "hostname").strip()
+    # The munge key is in no template, parameters file, model, tag, log or output.
+    for argv in (("render", "-f", str(cfile), "--out-dir", str(cluster.work / "render")),
+                 ("status", "-n", "demo", "-g", "demo-rg", "--simulate", "--simulate-state", str(cluster.state),
+                  "-o", "json"),
+                 ("outputs", "-n", "demo", "-g", "demo-rg", "--simulate", "--simulate-state", str(cluster.state))):
+        (cluster.work / f"out-{argv[0]}.txt").write_text(cluster.provision(*argv).stdout)
+    _nowhere(cluster, key, vm_logs)
+    print(f"\n{cluster.version}: {time.monotonic() - started:.0f} s")
 
-    def addresses() -> dict[str, str]:
-        out = slurm_cmd("scontrol", "show", "node", "-o")
-        found = {}
-        for line in out.splitlines():
-            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-            found[fields["NodeName"]] = (fields.get("NodeAddr"), fields.get("NodeHostName"))
-        return found
 
-    def resumed() -> dict[str, tuple[str, str]] | None:
-        up = {n: a for n, a in addresses().items() if a[0] and a[0].startswith("10.")}
-        return up if len(up) == 4 else None
+# What azgpu's files set (a parse error names the key), its names, and slurmctld's words for a bad setting.
+AZGPU_WORDS = ("ResumeProgram", "SuspendProgram", "ResumeFailProgram", "ResumeTimeout", "SuspendTime", "SuspendTimeout",
+               "CommunicationParameters", "NoAddrCache", "TreeWidth", "PrivateData", "HealthCheck", "NodeName",
+               "PartitionName", "Gres", "gres.conf", "Features", "topology", "Topology", "Block", "SwitchName",
+               "SlurmctldParameters", "cloud_reg_addrs", "enable_configless", "azgpu", "demo-",
+               "specified more than once", "defunct")
 
-    up = _wait("four node addresses in slurmctld", resumed, 60, details=details)
-    text = log.read_text()
-    requested = [line for line in text.splitlines() if "requested" in line]
-    assert len(requested) == 1 and "resume demo-d000-[0001-0004]: requested 4 node(s) in demo-vmss000" in requested[0]
-    assert "growing demo-vmss000 from 0 to 4 instance(s)" in text
-    assert "health check of 4 node(s) of demo-vmss000" in text
-    assert text.count("passed the health check; address given to slurmctld") == 4
-    # The addresses slurmctld holds are the VMs' own, one VM per node.
-    vms = nodes(state)
-    assert len(vms) == 4
-    assert sorted((ip, hostname) for ip, hostname in up.values()) == sorted((ip, h) for h, ip in vms.items())
-    assert [s["capacity"] for s in status(state)["scale_sets"]] == [4]
 
-    # The VMs boot: one slurmd per node registers (from the loopback).
-    for name in sorted(up):
-        daemons.start(netns.prefix() + [_sbin("slurmd"), "-D", "-b", "-N", name], senv, root / f"slurmd-{name}.out")
+def _about_azgpu(lines: list[str]) -> list[str]:
+    return [line for line in lines if any(word in line for word in AZGPU_WORDS)]
 
-    def finished() -> bool:
-        out = slurm_cmd("scontrol", "show", "job", job, "-o")
-        return "JobState=COMPLETED" in out
 
-    _wait(f"job {job} to complete", finished, DEADLINE, details=details)
-    _wait("the suspend program to delete the VMs", lambda: "suspend" in log.read_text() and not instances(state),
-          DEADLINE, details=details)
-    text = log.read_text()
-    assert "suspend demo-d000-[0001-0004]: deleting 4 instance(s) of demo-vmss000" in text
-    assert [s["capacity"] for s in status(state)["scale_sets"]] == [0]
-    assert status(state, "other") == other_before
-    shown = provision("simulate", "show", "--simulate-state", str(state), "-o", "json")
-    assert json.loads(shown.stdout)["resource_groups"] == ["demo-rg", "other-rg"]
-    map_file = json.loads((root / "map" / "demo.json").read_text())
-    assert map_file["nodes"] == {}
+def _nowhere(cluster: Cluster, key: bytes, vm_logs: dict[str, bytes]) -> None:
+    forms = [key, base64.b64encode(key)]
+    places = {"simulated state": cluster.state.read_bytes(), "power log": cluster.power_log.read_bytes(), **vm_logs}
+    for path in cluster.work.rglob("*"):
+        if path.is_file() and path.suffix != ".sock" and "machines" not in path.parts:
+            places[str(path)] = path.read_bytes()
+    for name in ("azgpu.conf", "gres.conf", "topology.conf", "azgpu-demo-resume", "azgpu-demo-suspend",
+                 "azgpu-demo-resume-fail", "slurm.conf"):
+        places[name] = cluster.controller.path(f"/etc/slurm/{name}").read_bytes()
+    places["slurmctld.log"] = cluster.slurmctld_log().encode()
+    found = [where for where, data in places.items() for form in forms if form in data]
+    assert found == [], f"the munge key is in {found}"
+
+
+def test_an_18_node_job_lands_in_one_nvlink_rack(cluster):
+    """GB300 racks (18 VMs each) as slurmctld reads azgpu's topology: an 18-node job fits a rack or waits, never
+    straddles two. One node of the first rack is drained, so only the second rack can hold the job; slurmctld
+    says where it would start it (sbatch --test-only) without powering anything up."""
+    cfile = cluster_file(cluster.work, nodes=36, profile="nd-gb300-v6")
+    fragment = _configure(cluster, cfile)
+    cluster.munge_key()
+    cluster.slurm_conf(fragment)
+    cluster.start_controller()
+    cluster.slurm("scontrol", "update", "nodename=demo-d000-0003", "state=drain", "reason=held back by the test")
+    placed = cluster.slurm("sbatch", "--test-only", "-N18", "-p", "demo-vmss000", "--wrap", "true")
+    assert "on nodes demo-d000-[0019-0036]" in placed.stderr, placed.stderr
+    if cluster.version >= "23.11":  # topology/block: slurmctld knows the racks as blocks
+        shown = cluster.slurm("scontrol", "show", "topology").stdout
+        assert "BlockName=demo-vmss000-rack000" in shown and "Nodes=demo-d000-[0001-0018]" in shown, shown
+        assert "BlockName=demo-vmss000-rack001" in shown and "Nodes=demo-d000-[0019-0036]" in shown, shown
+    problems = [line for line in cluster.slurmctld_log().splitlines() if "error:" in line or "warning:" in line]
+    assert _about_azgpu(problems) == [], "\n".join(problems)
+
+
+def test_health_check_drains_a_failed_node_with_its_finding_and_never_an_inconclusive_one(cluster):
+    """Under slurmd: the background node check's verdict is what HealthCheckProgram acts on. One node's hardware
+    loses a GPU (the fake's model, which its check reads); another node's image lacks nvidia-smi and AzNHC, so its
+    check can say nothing about the host (inconclusive)."""
+    from azgpu.testing import FakeAzure
+
+    cfile = cluster_file(cluster.work, nodes=4)
+    fragment = _configure(cluster, cfile, "--health-check", "--health-check-interval", "2", "--node-check-interval",
+                          "2", suspend_time=300)
+    cluster.munge_key()
+    cluster.slurm_conf(fragment)
+    vms = cluster.attach_vms()
+    cluster.start_controller()
+    up = cluster.slurm("srun", "-N2", "-p", "demo-vmss000", "true", timeout=RESUME + 60, check=False)
+    assert up.returncode == 0, f"{up.stderr}\n{cluster.details()}"
+    by_host = {n["NodeHostName"]: name for name, n in cluster.nodes().items() if n.get("Version", "N/A") != "N/A"}
+    broken, blind = sorted(vms.vms.values(), key=lambda v: v["computer_name"])
+    fake = FakeAzure.load(cluster.state)
+    fake.make_unhealthy(broken["id"], gpus=7)
+    vms.change_hardware(broken["id"], fake.node(broken["id"]))
+    vms.change_hardware(blind["id"], fake.node(blind["id"]), remove=("/opt/azurehpc", "nvidia-smi"))
+    broken_name, blind_name = by_host[broken["computer_name"]], by_host[blind["computer_name"]]
+
+    node = cluster.wait(f"{broken_name} to be drained", lambda: (lambda n: n if "DRAIN" in n["State"] else None)(
+        cluster.nodes()[broken_name]), 90)
+    finding = json.loads(_verdict(vms.machines[broken["id"].lower()]))["finding"]
+    assert node["Reason"].startswith(f"azgpu {finding}"[:200]) and "gpu_count" in finding, (node["Reason"], finding)
+    blind_machine = vms.machines[blind["id"].lower()]
+    try:
+        cluster.wait(f"{blind_name}'s inconclusive verdict", lambda: '"inconclusive"' in _verdict(blind_machine), 60)
+    except AssertionError:
+        raise AssertionError(_verdict(blind_machine)) from None
+    time.sleep(5)  # two more HealthCheckIntervals
+    assert "DRAIN" not in cluster.nodes()[blind_name]["State"], cluster.nodes()[blind_name]
+
+    # The program as slurmd runs it (its whole environment is SLURMD_NODENAME): seconds, not slurm.conf(5)'s 60.
+    machine = vms.machines[broken["id"].lower()]
+    machine.path("/var/lib/azgpu/node-check.drained").unlink()
+    started = time.monotonic()
+    done = subprocess.run(machine.prefix() + ["/usr/local/sbin/azgpu-slurm-health-check"], env={
+        "SLURMD_NODENAME": broken_name}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and time.monotonic() - started < 10, (done.stderr, time.monotonic() - started)
+
+
+def _verdict(machine) -> str:
+    try:
+        return machine.path("/var/lib/azgpu/node-check.json").read_text()
+    except OSError:
+        return ""

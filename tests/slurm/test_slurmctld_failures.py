@@ -1,6 +1,6 @@
 """Failure paths of azgpu's power-saving programs, driven by a real slurmctld (Debian's slurm-wlm).
 
-The harness is tests/slurm/test_slurmctld.py's (a private network namespace with only `lo`, munged
+The harness is tests/slurm/lo_namespace.py (a private network namespace with only `lo`, munged
 and slurmctld run from a temporary directory with the configuration `provision slurm config`
 wrote). Here no VM ever boots: a job asks for CLOUD nodes, slurmctld runs the resume program, and
 Azure (the simulated subscription) or slurmctld itself fails it. What slurmctld then shows and
@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 
 from slurm_support import cluster_file, provision
-from test_slurmctld import Daemons, NetNamespace, _missing, _sbin, _wait
+from lo_namespace import Daemons, NetNamespace
+from lo_namespace import missing as _missing, sbin as _sbin, wait as _wait
+from slurm_cluster import unavailable
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +143,7 @@ class Controller:
 def controller(tmp_path_factory):
     reason = _missing()
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     root = Path(tmp_path_factory.mktemp("sl"))
     netns = NetNamespace()
     daemons = Daemons()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -77,9 +78,9 @@ def _relative_paths(cluster_file: str) -> list[Finding]:
 
 
 def _spec(cluster_file: str, health_check: bool, *, config: bool = False):
-    """The cluster file as create validates it; with health_check its cloud-init also installs
-    Slurm's HealthCheckProgram (merged with the file's own custom-data, if any). With config, the
-    paths the programs will read must be absolute."""
+    """The cluster file as create validates it. With config, the paths the programs will read must be
+    absolute. (The node bootstrap, not cloud-init, installs the health check: health_check is kept for the
+    programs' flag.)"""
     from ..spec import validate
 
     extra = _relative_paths(cluster_file) if config else []
@@ -91,18 +92,36 @@ def _spec(cluster_file: str, health_check: bool, *, config: bool = False):
     findings = [f for f in spec.findings or () if f.is_error] + extra
     if findings:
         raise ValidationFailed(_file_findings(findings, cluster_file))
-    if health_check:
-        from ..cloud_init import compose
-        from ..slurm.health_check import cloud_config
-
-        request = request.with_changes(custom_data=compose(cloud_config(spec.size), request.custom_data))
-        spec = validate(request, command="create")
     if not request.resource_group or not request.name:
         missing = [k for k, v in (("name", request.name), ("resource-group", request.resource_group)) if not v]
         raise InputError(f"the cluster file {cluster_file} has no {' and no '.join(repr(k) for k in missing)}",
                          code="SLURM_CLUSTER_FILE",
                          remedy=" and ".join(f'set {k} = "{EXAMPLES[k]}"' for k in missing) + f" in {cluster_file}")
     return request, spec
+
+
+SBIN = "/usr/sbin:/sbin"  # where slurmctld lives when the user's PATH has no sbin (Debian's for non-root users)
+
+
+def _controller_version() -> str:
+    """The controller's Slurm version: `slurmctld -V` (slurm-wlm 24.11.5), else `scontrol --version`, which
+    on 22.05 needs a configuration to read before it answers."""
+    import subprocess
+
+    for argv in (["slurmctld", "-V"], ["scontrol", "--version"]):
+        found = shutil.which(argv[0]) or shutil.which(argv[0], path=SBIN)
+        if not found:
+            continue
+        try:
+            done = subprocess.run([found, *argv[1:]], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        words = done.stdout.split()
+        if done.returncode == 0 and words:
+            return words[-1]
+    raise InputError("cannot tell the controller's Slurm version: neither 'slurmctld -V' nor 'scontrol --version' "
+                     "answered here", code="SLURM_VERSION_UNKNOWN",
+                     remedy="pass --slurm-version X.Y (what 'slurmctld -V' prints on the controller)")
 
 
 def _config_findings(program_dir: str | None, state_dir: str | None, log_file: str | None, zones, locations,
@@ -135,17 +154,6 @@ def _config_findings(program_dir: str | None, state_dir: str | None, log_file: s
     return out
 
 
-def _suspend_exc_parts(spec) -> str:
-    """The slurm.conf lines that keep rack partitions out of power saving (slurm.conf(5), SuspendExcParts),
-    as Azure CycleCloud does for GB partitions: their racks stay up until deleted by hand."""
-    from ..slurm.names import domains
-
-    parts = ",".join(d.scale_set for d in domains(spec))
-    return ("# --keep-racks: Slurm never suspends these partitions' nodes (SuspendExcParts), so their racks stay up\n"
-            "# and bill until 'provision destroy' or a suspend by hand.\n"
-            f"SuspendExcParts={parts}\n")
-
-
 def _power_options(fn):
     decorators = [
         click.option("-f", "--file", "cluster_file", required=True,
@@ -156,7 +164,13 @@ def _power_options(fn):
         click.option("--scontrol", default="scontrol", show_default=True,
                      help="The scontrol to report to slurmctld with."),
         click.option("--health-check", is_flag=True,
-                     help="The nodes' cloud-init installs azgpu's node check as Slurm's HealthCheckProgram."),
+                     help="HealthCheckProgram reads azgpu's node check (passed by the programs slurm config wrote)."),
+        click.option("--conf-server", default=None, metavar="HOST[:PORT]",
+                     help="Resume starts slurmd on each new node, fetching its configuration from here (configless)."),
+        click.option("--slurm-version", default=None, metavar="X.Y", help="The controller's Slurm version."),
+        click.option("--munge-key", default=None, metavar="FILE", help="The munge key resume gives the nodes."),
+        click.option("--node-check-interval", type=click.IntRange(min=1), default=None,
+                     help="Seconds between the nodes' background node checks."),
     ]
     for d in reversed(decorators):
         fn = d(fn)
@@ -212,8 +226,21 @@ def register(cli: click.Group) -> None:
     @click.option("--log-file", default=None, metavar="FILE", help=f"The programs' --log-file [{DEFAULT_LOG_FILE}].")
     @click.option("--resume-timeout", type=click.IntRange(min=1), default=None, help="ResumeTimeout in seconds [1800].")
     @click.option("--suspend-time", type=click.IntRange(min=1), default=None, help="SuspendTime in seconds [600].")
+    @click.option("--suspend-timeout", type=click.IntRange(min=1), default=None,
+                  help="SuspendTimeout in seconds [300].")
     @click.option("--health-check", is_flag=True,
-                  help="Install azgpu's node check as HealthCheckProgram on every node (drains a failing node).")
+                  help="HealthCheckProgram reads azgpu's node check, run in the background on every node (drains a "
+                       "node it finds faulty).")
+    @click.option("--health-check-interval", type=click.IntRange(min=1), default=None,
+                  help="HealthCheckInterval in seconds [300].")
+    @click.option("--node-check-interval", type=click.IntRange(min=1), default=None,
+                  help="Seconds between the nodes' background runs of azgpu's node check [3600].")
+    @click.option("--slurm-version", default=None, metavar="X.Y[.Z]",
+                  help="The controller's Slurm version [scontrol --version]: the fragment holds only what it accepts.")
+    @click.option("--conf-server", default=None, metavar="HOST[:PORT]",
+                  help="Where new nodes' slurmd fetches its configuration (slurmd --conf-server) [this host's name].")
+    @click.option("--munge-key", default=None, metavar="FILE",
+                  help="The munge key resume gives new nodes, readable by SlurmUser [/etc/munge/munge.key].")
     @click.option("--keep-racks", is_flag=True,
                   help="Vertical-connect sizes: keep the rack partitions out of suspend (SuspendExcParts).")
     @click.option("--zones", cls=ListOption, help="Zones resume tries in order on capacity errors.")
@@ -221,7 +248,9 @@ def register(cli: click.Group) -> None:
     @azure_options
     @common
     def config_cmd(obj, cluster_file, out_dir, program_dir, state_dir, log_file, resume_timeout, suspend_time,
-                   health_check, keep_racks, zones, fallback_locations, subscription, simulate, simulate_latency,
+                   suspend_timeout, health_check, health_check_interval, node_check_interval, slurm_version,
+                   conf_server, munge_key, keep_racks, zones, fallback_locations, subscription, simulate,
+                   simulate_latency,
                    simulate_state):
         """The slurm.conf fragment (CLOUD nodes, partitions, power saving, topology) and the programs slurmctld runs.
 
@@ -240,7 +269,13 @@ def register(cli: click.Group) -> None:
         if keep_racks and not spec.profile.vertical_connect:
             raise InputError(f"--keep-racks is for vertical-connect sizes (ND GB200/GB300 v6); {spec.size.name} has no "
                              "racks", code="SLURM_NO_RACKS", remedy="leave --keep-racks out")
-        extra: list[str] = []
+        from ..slurm.bootstrap import DEFAULT_MUNGE_KEY, JoinSettings
+
+        version = slurm_version or _controller_version()
+        join = JoinSettings(conf_server or socket.getfqdn(), version, munge_key or DEFAULT_MUNGE_KEY,
+                            **({"node_check_interval": node_check_interval} if node_check_interval else {}))
+        extra: list[str] = ["--conf-server", join.conf_server, "--slurm-version", version, "--munge-key",
+                            str(Path(join.munge_key).resolve()), "--node-check-interval", str(join.node_check_interval)]
         if subscription:
             extra += ["--subscription", subscription]
         if health_check:
@@ -261,13 +296,14 @@ def register(cli: click.Group) -> None:
                       "--simulate-latency", str(simulate_latency if simulate_latency is not None else 0)]
             # azgpu's cache beside the simulated state, not in the home of whoever runs slurmctld
             env["XDG_CACHE_HOME"] = str(state.parent / "cache")
-        settings = {k: v for k, v in (("resume_timeout", resume_timeout), ("suspend_time", suspend_time)) if v}
+        settings = {k: v for k, v in (("resume_timeout", resume_timeout), ("suspend_time", suspend_time),
+                                      ("suspend_timeout", suspend_timeout),
+                                      ("health_check_interval", health_check_interval)) if v}
         where = program_dir or (str(Path(out_dir).resolve()) if out_dir else "/etc/slurm")
         files = conf.files(spec, program_dir=where, cluster_file=str(Path(cluster_file).resolve()),
                            state_dir=state_dir or DEFAULT_STATE_DIR, log_file=log_file or DEFAULT_LOG_FILE,
-                           extra=extra, env=env, health_check=health_check, **settings)
-        if keep_racks:
-            files["azgpu.conf"] += _suspend_exc_parts(spec)
+                           extra=extra, env=env, health_check=health_check, slurm_version=version,
+                           keep_racks=keep_racks, **settings)
         if out_dir is None:
             click.echo(files["azgpu.conf"], nl=False)
             return
@@ -277,8 +313,9 @@ def register(cli: click.Group) -> None:
                 os.chmod(Path(out_dir) / name, 0o755)
         emit({"out_dir": str(Path(out_dir)), "files": sorted(files)}, obj)
 
-    def _context(events, cluster_file, state_dir, log_file, scontrol, health_check, subscription, simulate,
-                 simulate_latency, simulate_state, zones=(), fallback_locations=(), **extra):
+    def _context(events, cluster_file, state_dir, log_file, scontrol, health_check, conf_server, slurm_version,
+                 munge_key, node_check_interval, subscription, simulate, simulate_latency, simulate_state, zones=(),
+                 fallback_locations=(), **extra):
         from ..slurm.power import Context, Slurmctld
         from ..spec import check_fallbacks
 
@@ -286,6 +323,12 @@ def register(cli: click.Group) -> None:
         if bad:
             raise ValidationFailed(bad)
         request, spec = _spec(cluster_file, health_check)
+        if conf_server:  # resume starts slurmd on each new node (azgpu.slurm.bootstrap)
+            from ..slurm.bootstrap import DEFAULT_MUNGE_KEY, JoinSettings
+
+            interval = {"node_check_interval": node_check_interval} if node_check_interval else {}
+            extra["join"] = JoinSettings(conf_server, slurm_version or _controller_version(),
+                                         munge_key or DEFAULT_MUNGE_KEY, **interval)
 
         @contextmanager
         def open_session():

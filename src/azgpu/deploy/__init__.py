@@ -10,7 +10,8 @@ CheckOptions) -> health_gate.HealthReport; report(session, name, resource_group,
 check=CheckOptions) -> ReportResult;
 list(session, resource_group=None) -> one row per cluster; certify(session, name, resource_group,
 CertifyOptions) -> CertifyResult (the certificate). For a scheduler's power programs (azgpu.slurm):
-cluster_nodes, delete_instances, set_capacity, node_bindings, bind_node, unbind_node (deploy.nodes), and
+cluster_nodes, delete_instances, set_capacity, node_bindings, bind_node, unbind_node, run_on_node
+(deploy.nodes), and
 the health gate's own judgements replaceable, common_failures, replacement_stop and signature, and
 to_azure_error (an SDK exception in azgpu's terms). The options and results (azgpu.deploy.
 interface) load with this package; each verb's module, and with it the Azure SDK (imported only
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from .arm import to_azure_error
     from .health_gate import check, common_failures, replaceable, replacement_stop, signature
     from .lifecycle import destroy, outputs, status, wait
-    from .nodes import bind_node, cluster_nodes, delete_instances, node_bindings, set_capacity, unbind_node
+    from .nodes import bind_node, cluster_nodes, delete_instances, node_bindings, run_on_node, set_capacity
+    from .nodes import unbind_node
     from .whatif import what_if
 
 # verb -> (module, function)
@@ -43,7 +45,7 @@ VERBS = {
     "check": ("health_gate", "check"), "report": ("ghr", "report"), "list": ("cluster_list", "list_clusters"),
     "certify": ("certification", "certify"),
     **{verb: ("nodes", verb) for verb in ("cluster_nodes", "delete_instances", "set_capacity", "node_bindings",
-                                           "bind_node", "unbind_node")},
+                                           "bind_node", "unbind_node", "run_on_node")},
     **{verb: ("health_gate", verb) for verb in ("replaceable", "common_failures", "replacement_stop", "signature")},
     "to_azure_error": ("arm", "to_azure_error"),
 }
@@ -51,7 +53,7 @@ VERBS = {
 __all__ = ["CertifyOptions", "CertifyResult", "CheckOptions", "CreateOptions", "CreateResult", "GateOptions",
            "ReportOptions", "ReportResult", "create", "what_if", "status", "wait", "destroy", "outputs", "check",
            "report", "list", "certify", "cluster_nodes", "delete_instances", "set_capacity", "node_bindings",
-           "bind_node", "unbind_node", "replaceable", "common_failures", "replacement_stop", "signature",
+           "bind_node", "unbind_node", "run_on_node", "replaceable", "common_failures", "replacement_stop", "signature",
            "to_azure_error"]
 
 

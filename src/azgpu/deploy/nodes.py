@@ -8,6 +8,8 @@ verbs of azgpu.deploy for azgpu.slurm (which imports nothing else from this pack
   connect", facts §14.1), and a refused delete would leave racks billing.
 - node_bindings / bind_node / unbind_node: which scheduler node name a VM carries, kept by Azure
   on the instance itself, so that it survives the controller (its state directory, its host).
+- run_on_node: run a script in one VM as a managed Run Command and read how it ended (the Slurm node
+  bootstrap, azgpu.slurm.bootstrap: its protected parameters reach only the VM).
 
 Where Azure keeps the binding: Uniform scale-set instances keep no tags of their own (a tag sent in
 VirtualMachineScaleSetVMs_Update is dropped: Azure/azure-sdk-for-go#18278,
@@ -171,3 +173,22 @@ def unbind_node(session, resource_group: str, scale_set: str, instance_id: str) 
         if is_not_found(exc):
             return
         raise to_azure_error(exc, f"forgetting the node name of instance {instance_id} of {scale_set}") from None
+
+
+def run_on_node(session, resource_group: str, scale_set: str, instance_id: str, name: str, body: dict) -> Any:
+    """Run a managed Run Command (REST body: location, properties.source.script, parameters,
+    protectedParameters ...) on the instance and wait for it; the Run Command as read afterwards with its
+    instance view (execution state, exit code, the tails of output and error). The Run Command is then
+    deleted: its script and public parameters need not stay on the VM's model. AzureError when Azure could
+    not run it."""
+    args = (session, resource_group, scale_set, instance_id, name)
+    try:
+        INSTANCE_RUN_COMMAND.begin_put(*args, body).result()
+        result = INSTANCE_RUN_COMMAND.get(*args, expand="instanceView")
+    except Exception as exc:
+        raise to_azure_error(exc, f"running {name} on instance {instance_id} of {scale_set}") from None
+    try:
+        INSTANCE_RUN_COMMAND.begin_delete(*args).result()
+    except Exception:  # noqa: BLE001 - the result is read; a Run Command left behind goes with its VM
+        pass
+    return result

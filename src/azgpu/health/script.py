@@ -120,10 +120,12 @@ def settings_of(script: list[str]) -> dict[str, str]:
     return out
 
 
-def node_script(size_name: str, mode: str = "check", node_timeout: float | None = None) -> str:
+def node_script(size_name: str, mode: str = "check", node_timeout: float | None = None,
+                extra: dict[str, Any] | None = None) -> str:
     """The on-node check as one script, with the expectations of a size that a profile knows baked in,
     to run by hand (ssh, as root) or as a scheduler's health check; it prints the verdict line last.
-    Raises azgpu.errors.InputError (UNKNOWN_SIZE) for a size no profile knows."""
+    extra: more AZGPU_* settings (a Slurm node's AZGPU_IMEX_SERVICE). Raises azgpu.errors.InputError
+    (UNKNOWN_SIZE) for a size no profile knows."""
     from ..profiles import find_size
     from .limits import NODE_TIMEOUT, check_options
 
@@ -131,5 +133,6 @@ def node_script(size_name: str, mode: str = "check", node_timeout: float | None 
         check_options(node_timeout=node_timeout)  # inf, nan, 0, -1: refused, never turned into 60
     size = find_size(size_name)[1]
     settings = {**Expectations.of(size).settings(),
-                "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(NODE_TIMEOUT if node_timeout is None else node_timeout)}
+                "AZGPU_AZNHC_TIMEOUT": aznhc_watchdog(NODE_TIMEOUT if node_timeout is None else node_timeout),
+                **(extra or {})}
     return "\n".join(script_lines(mode, settings)) + "\n"

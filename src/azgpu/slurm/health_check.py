@@ -1,67 +1,179 @@
-"""azgpu's node check as Slurm's HealthCheckProgram, installed on every node by cloud-init.
+"""azgpu's node check in the background, and Slurm's HealthCheckProgram that reads its verdict.
 
-slurm.conf(5), HealthCheckProgram: run as root on the compute nodes every HealthCheckInterval;
-"Any action to be taken must be explicitly performed by the program (e.g. execute `scontrol update
-NodeName=foo State=drain Reason=...`)". The program runs the same node script the health gate
-sends through Run Command, with the size's expectations written into it, and drains the node
-with the first failing check as the Reason. The verdict is parsed, never executed: what a node
-prints is evidence.
+slurm.conf(5), 22.05 through 25.11: HealthCheckProgram "will be killed if it does not terminate
+normally within 60 seconds", and slurmd runs it with SLURMD_NODENAME as its whole environment
+(src/slurmd/slurmd/slurmd.c, run_script_health_check). AzNHC alone takes minutes, so the check runs
+beside Slurm, as Azure CycleCloud's health agent does: a timer the node bootstrap installs
+(azgpu.slurm.bootstrap) runs the node check every NODE_CHECK_INTERVAL seconds, skipping a round
+while a job step runs on the node (a job's GPUs are not the check's), and keeps the verdict in
+VERDICT_PATH. The HealthCheckProgram only reads that file: it returns at once, drains a node whose
+verdict is `failed` with the finding as the Reason, and never drains on `inconclusive` (the check's
+own fault: a tool the image lacks, AzNHC's set-up or watchdog) or `unreachable` (no verdict).
+
+The node judges its own output with azgpu's code (health/results.py, health/impact.py and the
+constants of health/script.py, shipped as they are by the bootstrap): a node, the health gate and
+`provision check --from-output` judge the same output alike. What the node prints stays evidence:
+the verdict is validated, the reason is printable text of bounded length, nothing is executed.
 """
 
 from __future__ import annotations
 
-import yaml
+import json
+from importlib import resources
 
 from ..health import node_script as health_node_script
 from .conf import HEALTH_CHECK_PATH
 
 NODE_SCRIPT_PATH = "/usr/local/lib/azgpu/node-check.sh"
-# The program kills the check after this many seconds; the script gets the same node timeout so that
-# AzNHC's own watchdog ends first and the node still prints its verdict line.
+RUNNER_PATH = "/usr/local/sbin/azgpu-node-check"
+LIB_DIR = "/usr/local/lib/azgpu/python"
+JUDGE_PATH = "/usr/local/lib/azgpu/judge.py"
+STATE_DIR = "/var/lib/azgpu"
+VERDICT_PATH = STATE_DIR + "/node-check.json"
+DRAINED_PATH = STATE_DIR + "/node-check.drained"  # the verdict a drain was made for: an admin's resume sticks
+ENV_FILE = "/etc/default/azgpu-node-check"  # the runner's environment (systemd EnvironmentFile=-, optional)
+SERVICE = "azgpu-node-check"
+# The check may run this long; the script gets the same node timeout so that AzNHC's own watchdog ends first
+# and the node still prints its verdict line.
 CHECK_TIMEOUT = 900
+NODE_CHECK_INTERVAL = 3600  # seconds between background runs (each runs AzNHC on the GPUs of an idle node)
+REASON_LIMIT = 200
+# What the node needs of azgpu to judge a verdict: the package markers and three pure modules.
+SHIPPED = ("__init__.py", "results.py", "impact.py", "script.py")
+
+_RUNNER = r"""#!/bin/bash
+# azgpu's node check in the background, installed by azgpu's Slurm node bootstrap: runs the check unless
+# a job step runs here, and keeps its judged verdict for Slurm's HealthCheckProgram (__PROGRAM__).
+set -u
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Optional settings (AZGPU_ROOT, PATH ...) for the check, as systemd's EnvironmentFile= reads them.
+if [ -r __ENV_FILE__ ]; then set -a; . __ENV_FILE__; set +a; fi
+for comm in /proc/[0-9]*/comm; do  # a job's GPUs are not the check's: skip this round
+    [ "$(cat "$comm" 2>/dev/null)" = slurmstepd ] && exit 0
+done
+mkdir -p __STATE_DIR__
+out=$(mktemp __STATE_DIR__/.check.XXXXXX) || exit 1
+timeout __KILL_AFTER__ __SCRIPT__ >"$out" 2>/dev/null
+tmp=$(mktemp __STATE_DIR__/.verdict.XXXXXX) || exit 1
+if python3 -I __JUDGE__ <"$out" >"$tmp"; then
+    chmod 0644 "$tmp" && mv -f "$tmp" __VERDICT__
+else
+    rm -f "$tmp"
+fi
+rm -f "$out"
+"""
+
+_JUDGE = r'''"""Judge azgpu's node check output as the health gate does (installed by azgpu's Slurm node bootstrap)."""
+import json
+import socket
+import sys
+import time
+
+sys.path.insert(0, __LIB__)
+try:
+    from azgpu.health.results import FAILED, NodeRef, result_of
+except Exception as exc:  # an image whose python3 cannot load the judge: say so, never drain for it
+    print(json.dumps({"status": "inconclusive", "finding": "this node's python3 cannot judge the verdict: "
+                      + type(exc).__name__, "reason": "", "checked": time.time()}))
+    sys.exit(0)
+output = sys.stdin.read(4 * 1024 * 1024)
+result = result_of(NodeRef("", "", "", socket.gethostname(), None, __SIZE__), output)
+finding = result.summary() if result.status == FAILED else result.reason
+finding = " ".join("".join(c if c.isprintable() else " " for c in finding).split())
+reason = ("azgpu " + finding)[:__LIMIT__] if result.status == FAILED else ""
+print(json.dumps({"status": result.status, "finding": finding[:1000], "reason": reason, "checked": time.time()}))
+'''
 
 _PROGRAM = r"""#!/bin/bash
-# Slurm HealthCheckProgram written by azgpu (provision slurm config --health-check): runs azgpu's node
-# check and drains this node with the failing check as the Reason. The verdict is the check's last line.
+# Slurm HealthCheckProgram written by azgpu: reads the verdict azgpu's node check left in the background
+# (__RUNNER__) and drains this node when it is `failed`, with the finding as the Reason. It never drains
+# on `inconclusive`, and returns within seconds (slurm.conf(5): killed after 60 s).
 set -u
-verdict=$(timeout __TIMEOUT__ __SCRIPT__ 2>/dev/null | tail -n 1)
-reason=$(printf '%s' "$verdict" | python3 -c '
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+node=${SLURMD_NODENAME:-}  # slurmd's only variable for this program (slurmd.c, run_script_health_check)
+[ -n "$node" ] && [ -r __VERDICT__ ] || exit 0
+read -r checked reason < <(python3 -I -c '
 import json, sys
 try:
-    v = json.loads(sys.stdin.read())
-except ValueError:
-    print("azgpu health check: no verdict (timed out or crashed)")
+    v = json.loads(open(sys.argv[1]).read(65536))
+except (OSError, ValueError):
     sys.exit()
-failures = v.get("failures") or []
-if not failures:
-    sys.exit()
-f = failures[0]
-more = len(failures) - 1 + int(v.get("more") or 0)
-text = "azgpu %s: %s" % (f.get("check", "check"), f.get("message", "failed"))
-print((text + (" (+%d more)" % more if more else "")).replace("\n", " ")[:200])
-')
-[ -z "$reason" ] && exit 0
-node=${SLURMD_NODENAME:-}
-if [ -z "$node" ]; then  # the Slurm name whose NodeHostName is this host (set by azgpu's resume)
-    node=$(scontrol show node -o 2>/dev/null | awk -v h="$(hostname)" '$0 ~ ("NodeHostName=" h " ") {sub("NodeName=", "", $1); print $1; exit}')
-fi
-[ -n "$node" ] || node=$(hostname)
+reason = v.get("reason") if v.get("status") == "failed" else ""
+if isinstance(reason, str) and reason:
+    print(repr(v.get("checked")), " ".join("".join(c if c.isprintable() else " " for c in reason).split())[:__LIMIT__])
+' __VERDICT__)
+[ -n "${reason:-}" ] || exit 0
+# Drain once per verdict: an administrator who resumes the node is not overruled by the same old verdict.
+[ "$(cat __DRAINED__ 2>/dev/null)" = "$checked" ] && exit 0
 logger -t azgpu-health "draining $node: $reason" 2>/dev/null || true
-exec scontrol update nodename="$node" state=DRAIN reason="$reason"
+timeout 30 scontrol update nodename="$node" state=DRAIN reason="$reason" && printf '%s\n' "$checked" >__DRAINED__
+"""
+
+_SERVICE = """[Unit]
+Description=azgpu node check (its verdict is what Slurm's HealthCheckProgram reads)
+After=network-online.target
+
+[Service]
+Type=oneshot
+EnvironmentFile=-{env}
+ExecStart={runner}
+"""
+
+_TIMER = """[Unit]
+Description=azgpu node check every {interval} s
+
+[Timer]
+OnActiveSec={interval}
+OnUnitActiveSec={interval}
+
+[Install]
+WantedBy=timers.target
 """
 
 
+def _fill(text: str, **values: str) -> str:
+    for name, value in values.items():
+        text = text.replace(f"__{name}__", value)
+    return text
+
+
 def program() -> str:
-    return _PROGRAM.replace("__SCRIPT__", NODE_SCRIPT_PATH).replace("__TIMEOUT__", str(CHECK_TIMEOUT))
+    """The HealthCheckProgram: reads the verdict, drains on `failed`."""
+    return _fill(_PROGRAM, RUNNER=RUNNER_PATH, VERDICT=VERDICT_PATH, DRAINED=DRAINED_PATH, LIMIT=str(REASON_LIMIT))
+
+
+def runner() -> str:
+    """The background run of the node check (systemd timer, or the bootstrap's loop without systemd)."""
+    return _fill(_RUNNER, PROGRAM=HEALTH_CHECK_PATH, ENV_FILE=ENV_FILE, STATE_DIR=STATE_DIR,
+                 KILL_AFTER=str(CHECK_TIMEOUT + 60), SCRIPT=NODE_SCRIPT_PATH, JUDGE=JUDGE_PATH, VERDICT=VERDICT_PATH)
+
+
+def judge(size) -> str:
+    return _fill(_JUDGE, LIB=json.dumps(LIB_DIR), SIZE=json.dumps(size.name), LIMIT=str(REASON_LIMIT))
 
 
 def node_script(size) -> str:
-    """The script `provision check --print-script --size` prints for this size (one way to make it)."""
-    return health_node_script(size.name, node_timeout=CHECK_TIMEOUT)
+    """The node check for this size, as `provision check --print-script --size` prints it, on a Slurm node:
+    nvidia-imex runs only inside a job there (azgpu.imex), so the check asks only that it is installed."""
+    return health_node_script(size.name, node_timeout=CHECK_TIMEOUT, extra={"AZGPU_IMEX_SERVICE": "installed"})
 
 
-def cloud_config(size) -> str:
-    """The cloud-config part that installs the node script (this size's expectations) and the program."""
-    files = [{"path": NODE_SCRIPT_PATH, "permissions": "0755", "owner": "root:root", "content": node_script(size)},
-             {"path": HEALTH_CHECK_PATH, "permissions": "0755", "owner": "root:root", "content": program()}]
-    return "#cloud-config\n" + yaml.safe_dump({"write_files": files}, sort_keys=False, default_flow_style=False)
+def units(interval: int) -> dict[str, str]:
+    return {f"/etc/systemd/system/{SERVICE}.service": _SERVICE.format(env=ENV_FILE, runner=RUNNER_PATH),
+            f"/etc/systemd/system/{SERVICE}.timer": _TIMER.format(interval=int(interval))}
+
+
+def shipped() -> dict[str, str]:
+    """azgpu's own judging code, as the installed package holds it, under LIB_DIR."""
+    health = resources.files("azgpu.health")
+    out = {f"{LIB_DIR}/azgpu/__init__.py": '"""azgpu\'s node-side code, shipped by its Slurm node bootstrap."""\n'}
+    for name in SHIPPED:
+        out[f"{LIB_DIR}/azgpu/health/{name}"] = health.joinpath(name).read_text(encoding="utf-8")
+    return out
+
+
+def files(size) -> list[tuple[str, str, str]]:
+    """(path, mode, content) of every file the bootstrap installs for the check, timer units aside."""
+    out = [(NODE_SCRIPT_PATH, "0755", node_script(size)), (RUNNER_PATH, "0755", runner()),
+           (JUDGE_PATH, "0644", judge(size)), (HEALTH_CHECK_PATH, "0755", program())]
+    return out + [(path, "0644", text) for path, text in shipped().items()]

@@ -77,8 +77,9 @@ def reason_text(code: str, message: str, remedy: str = "") -> str:
 
 class EventLog:
     """One line per event: time, pid, command, hostlist, what happened. Appended to the log file (opened
-    without following a link) and echoed to stderr unless stderr is that file already (the programs
-    `slurm config` writes append their stderr to it, since slurmctld discards what they print)."""
+    without following a link) and echoed to stderr unless stderr is that file already (an administrator's
+    own redirection; the programs `slurm config` writes pass --log-file, since slurmctld discards what they
+    print)."""
 
     def __init__(self, path: str | None, echo: Callable[[str], None] | None = None):
         self.path = path
@@ -227,6 +228,7 @@ class Context:
     fallback_locations: list[str] = field(default_factory=list)
     max_rounds: int = MAX_ROUNDS
     node_check: CheckOptions = CheckOptions()
+    join: Any = None  # azgpu.slurm.bootstrap.JoinSettings: start slurmd on each node that passed (None: leave it)
     price: Callable[[str, str], Any] | None = None  # (size, location) -> pricing.Price
 
     @property
@@ -661,14 +663,41 @@ def _resume_domain(run: _Run, index: int, names: list[str]) -> tuple[list[str], 
         if vms:  # left for inspection by an earlier resume: a fresh VM is taken, this one goes
             _release(run, s, vms, f"{name} was left for inspection on it and is resumed again")
         todo.append(name)
-    if not todo:
-        return done, waiting
-    if s.per_rack:
-        brought, left = _bring_up_racks(run, index, todo)
-    else:
-        brought, left = _bring_up(run, index, todo)
-    run.reconcile(run.sets[index])
-    return done + brought, {**waiting, **left}
+    brought: list[str] = []
+    left: dict[str, str] = {}
+    if todo:  # (the bring-up takes the names it brings up off todo)
+        brought, left = (_bring_up_racks if s.per_rack else _bring_up)(run, index, list(todo))
+    resumed = done + brought
+    if run.ctx.join is not None and resumed:
+        resumed, refused = _join(run, index, resumed)
+        left.update(refused)
+    if todo:
+        run.reconcile(run.sets[index])
+    return resumed, {**waiting, **left}
+
+
+def _join(run: _Run, index: int, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The node bootstrap (azgpu.slurm.bootstrap) on the VMs these names were just bound to and given
+    addresses for: slurmd starts with its Slurm name. Names resumed again on a VM that already carries them
+    are bootstrapped again (slurmctld resumes only a powered-down node, so no job runs there, and a resume
+    cut off between the binding and the bootstrap converges). A name whose bootstrap failed is left DOWN
+    with why; its VM is left for inspection and nothing is replaced: a bootstrap that fails on one new VM
+    fails alike on the next (the image, the controller's address or version, the munge key)."""
+    from .bootstrap import Target, join_all
+
+    s = run.sets[index]
+    on = {name: instance for instance, name in s.bound.items() if instance not in s.inspect}
+    targets = [Target(n, s.name, on[n], s.info["location"]) for n in names if n in on]
+    problems = join_all(run.session, run.ctx.resource_group, run.ctx.spec, targets, run.ctx.join, run.log)
+    problems.update({n: "its VM is no longer listed" for n in names if n not in on})
+    failed = [n for n in names if n in problems]
+    if failed:
+        _keep_for_inspection(run, s, [on[n] for n in failed if n in on], [n for n in failed if n in on])
+    refused = {n: reason_text(code="SLURM_JOIN_FAILED", message=problems[n],
+                              remedy="see the power log; fix the image, the controller's address or version or "
+                                     "the munge key, then resume it again")
+               for n in failed}
+    return [n for n in names if n not in problems], refused
 
 
 def _release(run: _Run, s: _Set, instances: list[str], why: str) -> None:

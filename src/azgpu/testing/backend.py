@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Callable
 
+from . import machines
 from .errors import operation_in_progress, resource_group_not_found, resource_not_found
 from .faults import Faults
 from .lro import Operations, iso
@@ -16,6 +17,7 @@ from .messages import Request, Response
 from .skus import SkuCatalog, normalize_location
 from .store import Store, key, parse_id
 
+VM_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
 INLINE_CHILDREN = {
     ("microsoft.network/virtualnetworks", "subnets"): ("properties", "subnets"),
     ("microsoft.compute/virtualmachinescalesets", "extensions"):
@@ -125,12 +127,15 @@ class Backend:
         children = self._inline_list(parent, rid.types[-1]) if parent else None
         if children is not None:
             children[:] = [c for c in children if c.get("name", "").lower() != rid.name.lower()]
-        self.store.delete(resource_id)
+        removed = [self.store.delete(resource_id)]
         self.store.nodes.pop(key(resource_id), None)
         for below in self.store.under(resource_id):
-            self.store.delete(below["id"])
+            removed.append(self.store.delete(below["id"]))
             self.store.nodes.pop(key(below["id"]), None)
         self.dirty = True
+        vms = [r["id"] for r in removed if r and r.get("type", "").lower() == VM_TYPE.lower()]
+        if vms and self.store.machines:  # a deleted VM's OS stops with it (testing/machines.py)
+            machines.gone(self.store.machines, vms)
 
     def new_resource(self, resource_id: str, body: dict, *, location: str | None = None) -> dict:
         """A PUT body as ARM stores it: the request's fields with id, name and type from the path."""

@@ -426,6 +426,13 @@ class FakeAzure:
         with self._change():
             node_faults.degrade_fabric(self._backend, scale_set, factor)
 
+    def attach_machines(self, address: str | None) -> None:
+        """The simulated VMs' operating systems: a UNIX socket answering testing/machines.py's requests
+        (managed Run Commands run there; a deleted VM's machine stops). None detaches them. Saved with
+        the state, so every process using the same state file reaches them."""
+        with self._change():
+            self._store.machines = str(address) if address else None
+
     def node(self, instance: str) -> dict:
         """The simulated hardware state of an instance (a deep copy)."""
         with self._transaction():

@@ -125,6 +125,8 @@ class Store:
         # with new requests by location and normalised quota name ("approve" unless set).
         self.quota_requests: dict[str, dict] = {}
         self.quota_outcomes: dict[str, dict[str, str]] = {}
+        # The UNIX socket of the simulated VMs' operating systems a test attached (testing/machines.py).
+        self.machines: str | None = None
 
     # -- resources ---------------------------------------------------------------------------
     def get(self, resource_id: str) -> dict | None:
@@ -208,6 +210,7 @@ class Store:
             "rejections": self.rejections,
             "quota_requests": self.quota_requests,
             "quota_outcomes": self.quota_outcomes,
+            "machines": self.machines,
         }
 
     def load_json(self, data: dict) -> None:
@@ -240,6 +243,7 @@ class Store:
         self.rejections = data.get("rejections", [])
         self.quota_requests = data.get("quota_requests", {})
         self.quota_outcomes = data.get("quota_outcomes", {})
+        self.machines = data.get("machines")
 
 
 def shape_problem(data) -> str | None:
@@ -262,6 +266,8 @@ def shape_problem(data) -> str | None:
             continue
         if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
             return f"has no valid '{name}' ({kind.__name__} expected)"
+    if not isinstance(data.get("machines"), (str, type(None))):
+        return "has no valid 'machines' (a socket path or null expected)"
     for rid, resource in data["resources"].items():
         if not (isinstance(resource, dict) and isinstance(resource.get("id"), str) and isinstance(resource.get("type"), str)
                 and isinstance(resource.get("properties", {}), dict) and key(resource["id"]) == rid):

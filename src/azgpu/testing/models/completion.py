@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import instances, vm_actions
+from . import instance_run_commands, instances, vm_actions
 
 if TYPE_CHECKING:
     from ..backend import Backend
@@ -16,6 +16,9 @@ VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 
 
 def finish(backend: Backend, op: dict) -> None:
+    if op.get("on_finish") == "managed_run_command":  # a managed Run Command's result
+        instance_run_commands.finish(backend, op)
+        return
     if op.get("on_finish"):  # actions: Run Command, instance deletion (vm_actions.py)
         vm_actions.finish(backend, op)
         return

@@ -38,7 +38,7 @@ def put_run_command(backend, req, sub, rg, vmss, instance, name):
 
 @route("GET", RUN_COMMANDS + r"/(?P<name>[^/]+)", api_version=MANAGED_API)
 def get_run_command(backend, req, sub, rg, vmss, instance, name):
-    """VirtualMachineScaleSetVMRunCommands_Get."""
+    """VirtualMachineScaleSetVMRunCommands_Get (with the execution on $expand=instanceView)."""
     return instance_run_commands.get(backend, req, rg, vmss, instance, name)
 
 
