@@ -38,8 +38,11 @@ SERVICE = "azgpu-node-check"
 CHECK_TIMEOUT = 900
 NODE_CHECK_INTERVAL = 3600  # seconds between background runs (each runs AzNHC on the GPUs of an idle node)
 REASON_LIMIT = 200
-# What the node needs of azgpu to judge a verdict: the package markers and three pure modules.
+# What the node needs of azgpu to judge a verdict: the package markers and pure modules (stdlib only), the
+# health package's and those they import from azgpu itself (tests/slurm/test_background_health_check.py
+# judges with only these, in a Python without site-packages).
 SHIPPED = ("__init__.py", "results.py", "impact.py", "script.py")
+SHIPPED_TOP = ("bounded.py",)
 
 _RUNNER = r"""#!/bin/bash
 # azgpu's node check in the background, installed by azgpu's Slurm node bootstrap: runs the check unless
@@ -169,6 +172,8 @@ def shipped() -> dict[str, str]:
     out = {f"{LIB_DIR}/azgpu/__init__.py": '"""azgpu\'s node-side code, shipped by its Slurm node bootstrap."""\n'}
     for name in SHIPPED:
         out[f"{LIB_DIR}/azgpu/health/{name}"] = health.joinpath(name).read_text(encoding="utf-8")
+    for name in SHIPPED_TOP:
+        out[f"{LIB_DIR}/azgpu/{name}"] = resources.files("azgpu").joinpath(name).read_text(encoding="utf-8")
     return out
 
 
