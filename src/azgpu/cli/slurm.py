@@ -121,7 +121,7 @@ def _controller_version() -> str:
             return words[-1]
     raise InputError("cannot tell the controller's Slurm version: neither 'slurmctld -V' nor 'scontrol --version' "
                      "answered here", code="SLURM_VERSION_UNKNOWN",
-                     remedy="pass --slurm-version X.Y (what 'slurmctld -V' prints on the controller)")
+                     remedy="pass the release 'slurmctld -V' prints on the controller, e.g. --slurm-version 24.11")
 
 
 def _config_findings(program_dir: str | None, state_dir: str | None, log_file: str | None, zones, locations,

@@ -80,11 +80,12 @@ class JoinSettings:
     def __post_init__(self):
         if not _SERVER.fullmatch(self.conf_server or ""):
             raise InputError(f"'{self.conf_server}' is not a Slurm controller address", code="INVALID_CONF_SERVER",
-                             remedy="pass --conf-server HOST[:PORT] (slurmd --conf-server, configless Slurm)")
+                             remedy="pass the controller as slurmd --conf-server takes it, a host and an optional port "
+                                    "(e.g. --conf-server ctl01:6817)")
         release(self.slurm_version)
         if self.node_check_interval < 1:
             raise InputError("the node check interval must be at least 1 second", code="INVALID_NODE_CHECK_INTERVAL",
-                             remedy="pass --node-check-interval SECONDS")
+                             remedy="pass a whole number of seconds, e.g. --node-check-interval 300")
 
 
 def read_key(path: str) -> bytes:
@@ -103,9 +104,9 @@ def read_key(path: str) -> bytes:
         problem = f"cannot read the munge key '{path}': {exc.strerror}"
     if problem:
         raise InputError(problem, code="SLURM_MUNGE_KEY",
-                         remedy="give SlurmUser a copy it alone reads (install -m 0400 -o slurm /etc/munge/munge.key "
-                                "/etc/slurm/azgpu-munge.key) and pass it: provision slurm config --munge-key "
-                                "/etc/slurm/azgpu-munge.key")
+                         remedy="give SlurmUser a copy it alone reads ('install -m 0400 -o slurm /etc/munge/munge.key "
+                                "/etc/slurm/azgpu-munge.key') and pass it ('provision slurm config --munge-key "
+                                "/etc/slurm/azgpu-munge.key')")
     return data
 
 
