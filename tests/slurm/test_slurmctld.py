@@ -27,7 +27,7 @@ import pytest
 from slurm_cluster import VERSIONS, Cluster, skip_reason, unavailable
 from slurm_support import cluster_file, instances, status
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_slurm]
 
 RESUME = 180  # seconds for a resume: create, health check, bootstrap, registration
 SUSPEND_TIME = 20  # idle seconds before the suspend program: time to read the nodes' background verdicts

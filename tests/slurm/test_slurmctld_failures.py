@@ -27,7 +27,7 @@ from lo_namespace import Daemons, NetNamespace
 from lo_namespace import missing as _missing, sbin as _sbin, wait as _wait
 from slurm_cluster import unavailable
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.real_slurm]
 
 H100 = "Standard_ND96isr_H100_v5"
 
