@@ -167,7 +167,11 @@ def test_remedies_in_a_result_under_simulate_carry_simulate_too(run, tmp_path, m
     assert run("simulate", "quota", "set", "-l", "eastus", "--name", "cores", "--limit", "10")[0] == 0
     rc, out, err = run("capacity", "--profile", "nd-a100-v4", "--nodes", "2", "-l", "eastus", *SIM)
     short = next(c for c in json.loads(out)["checks"] if c["status"] == "short")
-    assert rc == 1 and short["remedy"] == "request 192: 'provision quota request ... -l eastus --simulate'"
+    assert rc == 1 and short["remedy"].startswith(
+        "request 192: 'provision quota request -n train01 --size Standard_ND96asr_v4 --nodes 2 -l eastus --simulate'")
+    command = short["remedy"].split("'")[1].split()[1:]  # the quoted command, pasted: it files the request
+    rc, out, err = run(*command, "--simulate-latency", "0", "--yes")
+    assert rc in (0, 1) and "request 192" in err and "ERROR" not in err.replace("QUOTA_REQUEST", ""), err
 
 
 
