@@ -45,7 +45,17 @@ def placeholders(remedy: str) -> list[str]:
     found += FLAG_VALUE.findall(remedy)
     for command in QUOTED.findall(remedy):
         found += [w for w in re.findall(r"\b[A-Z][A-Z0-9_]*\b", command) if w not in WORDS - {"ID", "URN"}]
+        # '...' for the options left out, or <caller>: the pasted command fails (a missing option, a shell
+        # redirect from a file named 'caller')
+        found += re.findall(r"\.\.\.|<[a-z][\w -]*>", command)
     return sorted(set(found))
+
+
+# Remedies that still quote a command with a blank ('...', <caller>) where azgpu does not hold the value
+# (the gallery's names, the caller's object id, the cluster's create options): known, listed so that no new
+# one joins them; each is to be filled in or turned into prose.
+KNOWN_BLANKS = {"GALLERY_REPLICAS_LOW", "IMAGE_NOT_FOUND", "IMAGE_NOT_REPLICATED", "IMAGE_REPLICATION_INCOMPLETE",
+                "IDENTITY_NOT_ASSIGNABLE"}
 
 
 def unquoted_commands(remedy: str) -> list[str]:
@@ -64,11 +74,15 @@ def test_the_checks_find_what_they_look_for():
     assert placeholders("name the cluster: -n NAME -g RESOURCE_GROUP") == ["NAME", "RESOURCE_GROUP"]
     assert placeholders(f"pass {'/subscriptions/SUB/resourceGroups/RG/providers/X/y/NAME'}") == []
     assert unquoted_commands("redirect stdout instead: provision outputs ... > x") == ["provision outputs"]
+    assert placeholders("instead: 'provision outputs ... --format json > o.json'") == ["..."]
+    assert placeholders("run 'az role assignment create --assignee <caller> --scope /x'") == ["<caller>"]
+    assert placeholders("run 'provision outputs -n demo -g demo-rg --format json > o.json'") == []
 
 
 @pytest.mark.parametrize("code, remedy", REMEDIES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(REMEDIES)])
 def test_no_remedy_holds_a_placeholder(code, remedy):
-    assert not placeholders(remedy), f"{code}: {remedy}"
+    blanks = [p for p in placeholders(remedy) if not (code in KNOWN_BLANKS and p in ("...", "<caller>"))]
+    assert not blanks, f"{code}: {remedy}"
     assert not unquoted_commands(remedy), f"{code} names a command outside quotes: {remedy}"
 
 
@@ -153,7 +167,11 @@ def test_remedies_in_a_result_under_simulate_carry_simulate_too(run, tmp_path, m
     assert run("simulate", "quota", "set", "-l", "eastus", "--name", "cores", "--limit", "10")[0] == 0
     rc, out, err = run("capacity", "--profile", "nd-a100-v4", "--nodes", "2", "-l", "eastus", *SIM)
     short = next(c for c in json.loads(out)["checks"] if c["status"] == "short")
-    assert rc == 1 and short["remedy"] == "request 192: 'provision quota request ... -l eastus --simulate'"
+    assert rc == 1 and short["remedy"].startswith(
+        "request 192: 'provision quota request -n train01 --size Standard_ND96asr_v4 --nodes 2 -l eastus --simulate'")
+    command = short["remedy"].split("'")[1].split()[1:]  # the quoted command, pasted: it files the request
+    rc, out, err = run(*command, "--simulate-latency", "0", "--yes")
+    assert rc in (0, 1) and "request 192" in err and "ERROR" not in err.replace("QUOTA_REQUEST", ""), err
 
 
 

@@ -34,7 +34,7 @@ def _check(fmt: str, query: str | None, address: str | None, slots: int | None, 
     if out_dir is not None:
         if fmt == "json":
             raise InputError("--out-dir writes the text formats' files; JSON goes to stdout", code="OUT_DIR_NEEDS_TEXT_FORMAT",
-                             remedy="redirect stdout instead: 'provision outputs ... --format json > outputs.json'")
+                             remedy="drop --out-dir and redirect the command's stdout to a file instead (> outputs.json)")
         if Path(out_dir).exists() and not Path(out_dir).is_dir():
             raise InputError(f"--out-dir '{out_dir}' is a file", code="INVALID_OUT_DIR", remedy="pass a directory path")
 

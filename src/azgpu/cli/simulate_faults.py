@@ -23,7 +23,8 @@ def _fake(state: str | None, *, new: bool = False):
     path = state_file(state)
     if not new and not path.exists():
         raise InputError(f"no simulated cloud at {path}", code="NO_SIMULATED_CLOUD",
-                         remedy="create one first: 'provision create ... --simulate' (or name it with --simulate-state)")
+                         remedy="create one first, e.g. 'provision create --profile nd-a100-v4 -n demo -g demo-rg -l eastus "
+                                "--nodes 4 --generate-ssh-keys --simulate' (or name it with --simulate-state)")
     return simulated_azure(state)
 
 

@@ -63,7 +63,8 @@ def _sku_rows(compute, size: str, location: str, zones: list[str]) -> tuple[list
     return rows, {"family": sku.family, "caps": caps}
 
 
-def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool) -> list[dict]:
+def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool, size: str = "",
+                nodes: int = 0) -> list[dict]:
     usages = {norm_family(u.name.value): u for u in compute.usage.list(location)}
     rows = []
     for key, what, applies in ((family, "family", not spot), ("cores", "regional", not spot),
@@ -83,7 +84,9 @@ def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool) -> 
         else:
             rows.append(_row(location, "", f"quota ({what})", SHORT,
                              f"{label}: {free} of {u.limit} free, {vcpus} needed",
-                             f"request {int(u.current_value) + vcpus}: 'provision quota request ... -l {location}'"))
+                             f"request {int(u.current_value) + vcpus}: 'provision quota request -n train01 "
+                             f"--size {size} --nodes {nodes} -l {location}{' --spot' if spot else ''}' "
+                             "(the name is any cluster's; the requests are per location)"))
     return rows
 
 
@@ -157,7 +160,8 @@ def report(session, *, size: str, vcpus: int, nodes: int, locations: list[str], 
         if group_id and location == locations[0]:
             reserved_rows, covered = _reservation_rows(session, group_id, size, location, zones, nodes, sku["caps"])
         # Reserved VMs skip the quota check up to the reserved quantity (D-crg): only the rest needs quota.
-        rows += _quota_rows(session.compute, location, sku["family"], live_vcpus * (nodes - covered), spot)
+        rows += _quota_rows(session.compute, location, sku["family"], live_vcpus * (nodes - covered), spot,
+                            size=size, nodes=nodes - covered)
         if spot and (sku["caps"].get("LowPriorityCapable") or "").lower() == "false":
             rows.append(_row(location, "", "spot", BLOCKED, f"{size} is not spot-capable here", "drop --spot"))
         elif spot:
