@@ -189,3 +189,49 @@ def test_a_node_that_does_not_trust_the_launcher_is_not_reached():
     job = certify_sandbox.prepare(backend, launcher, vmss, script,
                                   lambda: {"10.0.0.4": launcher, "10.0.0.5": other})
     assert job["mpi_jobs"]["0"]["rc"] == 0 and "float     sum" in job["mpi_jobs"]["0"]["text"]
+
+
+def test_a_rack_only_in_the_warning_band_is_named_never_reported():
+    """R-aia's sku_baselines.md: below Warn, re-test; only below the GHR figure is a rack reported. A rack at
+    about 700 GB/s (warn 800, floor 600) fails every part of its localisation against the warning band, yet
+    it is no fault: nothing of it may go to Guest Health Reporting or be replaced."""
+    nodes = racks()
+    for node in nodes.values():
+        if node["rack"] == "rack-1":
+            node["nvlink_degraded"] = 0.75
+    result = certify_racks(nodes)
+    (rack,) = [m for m in result.collectives if m.subject == "rack rack-1"]
+    assert rack.verdict == "warn" and 600 <= rack.value < 800
+    assert not result.faults
+    assert [(n.subject, n.check) for n in result.named] == [("rack rack-1", "mnnvl_all_reduce")]
+
+
+class _NotRun(fabric.ModelRunner):
+    """A runner whose collectives do not run (a node refused the launcher's key: RunCommandRunner.fabric's
+    'not run' answer); the pairs still run."""
+
+    def fabric(self, jobs):
+        out = super().fabric(jobs)
+        return [fabric.Answer(None, error="not run (n03: refused)") if j.kind == "collective" else o
+                for j, o in zip(jobs, out)]
+
+
+def test_a_collective_that_did_not_run_certifies_nothing_and_blames_nobody():
+    from azgpu.certify.certificate import verdict
+
+    nodes = cluster(8)
+    plan = SuitePlan(SIZE.name, LEVELS["standard"], SIZE.certify, 8, PORTS)
+    result = run(_NotRun(nodes, 0), [NodeInfo(n) for n in nodes], plan)
+    assert [m.verdict for m in result.collectives] == ["error", "error"]
+    assert not result.faults and {c.check for c in result.findings.inconclusive} == {"all_reduce", "alltoall"}
+    assert verdict([result]) == "not_certified"
+
+
+def test_a_rack_collective_that_did_not_run_certifies_nothing():
+    from azgpu.certify.certificate import verdict
+
+    nodes = racks()
+    plan = SuitePlan(GB300.name, LEVELS["quick"], GB300.certify, 4, tuple(f"mlx5_ib{i}" for i in range(4)), racks=True)
+    result = run(_NotRun(nodes, 5), [NodeInfo(n, rack=v["rack"]) for n, v in nodes.items()], plan)
+    assert not result.faults and "mnnvl_all_reduce" in {c.check for c in result.findings.inconclusive}
+    assert verdict([result]) == "not_certified"
