@@ -235,3 +235,48 @@ def test_a_rack_collective_that_did_not_run_certifies_nothing():
     result = run(_NotRun(nodes, 5), [NodeInfo(n, rack=v["rack"]) for n, v in nodes.items()], plan)
     assert not result.faults and "mnnvl_all_reduce" in {c.check for c in result.findings.inconclusive}
     assert verdict([result]) == "not_certified"
+
+
+class _Garbled(fabric.ModelRunner):
+    """n00's ib_write_bw reports come back garbled: 60,000 empty lines (certify_node.sh keeps 262,144 bytes, so
+    a node can print that many), or a rail whose bandwidth is NaN."""
+
+    def __init__(self, nodes, seed, garble):
+        super().__init__(nodes, seed)
+        self.garble = garble
+
+    def fabric(self, jobs):
+        out = super().fabric(jobs)
+        return [fabric.Answer(self.garble(o.text), o.seconds) if j.kind == "ibpair" and "n00" in j.nodes else o
+                for j, o in zip(jobs, out)]
+
+
+def _nan_rail(text):
+    head, _, rest = text.partition("---- rail mlx5_ib2\n")
+    lines = rest.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split() and line.split()[0] == "65536")
+    f = lines[row].split()
+    lines[row] = " ".join(f[:3] + ["nan"] + f[4:])
+    return head + "---- rail mlx5_ib2\n" + "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("garble", [lambda text: "\n" * 60_000, _nan_rail], ids=["60000-lines", "nan-rail"])
+def test_a_garbled_ib_write_bw_report_is_no_evidence_and_no_traceback(garble):
+    from azgpu.certify.certificate import verdict
+
+    nodes = cluster(8)
+    plan = SuitePlan(SIZE.name, LEVELS["quick"], SIZE.certify, 8, PORTS)
+    result = run(_Garbled(nodes, 0, garble), [NodeInfo(n) for n in nodes], plan)
+    assert not result.faults and not result.named
+    assert any("n00" in c.nodes and c.check == "ib_write_bw" for c in result.findings.inconclusive)
+    assert verdict([result]) == "not_certified"
+
+
+def test_a_loopback_output_of_too_many_lines_is_unreadable_not_a_traceback():
+    from azgpu.certify.findings import Findings
+    from azgpu.certify.node_checks import NodeFacts, judge_loopback
+
+    findings = Findings()
+    judge_loopback(findings, "n00", "before mlx5_ib0 link_downed 0\n" * 60_000, SIZE.certify.get("loopback_busbw"),
+                   NodeFacts())
+    assert not findings.faults and [c.nodes for c in findings.inconclusive] == [("n00",)]

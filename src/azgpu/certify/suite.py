@@ -270,6 +270,7 @@ def _which_ports(runner: Runner, culprits: list[str], plan: SuitePlan, result: S
         return
     tests = pairwise.PortTests()
     seconds = pairwise.run_round(runner.fabric, pairs, plan.ports, tests, 0)
+    pairwise.unreadable(tests, result.findings)
     result.timeline.add_seconds("ports of the culprits", seconds + RUN_COMMAND, ", ".join(culprits))
     figure = plan.figures.get("ib_write_bw_gdr")
     floor = pairwise._floor(tests, figure)
