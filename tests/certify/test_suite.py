@@ -189,3 +189,94 @@ def test_a_node_that_does_not_trust_the_launcher_is_not_reached():
     job = certify_sandbox.prepare(backend, launcher, vmss, script,
                                   lambda: {"10.0.0.4": launcher, "10.0.0.5": other})
     assert job["mpi_jobs"]["0"]["rc"] == 0 and "float     sum" in job["mpi_jobs"]["0"]["text"]
+
+
+def test_a_rack_only_in_the_warning_band_is_named_never_reported():
+    """R-aia's sku_baselines.md: below Warn, re-test; only below the GHR figure is a rack reported. A rack at
+    about 700 GB/s (warn 800, floor 600) fails every part of its localisation against the warning band, yet
+    it is no fault: nothing of it may go to Guest Health Reporting or be replaced."""
+    nodes = racks()
+    for node in nodes.values():
+        if node["rack"] == "rack-1":
+            node["nvlink_degraded"] = 0.75
+    result = certify_racks(nodes)
+    (rack,) = [m for m in result.collectives if m.subject == "rack rack-1"]
+    assert rack.verdict == "warn" and 600 <= rack.value < 800
+    assert not result.faults
+    assert [(n.subject, n.check) for n in result.named] == [("rack rack-1", "mnnvl_all_reduce")]
+
+
+class _NotRun(fabric.ModelRunner):
+    """A runner whose collectives do not run (a node refused the launcher's key: RunCommandRunner.fabric's
+    'not run' answer); the pairs still run."""
+
+    def fabric(self, jobs):
+        out = super().fabric(jobs)
+        return [fabric.Answer(None, error="not run (n03: refused)") if j.kind == "collective" else o
+                for j, o in zip(jobs, out)]
+
+
+def test_a_collective_that_did_not_run_certifies_nothing_and_blames_nobody():
+    from azgpu.certify.certificate import verdict
+
+    nodes = cluster(8)
+    plan = SuitePlan(SIZE.name, LEVELS["standard"], SIZE.certify, 8, PORTS)
+    result = run(_NotRun(nodes, 0), [NodeInfo(n) for n in nodes], plan)
+    assert [m.verdict for m in result.collectives] == ["error", "error"]
+    assert not result.faults and {c.check for c in result.findings.inconclusive} == {"all_reduce", "alltoall"}
+    assert verdict([result]) == "not_certified"
+
+
+def test_a_rack_collective_that_did_not_run_certifies_nothing():
+    from azgpu.certify.certificate import verdict
+
+    nodes = racks()
+    plan = SuitePlan(GB300.name, LEVELS["quick"], GB300.certify, 4, tuple(f"mlx5_ib{i}" for i in range(4)), racks=True)
+    result = run(_NotRun(nodes, 5), [NodeInfo(n, rack=v["rack"]) for n, v in nodes.items()], plan)
+    assert not result.faults and "mnnvl_all_reduce" in {c.check for c in result.findings.inconclusive}
+    assert verdict([result]) == "not_certified"
+
+
+class _Garbled(fabric.ModelRunner):
+    """n00's ib_write_bw reports come back garbled: 60,000 empty lines (certify_node.sh keeps 262,144 bytes, so
+    a node can print that many), or a rail whose bandwidth is NaN."""
+
+    def __init__(self, nodes, seed, garble):
+        super().__init__(nodes, seed)
+        self.garble = garble
+
+    def fabric(self, jobs):
+        out = super().fabric(jobs)
+        return [fabric.Answer(self.garble(o.text), o.seconds) if j.kind == "ibpair" and "n00" in j.nodes else o
+                for j, o in zip(jobs, out)]
+
+
+def _nan_rail(text):
+    head, _, rest = text.partition("---- rail mlx5_ib2\n")
+    lines = rest.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split() and line.split()[0] == "65536")
+    f = lines[row].split()
+    lines[row] = " ".join(f[:3] + ["nan"] + f[4:])
+    return head + "---- rail mlx5_ib2\n" + "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("garble", [lambda text: "\n" * 60_000, _nan_rail], ids=["60000-lines", "nan-rail"])
+def test_a_garbled_ib_write_bw_report_is_no_evidence_and_no_traceback(garble):
+    from azgpu.certify.certificate import verdict
+
+    nodes = cluster(8)
+    plan = SuitePlan(SIZE.name, LEVELS["quick"], SIZE.certify, 8, PORTS)
+    result = run(_Garbled(nodes, 0, garble), [NodeInfo(n) for n in nodes], plan)
+    assert not result.faults and not result.named
+    assert any("n00" in c.nodes and c.check == "ib_write_bw" for c in result.findings.inconclusive)
+    assert verdict([result]) == "not_certified"
+
+
+def test_a_loopback_output_of_too_many_lines_is_unreadable_not_a_traceback():
+    from azgpu.certify.findings import Findings
+    from azgpu.certify.node_checks import NodeFacts, judge_loopback
+
+    findings = Findings()
+    judge_loopback(findings, "n00", "before mlx5_ib0 link_downed 0\n" * 60_000, SIZE.certify.get("loopback_busbw"),
+                   NodeFacts())
+    assert not findings.faults and [c.nodes for c in findings.inconclusive] == [("n00",)]

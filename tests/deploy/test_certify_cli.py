@@ -73,3 +73,23 @@ def test_create_certify_puts_the_certificate_in_the_result(azure, session):
                     CreateOptions(certify=CertifyOptions(level="quick")))
     assert result.healthy and result.certificate["verdict"] == "certified"
     assert result.as_dict()["certificate"]["summary"]["certified"] == 3
+
+
+def test_a_chart_in_a_folder_that_is_not_there_is_refused_before_anything_runs(run, tmp_path):
+    """Found after hours of burn-in, a bad chart path used to end the command with the certificate unprinted."""
+    rc, out, err = run("certify", "-n", "c1", "-g", RG, "--chart", str(tmp_path / "nope" / "c.svg"), "--simulate")
+    assert_cli_error(rc, err, 2, "INVALID_CHART_FILE", "writable folder")
+
+
+def test_the_chart_replaces_a_symlink_never_writes_through_it(tmp_path):
+    from azgpu.cli.certify import emit_certificate
+
+    victim = tmp_path / "authorized_keys"
+    victim.write_text("ssh-ed25519 AAAA keep\n")
+    link = tmp_path / "chart.svg"
+    link.symlink_to(victim)
+    record = {"cluster": "c1", "verdict": "certified", "nodes": [
+        {"node": "n0", "status": "certified", "measurements": [{"check": "loopback_busbw", "value": 40.0}]}]}
+    emit_certificate(record, {"output": "json", "query": None}, str(link))
+    assert victim.read_text() == "ssh-ed25519 AAAA keep\n"
+    assert not link.is_symlink() and link.read_text().startswith("<svg")

@@ -180,7 +180,12 @@ def judge_nvbandwidth(findings: Findings, node: str, text: str, figures: dict[st
 
 def judge_loopback(findings: Findings, node: str, text: str, figure: Figure | None, facts: NodeFacts) -> None:
     counters: dict[str, dict[str, int]] = {"before": {}, "after": {}}
-    for line in lines_of(text, "loopback")[:512]:
+    try:
+        lines = lines_of(text, "loopback")[:512]
+    except OutputError as exc:
+        unreadable(findings, node, "loopback", f"the loopback's output does not read: {exc}")
+        return
+    for line in lines:
         m = _COUNTER.match(line.strip())
         if m and m.group(3) != "unknown":
             counters[m.group(1)][m.group(2)] = int(m.group(3))

@@ -29,6 +29,8 @@ FLEET_DROP = 0.2  # with no documented floor, a test this far below the fleet's 
 @dataclass
 class PortTests:
     tests: dict[tuple[str, str], list[tuple[str, float | None, int]]] = field(default_factory=dict)  # (node, port)
+    # (node, partner, port) -> why: an output that does not read is no evidence about either end
+    unreadable: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def add(self, node: str, port: str, partner: str, gbps: float | None, round_: int) -> None:
         self.tests.setdefault((node, port), []).append((partner, gbps, round_))
@@ -62,10 +64,9 @@ def split_rails(text: str) -> dict[str, str]:
 
 
 def _gbps(text: str) -> float | None:
-    try:
-        return perftest.parse(text).gbps
-    except OutputError:
-        return None
+    """The port's bandwidth; None when perftest gave no result row (it could not connect: a result, no
+    bandwidth). OutputError when the report does not read (NaN, huge, cut): no evidence at all."""
+    return perftest.parse(text).gbps
 
 
 @dataclass
@@ -81,9 +82,18 @@ def run_round(fabric: Callable[[Sequence[Job]], list[Output]], pairs: list[tuple
     for (a, b), output in zip(pairs, outputs):
         if output.text is None:  # the pair did not run (no key, no address): no evidence either way
             continue
-        rails = split_rails(output.text) if output.text else {}
+        try:
+            rails = split_rails(output.text) if output.text else {}
+        except OutputError as exc:
+            for port in ports:
+                tests.unreadable[(a, b, port)] = str(exc)[:160]
+            continue
         for port in ports:
-            gbps = _gbps(rails[port]) if port in rails else None
+            try:
+                gbps = _gbps(rails[port]) if port in rails else None
+            except OutputError as exc:
+                tests.unreadable[(a, b, port)] = str(exc)[:160]
+                continue
             tests.add(a, port, b, gbps, round_)
             tests.add(b, port, a, gbps, round_)
     return max((o.seconds for o in outputs), default=0.0)
@@ -128,7 +138,15 @@ def certify_ports(fabric, nodes: Sequence[str], ports: Sequence[str], rounds: in
         result.rounds += 1
         result.seconds.append(run_round(fabric, confirm, ports, result.tests, round_offset + result.rounds))
     _judge(result.tests, floor, figure, confirm, findings, flapped)
+    unreadable(result.tests, findings)
     return result
+
+
+def unreadable(tests: PortTests, findings: Findings) -> None:
+    """Ports whose report did not read: not certified, never anybody's fault."""
+    for (a, b, port), why in sorted(tests.unreadable.items()):
+        findings.inconclusive.append(Unattributed("ib_write_bw", f"{port} between {a} and {b}: the report does not "
+                                                  f"read ({why}); no evidence about either end", (a, b)))
 
 
 def _floor(tests: PortTests, figure: Figure | None) -> float | None:

@@ -192,8 +192,15 @@ def _collectives(runner: Runner, members: list[NodeInfo], plan: SuitePlan, resul
         result.collectives.append(m)
         result.findings.measurements.append(m)
         on_notice(f"certify: {op} across {len(names)} node(s): {m.value} GB/s ({m.verdict})")
+        if output.text is None:  # a collective that did not run certifies nothing (and blames nobody)
+            result.findings.inconclusive.append(_not_run(op, output, tuple(names)))
         if m.verdict in (FAIL, WARN) or (m.value is None and output.text is not None):
             _localise(runner, [("domain", names)], plan, result, op, figure, {"domain": reference})
+
+
+def _not_run(check: str, output: Output, nodes: tuple[str, ...]) -> Unattributed:
+    return Unattributed(check, f"did not run ({output.error or 'no output'}): nothing was measured, so nothing is "
+                               "certified, reported or replaced for it", nodes)
 
 
 def _passes(figure: Figure | None) -> Callable[[float | None], bool]:
@@ -263,6 +270,7 @@ def _which_ports(runner: Runner, culprits: list[str], plan: SuitePlan, result: S
         return
     tests = pairwise.PortTests()
     seconds = pairwise.run_round(runner.fabric, pairs, plan.ports, tests, 0)
+    pairwise.unreadable(tests, result.findings)
     result.timeline.add_seconds("ports of the culprits", seconds + RUN_COMMAND, ", ".join(culprits))
     figure = plan.figures.get("ib_write_bw_gdr")
     floor = pairwise._floor(tests, figure)
@@ -296,11 +304,15 @@ def _racks(runner: Runner, members: list[NodeInfo], plan: SuitePlan, result: Sui
                              for r in order])
     result.timeline.add(f"rack NVLink all_reduce ({len(order)} rack(s))", list(zip(order, outputs)))
     failing = []
+    measured: dict[str, Measurement] = {}
     for rack, output in zip(order, outputs):
         m = Measurement(f"rack {rack}", "mnnvl_all_reduce", _busbw(output), "GB/s", figure,
                         detail=f"{len(racks[rack])} nodes over multi-node NVLink")
         result.collectives.append(m)
         result.findings.measurements.append(m)
+        measured[rack] = m
+        if output.text is None:
+            result.findings.inconclusive.append(_not_run("mnnvl_all_reduce", output, tuple(racks[rack])))
         if m.verdict in (FAIL, WARN):
             failing.append(rack)
     if not failing:
@@ -313,12 +325,18 @@ def _racks(runner: Runner, members: list[NodeInfo], plan: SuitePlan, result: Sui
         return
     found = _localise(runner, [(r, racks[r]) for r in failing], plan, result, "all_reduce", figure, {}, fabric="mnnvl")
     for rack in found.common:  # no node of the rack clears while other racks pass: the rack
+        if measured[rack].verdict != FAIL:  # in the warning band only: named for a re-test, never reported
+            result.named.append(Named(f"rack {rack}", "mnnvl_all_reduce", measured[rack].value,
+                                      "below the warning band in every part of the rack, above the floor: re-test "
+                                      "it; not reported or replaced"))
+            continue
         for node in racks[rack]:
             result.findings.add(Fault("rack", node, "nvlink_bandwidth", "mnnvl_all_reduce",
                                       f"rack {rack}: the NVLink all_reduce fails in every part of the rack while other "
                                       "racks pass: the rack's NVLink (NVSwitch trays, cabling), not one node",
                                       expected=f">= {figure.floor:g} GB/s" if figure and figure.floor else None,
-                                      rack=rack, source=figure.source if figure else ()))
+                                      measured=f"{measured[rack].value} GB/s", rack=rack,
+                                      source=figure.source if figure else ()))
     result.findings.common = [c for c in result.findings.common if not (c.check == "all_reduce" and
                                                                         c.reason.split(":")[0] in found.common)]
 

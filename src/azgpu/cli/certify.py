@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,12 @@ def certify_request(certify: dict[str, Any], node_check):
     if chart and (not str(chart).endswith(".svg") or Path(chart).is_dir()):
         raise InputError(f"--chart {chart!r} is not an .svg file name", code="INVALID_CHART_FILE",
                          remedy="name a file to write, e.g. --chart certificate.svg")
+    folder = Path(chart).expanduser().parent if chart else None
+    if folder is not None and not (folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)):
+        # Known before hours of burn-in, not after them.
+        raise InputError(f"--chart {chart!r}: its folder {str(folder)!r} is not a folder azgpu can write to",
+                         code="INVALID_CHART_FILE", remedy="name a file in a writable folder, e.g. --chart "
+                                                           "certificate.svg")
     if problems:
         from ..errors import ValidationFailed
 
@@ -83,14 +91,32 @@ def emit_certificate(record: dict[str, Any], obj: dict, chart: str | None) -> No
     from ..certify import chart as charts
     from ..certify.certificate import table
 
-    if chart:
-        Path(chart).write_text(charts.svg(record), encoding="utf-8")
-        log(f"chart written to {chart}")
     if obj["output"] == "table" and not obj["query"]:
         emit(table(record), obj)
         click.echo(charts.terminal(record), nl=False)
     else:
         emit(record, obj)
+    if chart:  # after the certificate: a chart that cannot be written never costs the certificate
+        try:
+            _write_chart(Path(chart).expanduser(), charts.svg(record))
+        except OSError as exc:
+            log(f"chart not written to {chart}: {exc.strerror or exc}")
+        else:
+            log(f"chart written to {chart}")
+
+
+def _write_chart(path: Path, text: str) -> None:
+    """Written beside the target, then renamed over it: a symlink at the path is replaced, never followed
+    (a chart name in a shared folder cannot make azgpu overwrite the file a link points to)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _dry_run(obj, name, resource_group, size_name, nodes, location, level, currency, node_check, subscription,

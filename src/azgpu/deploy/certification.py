@@ -386,12 +386,16 @@ def _racks_of(session, name: str, resource_group: str, results: dict[str, NodeRe
     doomed: list[NodeResult] = []
     for scale_set, size in per_rack.items():
         nodes = [n for n in results.values() if n.scale_set == scale_set]
-        for rack in rack_gate.measure(session, name, resource_group, nodes, size):
+        signals = rack_gate._signals(session, resource_group, [scale_set])  # Azure's racks, then the nodes' word
+        for rack in rack_gate.measure(signals, name, nodes, size):
             if not sick & set(rack["nodes"]):
                 continue
-            if len(rack["nodes"]) != size or rack.get("agrees_with_azure") is False:
+            if (len(rack["nodes"]) != size or rack.get("agrees_with_azure") is False or rack.get("disputed")
+                    or rack.get("fabric_not_complete")):
                 why = (f"{len(rack['nodes'])} of {size} VMs" if len(rack["nodes"]) != size else
-                       "its nodes' NVLink domain disagrees with Azure's interconnect subgroup")
+                       "its nodes' NVLink domain disagrees with Azure's rack or with each other"
+                       if rack.get("agrees_with_azure") is False or rack.get("disputed") else
+                       "not every node of it measured its NVLink domain")
                 return [], f"rack {rack['name']} of {names} is not a whole rack azgpu can name ({why})"
             doomed += [by_name[h] for h in rack["nodes"]]
     if sick - {n.computer_name for n in doomed}:  # a faulty node of a scale set without racks
