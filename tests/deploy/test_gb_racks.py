@@ -180,6 +180,6 @@ def test_instance_pages_that_never_end_are_an_error_not_a_shorter_list(cli, azur
              "?$expand=instanceView&api-version=2026-03-01&$skiptoken=1")
     azure.inject(method="GET", path=f"{path}$", status=200, body={**listed, "nextLink": again}, times=None)
     since = len(azure.requests)
-    rc, out, err = cli("outputs", *cluster_args(), "--format", "slurm")
+    rc, _out, err = cli("outputs", *cluster_args(), "--format", "slurm")
     assert rc == 1 and "ARM_ANSWER_INVALID" in err and "Traceback" not in err, err
     assert len(calls(azure, "GET", since=since, path=path)) <= 3
