@@ -46,7 +46,7 @@ from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
 from ..bounded import retry_after_of
-from .arm import allowed, answer, invalid_answer, json_body, send, to_azure_error
+from .arm import BASE, allowed, answer, invalid_answer, json_body, send, to_azure_error
 from .interface import CheckOptions, ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
 
@@ -66,6 +66,7 @@ NAME_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-:]*[a-zA-Z0-9]{3,120}$")
 NAME_PREFIX = "azgpu-"
 MAX_NAME = 120
 MAX_DESCRIPTION = 1000
+MAX_PAGES = 1000  # nextLink pages of one listing
 MAX_SETTLE_WAIT = 60.0  # the longest Retry-After a report's creation is followed with (Learn shows none)
 
 # Learn: "Resource.Hpc.Unhealthy.* fields specific to GPUs: Manufacturer, SerialNumber, ModelNumber,
@@ -325,9 +326,12 @@ def _error(response, what: str) -> AzgpuError:
 
 
 def _pages(session, path: str, api_version: str, what: str) -> list[dict[str, Any]]:
+    """Every item of a listing, read whole or not at all: a nextLink back to a page already read, or pages past
+    MAX_PAGES, are ARM_ANSWER_INVALID (each listed report costs an insight read: 1,000 copies of one page did)."""
     items: list[dict[str, Any]] = []
     response = send(session, "GET", path, api_version)
-    for _ in range(1000):  # nextLink pages, bounded
+    followed = {f"{BASE}{path}?api-version={api_version}"}
+    for _ in range(MAX_PAGES):
         if response.status_code != 200:
             raise _error(response, what)
         data = answer(response, what)
@@ -335,10 +339,14 @@ def _pages(session, path: str, api_version: str, what: str) -> list[dict[str, An
         if value is not None and not isinstance(value, list):
             raise invalid_answer(what, f"holds 'value' as {type(value).__name__}, not a list")
         items += [i for i in value or [] if isinstance(i, dict)]
-        if not data.get("nextLink"):
+        link = data.get("nextLink")
+        if not link:
             return items
-        response = send(session, "GET", path, api_version, url=data["nextLink"])  # arm_url-checked there
-    return items
+        if isinstance(link, str) and link in followed:
+            raise invalid_answer(what, "points back to a page already read (its nextLink goes round)")
+        followed.add(link if isinstance(link, str) else "")
+        response = send(session, "GET", path, api_version, url=link)  # arm_url-checked there
+    raise invalid_answer(what, f"kept pointing to a next page after {MAX_PAGES:,} pages")
 
 
 def _impact_path(session, name: str) -> str:
