@@ -8,7 +8,6 @@ session's throttling budget (`ThrottleBudget`), enforced in azure-core's own Ret
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -39,16 +38,24 @@ class Interrupted(Exception):
     """Raised by a wait of a cancelled session (after Ctrl-C), in whatever thread waits."""
 
 
+MAX_AZ_PROFILE = 16 * 1024 * 1024  # az's profile lists every subscription of every login: a few KB each
+
+
 def cli_default_subscription() -> str | None:
     """The Azure CLI's default subscription, read from its profile file (no subprocess)."""
+    from ..bounded import BoundedError, loads
+    from ..bounded_read import read_bounded
+
     config = Path(os.environ.get("AZURE_CONFIG_DIR", Path.home() / ".azure")) / "azureProfile.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8-sig"))
+    try:  # another program's file: bounded, and of any shape (one azgpu cannot read selects nothing)
+        raw = read_bounded(config, limit=MAX_AZ_PROFILE)
+        data = loads(raw.decode("utf-8-sig"), max_bytes=MAX_AZ_PROFILE, what=str(config))
     except (OSError, ValueError):
         return None
-    for sub in data.get("subscriptions", []):
-        if sub.get("isDefault"):
-            return sub.get("id")
+    subscriptions = data.get("subscriptions") if isinstance(data, dict) else None
+    for sub in subscriptions if isinstance(subscriptions, list) else []:
+        if isinstance(sub, dict) and sub.get("isDefault") is True:
+            return sub["id"] if isinstance(sub.get("id"), str) else None
     return None
 
 
