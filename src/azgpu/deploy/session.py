@@ -43,7 +43,7 @@ MAX_AZ_PROFILE = 16 * 1024 * 1024  # az's profile lists every subscription of ev
 
 def cli_default_subscription() -> str | None:
     """The Azure CLI's default subscription, read from its profile file (no subprocess)."""
-    from ..bounded import BoundedError, loads
+    from ..bounded import loads
     from ..bounded_read import read_bounded
 
     config = Path(os.environ.get("AZURE_CONFIG_DIR", Path.home() / ".azure")) / "azureProfile.json"
