@@ -14,7 +14,7 @@ from ..bounded import BoundedError, loads, retry_after_of
 from ..errors import AzgpuError, AzureError
 from ..plan import MANAGED_BY
 from ..resource_types import ResourceType
-from .azure_errors import translate
+from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError, translate
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 CREATED_TAG = "azgpu-created"
@@ -116,13 +116,18 @@ def wait_first_polling(interval: float | None, *, default: float = 30,
     return WaitFirstPolling(default if interval is None else interval)
 
 
+# The most reads of a resource another operation works on (5 s apart by default: some 14 hours, far longer than any
+# create or delete azgpu waits for): a provisioning state that never ends is an error, never an endless wait.
+MAX_SETTLE_READS = 10000
+
+
 def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, interval: float = 5.0,
                   api_version: str | None = None, between: Callable[[], None] | None = None) -> Any | None:
     """Read a resource another operation is working on until its provisioning state is terminal; the
     resource as it then is, or None when it is gone (that operation deleted it). Errors come back in
     azgpu's terms; between() runs before each pause and may raise to stop (Ctrl-C, a deadline)."""
     kwargs = {"api_version": api_version} if api_version else {}
-    while True:
+    for _ in range(MAX_SETTLE_READS):
         try:
             current = rt.get(session, resource_group, name, **kwargs)
         except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
@@ -134,6 +139,10 @@ def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, 
         if between is not None:
             between()
         session.pause(interval)
+    state = getattr(current, "provisioning_state", None)
+    raise OperationInProgressError(f"{name}: still {ascii(str(state)[:40])} after {MAX_SETTLE_READS:,} reads: azgpu "
+                                   "stopped waiting for the operation running on it", code="OPERATION_IN_PROGRESS",
+                                   remedy=IN_PROGRESS_REMEDY)
 
 
 def _rest_client(session):
