@@ -190,6 +190,16 @@ def session_transport(session: "Session", requests_session: Any = None):
         def sleep(self, duration: float) -> None:
             session.pause(duration)
 
+        def send(self, request, **kwargs):  # noqa: D102 - every request of every client, with the ARM token
+            from .arm import BASE, arm_url, invalid_answer
+
+            # The SDK's pollers follow whatever Azure-AsyncOperation or Location an answer names, and the
+            # session's bearer token goes with it: only Resource Manager itself is ever asked (arm.arm_url).
+            if not arm_url(request.url):
+                raise invalid_answer(f"{request.method} {_short(str(request.url))}",
+                                     f"points azgpu to {ascii(str(request.url)[:100])}, which is not {BASE}")
+            return super().send(request, **kwargs)
+
     if requests_session is None:
         return SessionTransport()
     return SessionTransport(session=requests_session, session_owner=False)
