@@ -42,6 +42,7 @@ def files(tmp: Path) -> dict[str, str]:
     write("price.toml", b'profile = "ndv2"\nspot = true\nmax-price = true\n')
     write("float_nodes.toml", b'profile = "ndv2"\nnodes = 1.5\n')
     write("binary.toml", bytes(range(256)))
+    write("deep.toml", b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n")  # 10 KB: tomllib recursed until RecursionError
     write("private.toml", f'profile = "ndv2"\nssh-key = """{PRIVATE}"""\n'.encode())
     write("state_garbage.json", b"\x00garbage")
     write("file", b"")
@@ -92,6 +93,8 @@ CORPUS = {
     "nodes = 1.5": (["render", "-f", "{float_nodes_toml}", "-n", "demo", "--ssh-key", KEY, "--out-dir", "{out}"], 2,
                     "INVALID_NODES"),
     "binary cluster file": (["render", "-f", "{binary_toml}", "--out-dir", "{out}"], 2, "CLUSTER_FILE_INVALID"),
+    "cluster file nested 5,000 arrays deep": (["render", "-f", "{deep_toml}", "--out-dir", "{out}"], 2,
+                                              "CLUSTER_FILE_INVALID"),
     "/dev/zero as cluster file": (["render", "-f", "/dev/zero", "--out-dir", "{out}"], 2, "CLUSTER_FILE_UNREADABLE"),
     "FIFO as cluster file": (["render", "-f", "{fifo}", "--out-dir", "{out}"], 2, "CLUSTER_FILE_UNREADABLE"),
     # names: full matches, no trailing newline, no path separators

@@ -88,6 +88,35 @@ def test_an_encrypted_private_key_is_not_guessed_at(tmp_path):
     assert "ssh-keygen -y" in info.value.remedy and not (tmp_path / "id_rsa.pub").exists()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "zero", "directory"])
+def test_a_private_half_that_is_no_file_is_refused_without_waiting_or_reading_it_all(tmp_path, kind):
+    """The private half beside a missing .pub is read to derive its public key: a FIFO nobody writes to blocked
+    for ever, /dev/zero was read until memory ran out. Read as every other user file is (bounded_read)."""
+    import threading
+
+    private = tmp_path / "id_rsa"
+    if kind == "fifo":
+        os.mkfifo(private)
+    elif kind == "zero":
+        private.symlink_to("/dev/zero")
+    else:
+        private.mkdir()
+    outcome: list = []
+
+    def derive():
+        try:
+            generate(tmp_path / "id_rsa.pub")
+        except SshKeyError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=derive, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "still reading the private key"
+    (error,) = outcome
+    assert str(private) in error.message and not (tmp_path / "id_rsa.pub").exists()
+
+
 def test_a_path_that_is_not_a_pub_file_is_refused(az, tmp_path):
     f = az.only(az.errors(profile="nd-a100-v4", ssh_key=str(tmp_path / "cluster_key"), generate_ssh_keys=True),
                 "INVALID_SSH_KEY_PATH")

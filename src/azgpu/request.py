@@ -399,6 +399,10 @@ def read_cluster_file(path: str) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"cluster file '{path}' is not valid TOML: {exc}", code="CLUSTER_FILE_INVALID",
                          remedy="fix the TOML syntax (see examples/*.toml)") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables: a few KB reach the limit
+        raise InputError(f"cluster file {_shown(path)} nests arrays or tables thousands deep: not a cluster file",
+                         code="CLUSTER_FILE_INVALID",
+                         remedy="pass a cluster file such as examples/nd-a100-v4.toml") from None
     except ValueError:  # a NUL in the path (possible from Python, not from a shell)
         raise InputError(f"cluster file {_shown(path)} is not a valid path", code="CLUSTER_FILE_NOT_FOUND",
                          remedy="check the path given to -f/--file") from None

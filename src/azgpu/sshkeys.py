@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .bounded_read import read_bounded
+
+MAX_PRIVATE_KEY = 64 * 1024  # an OpenSSH RSA-16384 private key is about 12 KiB
 RSA_BITS = 4096  # ssh-keygen -t rsa -b 4096; az generates RSA keys too
 COMMENT = "generated-by-azgpu"
 
@@ -41,12 +44,21 @@ def generate(public_path: str | os.PathLike) -> str:
 
     try:
         if private.exists():
-            # The pair's private half is there: derive its public key, as az does; never replace it.
+            # The pair's private half is there: derive its public key, as az does; never replace it. Read as
+            # every file a user names is (a FIFO would block for ever, /dev/zero fill memory).
             try:
-                key = serialization.load_ssh_private_key(private.read_bytes(), password=None)
+                raw = read_bounded(private, limit=MAX_PRIVATE_KEY)
+            except IsADirectoryError as exc:
+                raise SshKeyError(f"'{private}' exists but is {exc.args[0] if exc.args else 'a directory'}, "
+                                  "not a private key", remedy="pass --ssh-key with another path") from None
+            if len(raw) > MAX_PRIVATE_KEY:
+                raise SshKeyError(f"'{private}' exists but is larger than {MAX_PRIVATE_KEY // 1024} KiB: not a "
+                                  "private key", remedy="pass --ssh-key with another path")
+            try:
+                key = serialization.load_ssh_private_key(raw, password=None)
             except unreadable:
                 try:
-                    key = serialization.load_pem_private_key(private.read_bytes(), password=None)
+                    key = serialization.load_pem_private_key(raw, password=None)
                 except unreadable as exc:
                     raise SshKeyError(f"'{private}' exists but its public key cannot be derived: {exc}",
                                       remedy=f"write its public key yourself (ssh-keygen -y -f {private} > {public}) "

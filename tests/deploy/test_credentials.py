@@ -64,6 +64,18 @@ def test_subscription_comes_from_the_az_cli_default(azure, run, no_subscription,
     assert all(DEFAULT_SUBSCRIPTION in r.path for r in azure.requests)
 
 
+@pytest.mark.parametrize("profile", ["[1]", '{"subscriptions": {"id": 1}}', '{"subscriptions": [1, null]}',
+                                     '{"subscriptions": [{"isDefault": true, "id": ["x"]}]}',
+                                     "[" * 100000 + "]" * 100000, '{"subscriptions": [' + '{"id": "x"},' * 10 + "]"])
+def test_an_az_profile_azgpu_cannot_read_selects_no_subscription(azure, run, no_subscription, credential, profile):
+    """az's azureProfile.json is another program's file: one of another shape is no default (it raised
+    AttributeError, or RecursionError for one nested deep), and the user is told what to pass."""
+    (no_subscription / "azureProfile.json").write_text(profile, encoding="utf-8-sig")
+    rc, out, err = run("status", *cluster_args())
+    assert_cli_error(rc, err, 2, "NO_SUBSCRIPTION", "pass --subscription ID")
+    assert azure.requests == []
+
+
 def test_credential_that_cannot_get_a_token_exits_1_without_traceback(azure, run, credential):
     credential["credential"] = BrokenCredential()
     rc, out, err = run(*create_args(), "--subscription", DEFAULT_SUBSCRIPTION)

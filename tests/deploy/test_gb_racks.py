@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import requests
 from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args
 
 
@@ -164,3 +165,21 @@ def test_destroy_forgets_what_was_measured_so_a_new_cluster_of_the_same_name_sta
     assert rc == 0, err
     rc, out, err = cli("outputs", *cluster_args(), "--format", "hostfile")
     assert "Left out" not in out and len([x for x in out.splitlines() if not x.startswith("#")]) == 18
+
+
+def test_instance_pages_that_never_end_are_an_error_not_a_shorter_list(cli, azure, racks_quota):
+    """A rack's members come from the scale set's instance pages (whether a rack is deleted rests on them): a
+    nextLink back to a page already read, or pages that go on past the bound, is ARM_ANSWER_INVALID, not the
+    instances read so far (it followed 1,000 pages and answered with them as the whole list)."""
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=18), "-o", "none")
+    assert rc == 0, err
+    path = "virtualMachineScaleSets/c1-vmss000/virtualMachines"
+    listed = requests.get(f"https://management.azure.com{azure.resources(type=VMSS)[0]['id']}/virtualMachines",
+                          params={"api-version": "2026-03-01", "$expand": "instanceView"}, timeout=5).json()
+    again = (f"https://management.azure.com{azure.resources(type=VMSS)[0]['id']}/virtualMachines"
+             "?$expand=instanceView&api-version=2026-03-01&$skiptoken=1")
+    azure.inject(method="GET", path=f"{path}$", status=200, body={**listed, "nextLink": again}, times=None)
+    since = len(azure.requests)
+    rc, _out, err = cli("outputs", *cluster_args(), "--format", "slurm")
+    assert rc == 1 and "ARM_ANSWER_INVALID" in err and "Traceback" not in err, err
+    assert len(calls(azure, "GET", since=since, path=path)) <= 3

@@ -8,6 +8,7 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+import requests
 from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
 from azgpu.deploy import arm, ghr
@@ -419,3 +420,20 @@ def test_simulated_subscription_not_onboarded_loses_no_instance(sim, run, state_
 def test_simulate_ghr_needs_something_to_set(run, state_file):
     rc, out, err = run("simulate", "ghr", "--simulate-state", state_file)
     assert_cli_error(rc, err, 2, "MISSING_ARGUMENT", "--provider-state")
+
+
+def test_a_listing_whose_next_page_goes_round_is_an_error_not_a_thousand_copies(azure, session, bad_cluster):
+    """One report, listed on a page whose nextLink names the same page again: ARM_ANSWER_INVALID after the second
+    read. It read 1,000 pages, then asked Azure for the insight of each of the 1,000 copies of the report."""
+    (node,) = [n for n in health.check(session, NAME, RG) if not n.passed]
+    reporter(session).report([node])
+    listing = f"{arm.BASE}/subscriptions/{azure.subscription_id}/providers/{IMPACTS}?api-version={ghr.API_VERSION}"
+    page = requests.get(listing, timeout=5).json()
+    assert len(page["value"]) == 1
+    azure.inject(method="GET", path=r"/providers/Microsoft.Impact/workloadImpacts$", status=200,
+                 body={**page, "nextLink": listing + "&$skiptoken=2"}, times=None)
+    since = len(azure.requests)
+    with pytest.raises(AzgpuError) as info:
+        ghr.list_reports(session, RG, NAME)
+    assert info.value.code == "ARM_ANSWER_INVALID" and "already read" in info.value.message
+    assert len(azure.requests) - since <= 3

@@ -69,3 +69,38 @@ def test_destroy_while_the_create_still_runs_waits_for_it_then_deletes(slow):
     deletes = [r.status for r in calls(azure, "DELETE", path=f"/virtualMachineScaleSets/{NAME}-vmss000")]
     assert deletes == [409, 202]  # refused while Creating, deleted once it ended
     assert azure.resources(resource_group=RG) == [] and result["resource_group_deleted"] is True
+
+
+def test_a_provisioning_state_that_never_ends_is_an_error_not_an_endless_wait(slow, monkeypatch):
+    """destroy follows an operation Azure says is still running on a resource (409, then reads until a terminal
+    provisioning state): one that never ends was followed for ever (destroy has no --timeout). Now at most
+    MAX_SETTLE_READS reads, then OPERATION_IN_PROGRESS with the remedy."""
+    import threading
+
+    import requests
+
+    from azgpu.deploy import arm
+    from azgpu.errors import AzgpuError
+
+    azure, session = slow
+    monkeypatch.setattr(arm, "MAX_SETTLE_READS", 5, raising=False)
+    create(session, request(), wait=False)
+    (vmss,) = azure.resources(type=VMSS)
+    body = requests.get(f"{arm.BASE}{vmss['id']}", params={"api-version": "2026-03-01"}, timeout=5).json()
+    body["properties"]["provisioningState"] = "Updating"
+    azure.inject(method="GET", path=f"virtualMachineScaleSets/{NAME}-vmss000$", status=200, body=body, times=None)
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            destroy(session, NAME, RG)
+        except AzgpuError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "destroy still waiting"
+    (error,) = outcome
+    assert error.code == "OPERATION_IN_PROGRESS" and "Updating" in error.message and error.remedy
+    assert len(calls(azure, "GET", path=f"virtualMachineScaleSets/{NAME}-vmss000")) <= 5 + 3

@@ -80,6 +80,57 @@ def test_an_all_zero_cluster_uuid_or_clique_fails_the_fabric_check(node, uuid, c
     assert verdict["fabric"]["clusterUuid"] is None or clique == "0"  # an all-zero UUID is no domain to join
 
 
+def gb_q_per_gpu(fields: list[tuple[str, str, str, str]]) -> str:
+    """nvidia_q(4) with each GPU's Fabric block (State, Status, CliqueId, ClusterUUID) filled in turn."""
+    blocks = re.split(r"(?m)(?=^GPU [0-9A-F]{8}:)", nvidia_q(4))
+    values = iter(fields)
+    out = []
+    for block in blocks:
+        if block.startswith("GPU "):
+            for field, value in zip(("State", "Status", "CliqueId", "ClusterUUID"), next(values)):
+                block = re.sub(rf"(?m)^(        {field}\s+: )N/A", lambda m, v=value: m.group(1) + v, block)
+        out.append(block)
+    return "".join(out)
+
+
+GOOD = ("Completed", "Success", "32766", "4e5f6a7b-1111-4c4c-9e9e-0123456789ab")
+GB_CHECK = {"AZGPU_EXPECT_GPUS": 4, "AZGPU_CHECK_FABRIC": 1, "AZGPU_EXPECT_IB_PORTS": 0, "AZGPU_CHECK_NVLINK": 0}
+
+
+@pytest.mark.parametrize("bad", [("Completed", "Success", "32766", "00000000-0000-0000-0000-000000000000"),
+                                 ("Completed", "Success", "0", GOOD[3])])
+def test_one_gpu_with_an_all_zero_cluster_uuid_among_good_ones_fails_that_gpu(node, bad):
+    # verify_nvlink_setup (Azure/azhpc-images tests/test-definitions.sh) judges every GPU's Fabric block: one
+    # GPU's all-zero ClusterUUID or CliqueId 0 fails it, whatever the others say. It passed before (the GPUs
+    # disagreeing made the node's fabric incomplete, and nothing else was said).
+    node.nvidia(gb_q_per_gpu([GOOD, GOOD, GOOD, bad]))
+    node.box.tool("systemctl", "active\n")
+    node.box.file("/dev/nvidia-caps-imex-channels/channel0", "")
+    verdict = node.check(**GB_CHECK)
+    (finding,) = verdict["failures"]
+    assert finding["kind"] == "fabric" and verdict["fabric"]["complete"] is False
+    assert [g["bus"] for g in finding["gpus"]] == [nvidia_gpu_bus(3)]
+
+
+def test_with_aznhc_a_gpu_whose_fabric_is_not_completed_fails(node):
+    # AzNHC's checks do not read the Fabric block; its absence of findings is no pass of the fabric.
+    node.aznhc("")
+    node.nvidia(gb_q_per_gpu([GOOD, GOOD, ("In Progress", "N/A", "0", "N/A"), GOOD]))
+    node.box.tool("systemctl", "active\n")
+    node.box.file("/dev/nvidia-caps-imex-channels/channel0", "")
+    verdict = node.check(**GB_CHECK)
+    assert verdict["checker"] == "aznhc"
+    (finding,) = verdict["failures"]
+    assert finding["kind"] == "fabric" and "In Progress" in finding["message"]
+    assert [g["bus"] for g in finding["gpus"]] == [nvidia_gpu_bus(2)]
+
+
+def nvidia_gpu_bus(i: int) -> str:
+    from node_support import azure_gpu_buses
+
+    return azure_gpu_buses()[i].lower()[-12:]
+
+
 def test_an_aznhc_finding_names_its_gpus_serial_for_guest_health_reporting(node):
     # AzNHC's own die lines (customTests: "GPU id 3: Row remap error", "NVRM: Xid (PCI:0002:00:00): 79").
     lines = [line for line in fixture("aznhc-die-lines.txt").splitlines()

@@ -14,7 +14,7 @@ from ..bounded import BoundedError, loads, retry_after_of
 from ..errors import AzgpuError, AzureError
 from ..plan import MANAGED_BY
 from ..resource_types import ResourceType
-from .azure_errors import translate
+from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError, translate
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 CREATED_TAG = "azgpu-created"
@@ -133,13 +133,18 @@ def wait_first_polling(interval: float | None, *, default: float = 30,
     return WaitFirstPolling(default if interval is None else interval, lro_algorithms=algorithms)
 
 
+# The most reads of a resource another operation works on (5 s apart by default: some 14 hours, far longer than any
+# create or delete azgpu waits for): a provisioning state that never ends is an error, never an endless wait.
+MAX_SETTLE_READS = 10000
+
+
 def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, interval: float = 5.0,
                   api_version: str | None = None, between: Callable[[], None] | None = None) -> Any | None:
     """Read a resource another operation is working on until its provisioning state is terminal; the
     resource as it then is, or None when it is gone (that operation deleted it). Errors come back in
     azgpu's terms; between() runs before each pause and may raise to stop (Ctrl-C, a deadline)."""
     kwargs = {"api_version": api_version} if api_version else {}
-    while True:
+    for _ in range(MAX_SETTLE_READS):
         try:
             current = rt.get(session, resource_group, name, **kwargs)
         except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
@@ -151,6 +156,10 @@ def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, 
         if between is not None:
             between()
         session.pause(interval)
+    state = getattr(current, "provisioning_state", None)
+    raise OperationInProgressError(f"{name}: still {ascii(str(state)[:40])} after {MAX_SETTLE_READS:,} reads: azgpu "
+                                   "stopped waiting for the operation running on it", code="OPERATION_IN_PROGRESS",
+                                   remedy=IN_PROGRESS_REMEDY)
 
 
 def _rest_client(session):
@@ -233,7 +242,8 @@ def pages(session, path: str, api_version: str, what: str, *, query: str = "",
     from azure.core.exceptions import HttpResponseError
 
     items: list[dict[str, Any]] = []
-    url = f"{BASE}{path}?api-version={api_version}&{query}" if query else None
+    url = f"{BASE}{path}?api-version={api_version}" + (f"&{query}" if query else "")
+    followed = {url}
     response = send(session, "GET", path, api_version, url=url)
     for _ in range(MAX_PAGES):
         if response.status_code != 200:
@@ -243,9 +253,14 @@ def pages(session, path: str, api_version: str, what: str, *, query: str = "",
         if value is not None and not isinstance(value, list):
             raise invalid_answer(what, f"holds 'value' as {type(value).__name__}, not a list")
         items += [i for i in value or [] if isinstance(i, dict)]
-        if not data.get("nextLink"):
+        link = data.get("nextLink")
+        if not link:
             return items
-        response = send(session, "GET", path, api_version, url=data["nextLink"])
+        # A page read again would count its items twice (each listed impact costs an insight read).
+        if isinstance(link, str) and link in followed:
+            raise invalid_answer(what, "points back to a page already read (its nextLink goes round)")
+        followed.add(link if isinstance(link, str) else "")
+        response = send(session, "GET", path, api_version, url=link)
     raise invalid_answer(what, f"kept pointing to a next page after {MAX_PAGES:,} pages")
 
 

@@ -192,6 +192,9 @@ def interconnect(vm: dict[str, Any], what: str = "the scale set's instances") ->
     return {"subgroup": subgroup or None, "block": block_id or None}
 
 
+MAX_INSTANCE_PAGES = 1000  # a scale set holds at most 1,000 VMs (Learn, "Virtual Machine Scale Sets and placement groups")
+
+
 def rack_instances(session, resource_group: str, scale_set: str) -> list[dict[str, Any]]:
     """Every instance of the scale set as Azure's REST answer gives it at azgpu's Compute api-version
     (VirtualMachineScaleSetVMs_List with $expand=instanceView, nextLink pages bounded): instance_id, vm_id,
@@ -201,7 +204,9 @@ def rack_instances(session, resource_group: str, scale_set: str) -> list[dict[st
     what = f"the instances of {scale_set}"
     found: list[dict[str, Any]] = []
     url = f"{BASE}{path}?$expand=instanceView&api-version={INSTANCES.api_version}"
-    for _ in range(1000):
+    followed: set[str] = set()
+    for _ in range(MAX_INSTANCE_PAGES):
+        followed.add(url)
         response = send(session, "GET", path, INSTANCES.api_version, url=url)
         if response.status_code != 200:
             from azure.core.exceptions import HttpResponseError
@@ -223,8 +228,12 @@ def rack_instances(session, resource_group: str, scale_set: str) -> list[dict[st
             raise invalid_answer(what, str(exc)) from None
         url = data.get("nextLink")
         if not url:
-            break
-    return found
+            return found
+        if not isinstance(url, str):
+            raise invalid_answer(what, f"holds a nextLink that is {type(url).__name__}, not a URL")
+        if url in followed:  # the listing is read whole or not at all: a rack's deletion rests on it
+            raise invalid_answer(what, "points back to a page already read (its nextLink goes round)")
+    raise invalid_answer(what, f"kept pointing to a next page after {MAX_INSTANCE_PAGES:,} pages")
 
 
 def rack_signals(session, resource_group: str, scale_set: str) -> dict[str, dict[str, str | None]]:

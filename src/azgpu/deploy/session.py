@@ -8,7 +8,6 @@ session's throttling budget (`ThrottleBudget`), enforced in azure-core's own Ret
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import re
@@ -40,16 +39,24 @@ class Interrupted(Exception):
     """Raised by a wait of a cancelled session (after Ctrl-C), in whatever thread waits."""
 
 
+MAX_AZ_PROFILE = 16 * 1024 * 1024  # az's profile lists every subscription of every login: a few KB each
+
+
 def cli_default_subscription() -> str | None:
     """The Azure CLI's default subscription, read from its profile file (no subprocess)."""
+    from ..bounded import loads
+    from ..bounded_read import read_bounded
+
     config = Path(os.environ.get("AZURE_CONFIG_DIR", Path.home() / ".azure")) / "azureProfile.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8-sig"))
+    try:  # another program's file: bounded, and of any shape (one azgpu cannot read selects nothing)
+        raw = read_bounded(config, limit=MAX_AZ_PROFILE)
+        data = loads(raw.decode("utf-8-sig"), max_bytes=MAX_AZ_PROFILE, what=str(config))
     except (OSError, ValueError):
         return None
-    for sub in data.get("subscriptions", []):
-        if sub.get("isDefault"):
-            return sub.get("id")
+    subscriptions = data.get("subscriptions") if isinstance(data, dict) else None
+    for sub in subscriptions if isinstance(subscriptions, list) else []:
+        if isinstance(sub, dict) and sub.get("isDefault") is True:
+            return sub["id"] if isinstance(sub.get("id"), str) else None
     return None
 
 
@@ -199,7 +206,14 @@ def session_transport(session: "Session", requests_session: Any = None):
         def sleep(self, duration: float) -> None:
             session.pause(duration)
 
-        def send(self, request, **kwargs):  # noqa: D102 - azure-core's transport hook
+        def send(self, request, **kwargs):  # noqa: D102 - every request of every client, with the ARM token
+            from .arm import BASE, arm_url, invalid_answer
+
+            # The SDK's pollers follow whatever Azure-AsyncOperation or Location an answer names, and the
+            # session's bearer token goes with it: only Resource Manager itself is ever asked (arm.arm_url).
+            if not arm_url(request.url):
+                raise invalid_answer(f"{request.method} {_short(str(request.url))}",
+                                     f"points azgpu to {ascii(str(request.url)[:100])}, which is not {BASE}")
             taken = session.pacer.before(request.method, request.url)  # may wait for the request's turn
             response = None
             try:

@@ -324,7 +324,7 @@ fallback_nvidia() {
             fi ;;
         esac
         if [ "${AZGPU_CHECK_FABRIC:-0}" = 1 ]; then
-            printf '%s|%s|%s|%s\n' "$fst" "$fss" "$fcl" "$fcu" >>"$WORK/fabric.txt"
+            printf '%s|%s|%s|%s|%s\n' "$fst" "$fss" "$fcl" "$fcu" "$bus|$serial" >>"$WORK/fabric.txt"
             if [ "$fst" != Completed ] || [ "$fss" != Success ]; then
                 add_failure fabric fabric "GPU $bus: NVLink fabric state $fst, status $fss" "Completed Success" \
                     "$fst $fss" "" "" "$ref"
@@ -351,11 +351,20 @@ fallback_nvidia() {
 }
 FABRIC_JSON=""
 fabric_node() {  # the node's fabric (every GPU's agreeing, else incomplete) for the rack grouping
-    local st ss cl cu first=1 agree=1 complete=true a b c d
+    local st ss cl cu first=1 agree=1 complete=true a b c d bus serial
     [ -s "$WORK/fabric.txt" ] || return 0
-    while IFS='|' read -r a b c d; do
+    while IFS='|' read -r a b c d bus serial; do
         if [ $first = 1 ]; then st=$a; ss=$b; cl=$c; cu=$d; first=0
         elif [ "$a|$b|$c|$d" != "$st|$ss|$cl|$cu" ]; then agree=0; fi
+    done <"$WORK/fabric.txt"
+    # GPUs that disagree: each registered GPU is judged on its own, as verify_nvlink_setup judges every GPU's
+    # Fabric block (one GPU with an all-zero ClusterUUID among good ones passed before).
+    [ $agree = 1 ] || while IFS='|' read -r a b c d bus serial; do
+        [ "$a" = Completed ] && [ "$b" = Success ] || continue
+        case "$d" in ''|N/A|00000000-0000-0000-0000-000000000000) ;; *)
+            case "$c" in ''|*[!0-9]*|0) ;; *) continue ;; esac ;; esac
+        add_failure fabric fabric "GPU $bus: NVLink fabric without a valid ClusterUUID or CliqueId (${d:-none}, ${c:-none})" \
+            "non-zero ClusterUUID and CliqueId" "${d:-none} ${c:-none}" "" "" "$(gpu_ref "$bus" "$serial")"
     done <"$WORK/fabric.txt"
     [ $agree = 1 ] && [ "$st" = Completed ] && [ "$ss" = Success ] || complete=false
     local zero=""
@@ -665,8 +674,13 @@ check() {
         [ "${AZGPU_GPU_VENDOR:-nvidia}" = nvidia ] && scan_xids
     elif [ "${AZGPU_CHECK_FABRIC:-0}" = 1 ]; then
         nvidia_gpus
-        [ "$SMI_RC" -eq 0 ] && while IFS='|' read -r _ _ _ _ _ _ _ _ _ _ _ _ _ a b c d; do
-            printf '%s|%s|%s|%s\n' "$a" "$b" "$c" "$d" >>"$WORK/fabric.txt"; done <"$WORK/gpus.txt"
+        [ "$SMI_RC" -eq 0 ] && while IFS='|' read -r bus serial _ _ _ _ _ _ _ _ _ _ _ a b c d; do
+            printf '%s|%s|%s|%s|%s\n' "$a" "$b" "$c" "$d" "$(norm_bus "$bus")|$serial" >>"$WORK/fabric.txt"
+            if [ "$a" != Completed ] || [ "$b" != Success ]; then  # AzNHC does not look at the fabric
+                add_failure fabric fabric "GPU $(norm_bus "$bus"): NVLink fabric state $a, status $b" \
+                    "Completed Success" "$a $b" "" "" "$(gpu_ref "$bus" "$serial")"
+            fi
+        done <"$WORK/gpus.txt"
         fabric_node
     fi
     local inventory="" extra
