@@ -72,7 +72,7 @@ def test_an_az_profile_azgpu_cannot_read_selects_no_subscription(azure, run, no_
     AttributeError, or RecursionError for one nested deep), and the user is told what to pass."""
     (no_subscription / "azureProfile.json").write_text(profile, encoding="utf-8-sig")
     rc, out, err = run("status", *cluster_args())
-    assert_cli_error(rc, err, 2, "NO_SUBSCRIPTION", "pass --subscription ID")
+    assert_cli_error(rc, err, 2, "NO_SUBSCRIPTION", "pass --subscription with its ID")
     assert azure.requests == []
 
 
