@@ -155,20 +155,31 @@ class SlurmNode:
         return self.addr
 
 
+# The free text slurm_sprint_node_table (src/api/node_info.c) prints after every structured field, in this
+# order: an administrator's Reason, Comment and Extra (Extra also from `slurmd --extra`), InstanceId/Type.
+_FREE = (" Reason=", " Comment=", " Extra=", " InstanceId=", " InstanceType=", " ReservationName=")
 _REASON = re.compile(r"^(?P<text>.*?)(?: \[[^\[\]@]*@[^\[\]]*\])?"
                      r"(?: (?:Comment|Extra|InstanceId|InstanceType|ReservationName)=.*)?$")
 
 
 def parse_nodes(text: str) -> dict[str, SlurmNode]:
-    """`scontrol show node -o` (one node a line) as SlurmNode by name; lines it cannot read are skipped."""
+    """`scontrol show node -o` (one node a line) as SlurmNode by name; lines it cannot read are skipped.
+    Fields are read only before the free text (a Comment or Extra of "State=DOWN NodeAddr=..." is text, not
+    the node's state), each at its first occurrence."""
     out: dict[str, SlurmNode] = {}
     for line in text.splitlines():
-        head, _, reason = line.partition(" Reason=")
-        fields = dict(f.split("=", 1) for f in head.split() if "=" in f)
+        cut = min((i for i in (line.find(mark) for mark in _FREE) if i >= 0), default=len(line))
+        head, free = line[:cut], line[cut:]
+        fields: dict[str, str] = {}
+        for f in head.split():
+            if "=" in f:
+                key, value = f.split("=", 1)
+                fields.setdefault(key, value)
         name = fields.get("NodeName")
         if not name or "State" not in fields:
             continue
         base, *flags = fields["State"].split("+")
+        reason = free[len(" Reason="):] if free.startswith(" Reason=") else ""
         match = _REASON.match(reason) if reason else None
         out[name] = SlurmNode(name, base.rstrip("*~#%$@!^-"), frozenset(flags), fields.get("NodeAddr", ""),
                               fields.get("NodeHostName", ""), (match["text"] if match else "").strip())
