@@ -592,6 +592,12 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
     failed: dict[str, str] = {}
     with state.locked(ctx.state_dir, ctx.cluster), ctx.open_session() as session:
         run = _Run(ctx, session, "resume", hostlist, list(wanted))
+        unusable = _join_problem(ctx)
+        if unusable is not None:  # no node could join: nothing is created, the names go DOWN with why
+            ctx.log.error("resume", hostlist, unusable)
+            failed = {n: reason_text(unusable.code, unusable.message, unusable.remedy)
+                      for names in wanted.values() for n in names}
+            wanted = {}
         for index, names in wanted.items():
             try:
                 done, left = _resume_domain(run, index, names)
@@ -612,6 +618,20 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
         if failed:
             _set_down(run, failed)
     return {"resumed": resumed, "failed": sorted(failed)}
+
+
+def _join_problem(ctx: Context) -> AzgpuError | None:
+    """Why no node could join (the munge key SlurmUser cannot read, or that is no key), found before a VM is
+    created for them: the bootstrap reads the key only after the VMs passed their health check."""
+    if ctx.join is None:
+        return None
+    from .bootstrap import read_key
+
+    try:
+        read_key(ctx.join.munge_key)
+    except InputError as exc:
+        return exc
+    return None
 
 
 def _set_down(run: _Run, failed: dict[str, str]) -> None:
