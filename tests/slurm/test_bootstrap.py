@@ -253,3 +253,32 @@ def test_an_image_without_slurm_installs_it_from_its_package_manager(vm):
     assert "installing slurmd and munge (apt-get)" in done.stdout
     assert done.returncode == 1 and "slurmd 22.05.8 cannot join a Slurm 24.11 controller" in done.stderr
     assert os.path.lexists("/usr/sbin/slurmd") and not os.path.lexists("/opt/repo"), "the host's own files changed"
+
+
+def test_a_verdict_from_the_name_a_vm_carried_before_is_not_the_new_names(vm):
+    """A rack's waiting VM (or one left for inspection) gets a new name after passing resume's health check: the
+    background verdict it kept from before (here `failed`, never drained) must not drain the new name."""
+    from azgpu.slurm import health_check
+
+    verdict = vm.path(health_check.VERDICT_PATH)
+    verdict.parent.mkdir(parents=True, exist_ok=True)
+    verdict.write_text(json.dumps({"status": "failed", "finding": "gpu 3 lost", "reason": "azgpu gpu 3 lost",
+                                   "checked": 1.0}))
+    _bootstrap(vm, "22.05 21.08 20.11")  # no controller answers: slurmd fetches nothing, the bootstrap fails
+    assert not verdict.exists()
+
+
+def test_a_munge_key_slurmuser_cannot_read_creates_nothing_and_sets_the_names_down(world, tmp_path):
+    """Debian's /etc/munge/munge.key is munge's alone (0400): read only after the VMs passed their health check,
+    every node would fail to join and resume-fail delete them. Read first, nothing is created."""
+    from dataclasses import replace
+
+    from azgpu.slurm.power import resume
+
+    fake, vms, ctx = world["build"]()
+    ctx.join = replace(ctx.join, munge_key=str(tmp_path / "no-such-key"))
+    assert resume(ctx, "demo-d000-[0001-0002]") == {"resumed": [], "failed": ["demo-d000-0001", "demo-d000-0002"]}
+    assert not [r for r in fake.requests if r.method in ("PUT", "PATCH", "POST", "DELETE")]
+    down = [line for line in world["calls"].read_text().splitlines() if "state=DOWN" in line]
+    assert len(down) == 1 and "reason=azgpu SLURM_MUNGE_KEY: " in down[0]
+    assert vms.seen == []

@@ -4,6 +4,8 @@ from its own directory is refused, with every finding at once, and nothing is wr
 
 from __future__ import annotations
 
+import pytest
+
 from slurm_support import KEY, cluster_file
 
 
@@ -73,3 +75,25 @@ def test_the_programs_check_their_zones_before_anything_runs(run, tmp_path):
                        "--zone", "9", "--simulate", "--simulate-state", tmp_path / "s.json", "demo-d000-0001")
     assert rc == 2 and "[INVALID_ZONES]" in err
     assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.parametrize("version", ["24.11\nPrologSlurmctld=/tmp/x", "24.11 PrologSlurmctld=/tmp/x", "99.99",
+                                     "19.05.8", "2024.11"])
+def test_a_slurm_version_is_one_release_azgpu_knows_and_never_reaches_the_files_otherwise(run, tmp_path, version):
+    """The version goes into the fragment's and topology.conf's comments: a line break there would be a
+    slurm.conf line of the user's choosing; a release azgpu has no slurm.conf(5) for has unknown keys."""
+    out = tmp_path / "out"
+    rc, _, err = run("slurm", "config", "-f", cluster_file(tmp_path), "--out-dir", out, "--slurm-version", version)
+    assert rc == 2 and "ERROR: [INVALID_SLURM_VERSION]" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option", ["--resume-timeout", "--suspend-timeout", "--health-check-interval"])
+def test_settings_slurm_reads_as_16_bit_numbers_stay_below_its_infinite(run, tmp_path, option):
+    """ResumeTimeout, SuspendTimeout and HealthCheckInterval are S_P_UINT16 (src/common/read_config.c); a value
+    above 65535 is a configuration error (src/common/parse_value.c), 65534 and 65535 are NO_VAL16 and INFINITE16."""
+    out = tmp_path / "out"
+    rc, _, err = run("slurm", "config", "-f", cluster_file(tmp_path), "--out-dir", out, "--slurm-version", "24.11",
+                     option, "65534")
+    assert rc == 2 and "ERROR: [USAGE]" in err and option in err
+    assert not out.exists()

@@ -608,3 +608,21 @@ def test_the_names_resume_binds_to_one_rack_are_one_block_of_topology_conf(racks
     assert len(by_rack) == 2, by_rack
     for names in by_rack.values():
         assert sum(1 for b in blocks if names <= b) == 1, (names, blocks)
+
+
+def test_free_text_after_the_fields_is_not_read_as_the_nodes_state(slurm):
+    """slurm_sprint_node_table (SchedMD/slurm src/api/node_info.c) prints Comment= and Extra= (Extra can be set
+    by the node's own `slurmd --extra`) after every structured field: text there that reads like fields is text.
+    Two running nodes whose Extra says "State=DOWN" are no DOWN nodes for resume-fail: nothing deleted."""
+    assert slurm("resume", "demo-d000-[0001-0002]")[0] == 0
+    vms = slurm.vms()
+    lines = (SHOW / "registered.txt").read_text().splitlines()[:2]
+    slurm.scontrol.show_file.write_text(
+        lines[0] + " Comment=moved State=DOWN+CLOUD NodeAddr=demo-d000-0001\n"
+        + lines[1] + ' Extra={"note":"x State=DOWN+CLOUD+POWERED_DOWN Reason=gone"}\n')
+    before = len(slurm.scontrol.calls())
+    rc, out, err = slurm("resume-fail", "demo-d000-[0001-0002]")
+    assert rc == 0, err
+    assert json.loads(out)["down"] == [] and json.loads(out)["left"] == ["demo-d000-0001", "demo-d000-0002"]
+    assert slurm.vms() == vms
+    assert not [c for c in slurm.scontrol.calls()[before:] if c.startswith("update")]

@@ -24,6 +24,9 @@ from .options import ListOption, azure_options, common, emit, log
 
 DEFAULT_STATE_DIR = "/var/lib/azgpu-slurm"
 DEFAULT_LOG_FILE = "/var/log/slurm/azgpu-power.log"
+# ResumeTimeout, SuspendTimeout and HealthCheckInterval are 16-bit in slurm.conf (S_P_UINT16, src/common/read_config.c);
+# 65534 and 65535 stand for NO_VAL16 and INFINITE16 (slurm.h), above is a configuration error (parse_value.c).
+UINT16_MAX = 65533
 # The cluster file's key for each field a finding can be about: the slurm commands take no -g, -n ...
 FILE_KEYS = {"resource_group": "resource-group", "name": "name", "location": "location", "ssh_key": "ssh-key",
              "profile": "profile", "nodes": "nodes", "custom_data": "custom-data"}
@@ -224,14 +227,15 @@ def register(cli: click.Group) -> None:
                   help="Where slurm.conf finds the programs [--out-dir, else /etc/slurm].")
     @click.option("--state-dir", default=None, metavar="DIR", help=f"The programs' --state-dir [{DEFAULT_STATE_DIR}].")
     @click.option("--log-file", default=None, metavar="FILE", help=f"The programs' --log-file [{DEFAULT_LOG_FILE}].")
-    @click.option("--resume-timeout", type=click.IntRange(min=1), default=None, help="ResumeTimeout in seconds [1800].")
+    @click.option("--resume-timeout", type=click.IntRange(min=1, max=UINT16_MAX), default=None,
+                  help="ResumeTimeout in seconds [1800].")
     @click.option("--suspend-time", type=click.IntRange(min=1), default=None, help="SuspendTime in seconds [600].")
-    @click.option("--suspend-timeout", type=click.IntRange(min=1), default=None,
+    @click.option("--suspend-timeout", type=click.IntRange(min=1, max=UINT16_MAX), default=None,
                   help="SuspendTimeout in seconds [300].")
     @click.option("--health-check", is_flag=True,
                   help="HealthCheckProgram reads azgpu's node check, run in the background on every node (drains a "
                        "node it finds faulty).")
-    @click.option("--health-check-interval", type=click.IntRange(min=1), default=None,
+    @click.option("--health-check-interval", type=click.IntRange(min=1, max=UINT16_MAX), default=None,
                   help="HealthCheckInterval in seconds [300].")
     @click.option("--node-check-interval", type=click.IntRange(min=1), default=None,
                   help="Seconds between the nodes' background runs of azgpu's node check [3600].")

@@ -182,6 +182,9 @@ chmod 0400 "$key_tmp"
 mv -f "$key_tmp" /etc/munge/munge.key
 
 # --- azgpu's files: the node check, its background runner and judge, Slurm's HealthCheckProgram
+# A verdict this VM kept from a name it carried before (a rack's waiting VM, one left for inspection) is older
+# than the health check resume just passed: Slurm's HealthCheckProgram would drain the new name for it.
+rm -f __VERDICT__ __DRAINED__
 """
 
 _TAIL = r"""
@@ -264,7 +267,8 @@ def script(size, *, racks: bool = False) -> str:
     from .. import imex
 
     body = [_HEAD.replace("__MARKER__", MARKER).replace("__INTERVAL__", str(health_check.NODE_CHECK_INTERVAL))
-            .replace("__KEY_MIN__", str(MUNGE_KEY_MIN))]
+            .replace("__KEY_MIN__", str(MUNGE_KEY_MIN)).replace("__VERDICT__", health_check.VERDICT_PATH)
+            .replace("__DRAINED__", health_check.DRAINED_PATH)]
     installed = health_check.files(size) + (imex.node_files() if racks else [])
     for number, (path, mode, content) in enumerate(installed):
         body.append(_heredoc(path, mode, content, number))

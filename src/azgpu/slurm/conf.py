@@ -51,16 +51,27 @@ TREE_WIDTH_DEFAULT = 50  # slurm.conf(5) of slurm-22.05 and slurm-23.02, TreeWid
 TREE_WIDTH_MAX = 65533
 
 
-_RELEASE = re.compile(r"(\d{2})\.(\d{2})")
+# A version as 'slurmctld -V' prints it ('slurm 24.11.5', 'slurm-wlm 22.05.8', '25.11.0-0rc1') or as given: one
+# line, since it is written into the fragment's comments.
+_RELEASE = re.compile(r"(?:[A-Za-z][A-Za-z-]{0,30} )?(?P<release>\d{2}\.\d{2})(?:[.-][0-9A-Za-z.+~-]{0,40})?", re.ASCII)
+# The releases whose slurm.conf(5) and topology.conf(5) this module was written from; another one's keys are unknown.
+RELEASES = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11")
 
 
 def release(version: str) -> str:
-    """A Slurm version's major release ('slurm-wlm 24.11.5' -> '24.11'); InputError when it names none."""
-    found = _RELEASE.search(version or "")
+    """A Slurm version's major release ('slurm-wlm 24.11.5' -> '24.11'); InputError when it names none, or one
+    azgpu does not know the keys of."""
+    found = _RELEASE.fullmatch(version or "")
+    shown = "".join(c if c.isprintable() else "?" for c in str(version))[:80]
     if not found:
-        raise InputError(f"'{version}' is not a Slurm version", code="INVALID_SLURM_VERSION",
+        raise InputError(f"'{shown}' is not a Slurm version", code="INVALID_SLURM_VERSION",
                          remedy="pass the controller's version as 'slurmctld -V' prints it, e.g. 24.11.5")
-    return found.group(0)
+    if found["release"] not in RELEASES:
+        raise InputError(f"Slurm {found['release']} is not a release azgpu knows the slurm.conf keys of "
+                         f"({RELEASES[0]} to {RELEASES[-1]})", code="INVALID_SLURM_VERSION",
+                         remedy="pass the nearest release azgpu knows, e.g. --slurm-version 25.11, and check "
+                                "slurmctld's log for the fragment's keys")
+    return found["release"]
 
 
 def version_key(version: str) -> tuple[int, int]:

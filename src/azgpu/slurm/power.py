@@ -155,20 +155,31 @@ class SlurmNode:
         return self.addr
 
 
+# The free text slurm_sprint_node_table (src/api/node_info.c) prints after every structured field, in this
+# order: an administrator's Reason, Comment and Extra (Extra also from `slurmd --extra`), InstanceId/Type.
+_FREE = (" Reason=", " Comment=", " Extra=", " InstanceId=", " InstanceType=", " ReservationName=")
 _REASON = re.compile(r"^(?P<text>.*?)(?: \[[^\[\]@]*@[^\[\]]*\])?"
                      r"(?: (?:Comment|Extra|InstanceId|InstanceType|ReservationName)=.*)?$")
 
 
 def parse_nodes(text: str) -> dict[str, SlurmNode]:
-    """`scontrol show node -o` (one node a line) as SlurmNode by name; lines it cannot read are skipped."""
+    """`scontrol show node -o` (one node a line) as SlurmNode by name; lines it cannot read are skipped.
+    Fields are read only before the free text (a Comment or Extra of "State=DOWN NodeAddr=..." is text, not
+    the node's state), each at its first occurrence."""
     out: dict[str, SlurmNode] = {}
     for line in text.splitlines():
-        head, _, reason = line.partition(" Reason=")
-        fields = dict(f.split("=", 1) for f in head.split() if "=" in f)
+        cut = min((i for i in (line.find(mark) for mark in _FREE) if i >= 0), default=len(line))
+        head, free = line[:cut], line[cut:]
+        fields: dict[str, str] = {}
+        for f in head.split():
+            if "=" in f:
+                key, value = f.split("=", 1)
+                fields.setdefault(key, value)
         name = fields.get("NodeName")
         if not name or "State" not in fields:
             continue
         base, *flags = fields["State"].split("+")
+        reason = free[len(" Reason="):] if free.startswith(" Reason=") else ""
         match = _REASON.match(reason) if reason else None
         out[name] = SlurmNode(name, base.rstrip("*~#%$@!^-"), frozenset(flags), fields.get("NodeAddr", ""),
                               fields.get("NodeHostName", ""), (match["text"] if match else "").strip())
@@ -581,6 +592,12 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
     failed: dict[str, str] = {}
     with state.locked(ctx.state_dir, ctx.cluster), ctx.open_session() as session:
         run = _Run(ctx, session, "resume", hostlist, list(wanted))
+        unusable = _join_problem(ctx)
+        if unusable is not None:  # no node could join: nothing is created, the names go DOWN with why
+            ctx.log.error("resume", hostlist, unusable)
+            failed = {n: reason_text(unusable.code, unusable.message, unusable.remedy)
+                      for names in wanted.values() for n in names}
+            wanted = {}
         for index, names in wanted.items():
             try:
                 done, left = _resume_domain(run, index, names)
@@ -601,6 +618,20 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
         if failed:
             _set_down(run, failed)
     return {"resumed": resumed, "failed": sorted(failed)}
+
+
+def _join_problem(ctx: Context) -> AzgpuError | None:
+    """Why no node could join (the munge key SlurmUser cannot read, or that is no key), found before a VM is
+    created for them: the bootstrap reads the key only after the VMs passed their health check."""
+    if ctx.join is None:
+        return None
+    from .bootstrap import read_key
+
+    try:
+        read_key(ctx.join.munge_key)
+    except InputError as exc:
+        return exc
+    return None
 
 
 def _set_down(run: _Run, failed: dict[str, str]) -> None:
