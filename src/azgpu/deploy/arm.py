@@ -233,18 +233,21 @@ MAX_PAGES = 10_000  # nextLink pages of one listing (10,000 instances at Azure's
 
 
 def pages(session, path: str, api_version: str, what: str, *, query: str = "",
-          error: Callable[[Any, str], Exception] | None = None) -> list[dict[str, Any]]:
+          error: Callable[[Any, str], Exception] | None = None, missing_ok: bool = False) -> list[dict[str, Any]]:
     """Every item of a listing, its nextLink pages followed, in the REST shape: for listings read for a
     few fields (a scale set's instances, where SDK models cost about 4 ms of CPU each) and for what no
     SDK client covers. A page that is missing or unreadable is an error, never a shorter list (a
     shorter list of instances or impacts would be read as nodes gone or reports never filed); nextLink
-    is followed only to Resource Manager (send). `error` makes the exception for a non-200 answer."""
+    is followed only to Resource Manager (send). `error` makes the exception for a non-200 answer;
+    missing_ok: a 404 of the first page (the parent is gone) is an empty listing."""
     from azure.core.exceptions import HttpResponseError
 
     items: list[dict[str, Any]] = []
     url = f"{BASE}{path}?api-version={api_version}" + (f"&{query}" if query else "")
     followed = {url}
     response = send(session, "GET", path, api_version, url=url)
+    if missing_ok and response.status_code == 404:
+        return []
     for _ in range(MAX_PAGES):
         if response.status_code != 200:
             raise error(response, what) if error else to_azure_error(HttpResponseError(response=response), what)

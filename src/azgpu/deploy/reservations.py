@@ -29,8 +29,7 @@ from ..errors import AzureError, Finding, InputError, ValidationFailed
 from ..naming import location_name
 from ..resource_types import CAPACITY_RESERVATION_GROUP
 from ..sources import cite
-from ..bounded import BoundedError, array
-from .arm import BASE, SOURCE_SKUS, answer, invalid_answer, norm_family, send, to_azure_error
+from .arm import BASE, SOURCE_SKUS, answer, norm_family, pages, send, to_azure_error
 
 if TYPE_CHECKING:
     from .preflight import Preflight
@@ -170,18 +169,7 @@ def _read(session, path: str, what: str, url: str | None = None, **query: str) -
 
 
 def _pages(session, path: str, what: str) -> list[dict[str, Any]]:
-    data = _read(session, path, what) or {}
-    items: list[dict[str, Any]] = []
-    for _ in range(1000):  # nextLink pages, bounded
-        try:
-            items += [i for i in array(data.get("value"), "its value") if isinstance(i, dict)]
-        except BoundedError as exc:
-            raise invalid_answer(what, str(exc)) from None
-        link = data.get("nextLink")
-        if not link:
-            return items
-        data = _read(session, path, what, url=link) or {}
-    raise invalid_answer(what, "kept pointing to a next page after 1,000 pages")
+    return pages(session, path, API, what, missing_ok=True)
 
 
 def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]], block_group: bool = False) -> Held:
