@@ -783,6 +783,12 @@ def _check(run: _Run, s: _Set, candidates: list[str]) -> dict[str, Any]:
     return {n.instance_id: n for n in results}
 
 
+def _address_not_taken() -> str:
+    """The DOWN reason of a name whose VM passed but whose address slurmctld did not take."""
+    return reason_text(code="SCONTROL_FAILED", message="the node passed but slurmctld did not take its address",
+                       remedy="check slurmctld ('scontrol ping'); the VM carries the name")
+
+
 def _passed(run: _Run, s: _Set, instance: str, name: str, bound: dict[str, BaseException]) -> bool:
     """Record the binding (Azure's was made by bind_all: its error, if any, is raised here, once the nodes
     before this one are recorded), then give slurmctld the address. False when slurmctld did not take it:
@@ -880,9 +886,7 @@ def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[s
             if _passed(run, s, instance, name, bound):
                 done.append(name)
             else:
-                failed[name] = reason_text(code="SCONTROL_FAILED",
-                                           message="the node passed but slurmctld did not take its address",
-                                           remedy="check slurmctld ('scontrol ping'); the VM carries the name")
+                failed[name] = _address_not_taken()
         if left:
             _keep_for_inspection(run, s, left + bad, todo)
             reason = why
@@ -983,9 +987,7 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
             if _passed(run, s, instance, name, bound):
                 done.append(name)
             else:
-                failed[name] = reason_text(code="SCONTROL_FAILED",
-                                           message="the node passed but slurmctld did not take its address",
-                                           remedy="check slurmctld ('scontrol ping'); the VM carries the name")
+                failed[name] = _address_not_taken()
             run.data["nodes"][name]["domain"] = measured
             run.save()
         if bad or left:

@@ -93,14 +93,18 @@ class Timeline:
         with self._lock:
             self._activity += 1
             if awaited is not None:
-                self._finished.add(awaited)
-                for waiter in self._waiters.pop(id(awaited), ()):
-                    if not waiter[1]:
-                        waiter[1] = True
-                        self._busy += waiter[0]
+                self._release(awaited)
             self._wake_queues()
             self._busy -= 1
             self._advance()
+
+    def _release(self, awaited: Any) -> None:
+        """(Under the lock.) `awaited` finished: each thread waiting for it counts again."""
+        self._finished.add(awaited)
+        for waiter in self._waiters.pop(id(awaited), ()):
+            if not waiter[1]:
+                waiter[1] = True
+                self._busy += waiter[0]
 
     def _enqueue(self, slots: list[int], workers: int) -> None:
         """A task handed to a pool counts from its submit when a worker is free for it; otherwise it
@@ -118,11 +122,7 @@ class Timeline:
         with self._lock:
             self._activity += 1
             if future is not None:
-                self._finished.add(future)
-                for waiter in self._waiters.pop(id(future), ()):
-                    if not waiter[1]:
-                        waiter[1] = True
-                        self._busy += waiter[0]
+                self._release(future)
             self._wake_queues()
             if slots[1] > 0:
                 slots[1] -= 1
