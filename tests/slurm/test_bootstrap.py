@@ -184,7 +184,8 @@ def test_controller_addresses_as_slurmd_takes_them(server):
     assert bootstrap.JoinSettings(server, "24.11").conf_server == server
 
 
-@pytest.mark.parametrize("server", ["", "ctl; reboot", "$(id)", "ctl:port"])
+# A TCP port is 1-65535: slurmd would refuse a fifth digit's 99999 only on the node, after the VM was paid for.
+@pytest.mark.parametrize("server", ["", "ctl; reboot", "$(id)", "ctl:port", "ctl:99999", "ctl:0", "a:6817,b:70000"])
 def test_anything_else_is_refused(server):
     with pytest.raises(InputError) as err:
         bootstrap.JoinSettings(server, "24.11")

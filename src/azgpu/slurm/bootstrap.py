@@ -78,7 +78,8 @@ class JoinSettings:
     node_check_interval: int = health_check.NODE_CHECK_INTERVAL
 
     def __post_init__(self):
-        if not _SERVER.fullmatch(self.conf_server or ""):
+        ports = [int(port) for port in re.findall(r":(\d+)", self.conf_server or "")]
+        if not _SERVER.fullmatch(self.conf_server or "") or not all(0 < port < 65536 for port in ports):
             raise InputError(f"'{self.conf_server}' is not a Slurm controller address", code="INVALID_CONF_SERVER",
                              remedy="pass the controller as slurmd --conf-server takes it, a host and an optional port "
                                     "(e.g. --conf-server ctl01:6817)")
