@@ -92,29 +92,46 @@ def test_an_encrypted_private_key_is_not_guessed_at(tmp_path):
 def test_a_private_half_that_is_no_file_is_refused_without_waiting_or_reading_it_all(tmp_path, kind):
     """The private half beside a missing .pub is read to derive its public key: a FIFO nobody writes to blocked
     for ever, /dev/zero was read until memory ran out. Read as every other user file is (bounded_read)."""
+    private = _no_file(tmp_path / "id_rsa", kind)
+    error = _refusal_within_10s(tmp_path / "id_rsa.pub")
+    assert str(private) in error.message and not (tmp_path / "id_rsa.pub").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "directory"])
+def test_a_public_half_that_is_no_file_is_refused_without_waiting(tmp_path, kind):
+    """An existing .pub is the key itself: a FIFO there blocked sshkeys.generate for ever (read_text)."""
+    public = _no_file(tmp_path / "id_rsa.pub", kind)
+    error = _refusal_within_10s(public)
+    assert str(public) in error.message and not (tmp_path / "id_rsa").exists()
+
+
+def _no_file(path, kind):
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    return path
+
+
+def _refusal_within_10s(public):
     import threading
 
-    private = tmp_path / "id_rsa"
-    if kind == "fifo":
-        os.mkfifo(private)
-    elif kind == "zero":
-        private.symlink_to("/dev/zero")
-    else:
-        private.mkdir()
     outcome: list = []
 
-    def derive():
+    def run():
         try:
-            generate(tmp_path / "id_rsa.pub")
+            generate(public)
         except SshKeyError as exc:
             outcome.append(exc)
 
-    worker = threading.Thread(target=derive, daemon=True)
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(10)
-    assert not worker.is_alive(), "still reading the private key"
+    assert not worker.is_alive(), "still reading the key"
     (error,) = outcome
-    assert str(private) in error.message and not (tmp_path / "id_rsa.pub").exists()
+    return error
 
 
 def test_a_path_that_is_not_a_pub_file_is_refused(az, tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 from .bounded_read import read_bounded
 
 MAX_PRIVATE_KEY = 64 * 1024  # an OpenSSH RSA-16384 private key is about 12 KiB
+MAX_PUBLIC_KEY = 16 * 1024  # its public half is about 2.8 KiB
 RSA_BITS = 4096  # ssh-keygen -t rsa -b 4096; az generates RSA keys too
 COMMENT = "generated-by-azgpu"
 
@@ -34,7 +35,16 @@ def generate(public_path: str | os.PathLike) -> str:
                           code="INVALID_SSH_KEY_PATH",
                           remedy="pass the public key's path, e.g. --ssh-key ~/.ssh/id_rsa.pub, or drop --ssh-key")
     if public.exists():
-        return public.read_text().strip()
+        # Read as every file a user names is: a FIFO at the .pub path blocked here for ever.
+        try:
+            raw = read_bounded(public, limit=MAX_PUBLIC_KEY)
+        except IsADirectoryError as exc:
+            raise SshKeyError(f"'{public}' exists but is {exc.args[0] if exc.args else 'a directory'}, not a public "
+                              "key", remedy="pass --ssh-key with another path") from None
+        if len(raw) > MAX_PUBLIC_KEY:
+            raise SshKeyError(f"'{public}' exists but is larger than {MAX_PUBLIC_KEY // 1024} KiB: not a public key",
+                              remedy="pass --ssh-key with another path")
+        return raw.decode("utf-8", "replace").strip()
     private = public.with_suffix("")
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
