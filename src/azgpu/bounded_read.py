@@ -11,9 +11,11 @@ import stat
 from pathlib import Path
 
 
-def read_bounded(path: Path, *, limit: int) -> bytes:
-    """At most limit + 1 bytes of a regular file, without blocking on FIFOs or devices."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+def read_bounded(path: Path, *, limit: int, follow_links: bool = True) -> bytes:
+    """At most limit + 1 bytes of a regular file, without blocking on FIFOs or devices (nor following a
+    symbolic link at path when follow_links is false: OSError ELOOP)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags if follow_links else flags | getattr(os, "O_NOFOLLOW", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

@@ -472,6 +472,35 @@ def test_symlinked_state_file_is_not_followed(slurm, tmp_path):
     assert rc == 2 and "[SLURM_STATE_LINK]" in err
 
 
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_state_file_swapped_for_no_file_after_the_link_check_is_refused_without_waiting(tmp_path, kind,
+                                                                                         monkeypatch):
+    """The lstat check refuses a FIFO that is there first; one put in place between that check and the open
+    blocked the program (open without O_NONBLOCK) until slurmctld's timeout."""
+    import os
+    import threading
+
+    from azgpu.errors import InputError
+    from azgpu.slurm import state
+
+    (tmp_path / "state").mkdir(mode=0o700)
+    path = tmp_path / "state" / "demo.json"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    monkeypatch.setattr(state, "_refuse_link", lambda path, what: None)  # the swap lands after the check
+    outcome: list = []
+
+    def load():
+        try:
+            state.load(str(tmp_path / "state"), "demo")
+        except InputError as exc:
+            outcome.append(exc.code)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and outcome == ["SLURM_STATE_INVALID"]
+
+
 def test_a_missing_or_symlinked_log_is_a_coded_error(slurm, tmp_path):
     slurm.log = tmp_path / "no-such-dir" / "power.log"
     rc, out, err = slurm("suspend", "demo-d000-0001")

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..bounded_read import read_bounded
 from ..errors import InputError
 
 # slurmctld starts one ResumeProgram per batch of nodes; a create of a whole InfiniBand domain can
@@ -98,14 +99,15 @@ def load(state_dir: str, cluster: str) -> dict[str, Any]:
     path = _dir(state_dir) / f"{cluster}.json"
     _refuse_link(path, "the state file")
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # Bounded and non-blocking: a FIFO left at the path blocked slurmctld's program for ever.
+        raw = read_bounded(path, limit=MAX_BYTES, follow_links=False)
     except FileNotFoundError:
         return empty()
+    except IsADirectoryError as exc:
+        raise InputError(f"cannot read '{path}': it is {exc}", code="SLURM_STATE_INVALID", remedy=MOVE_AWAY) from None
     except OSError as exc:
         raise InputError(f"cannot read '{path}': {exc.strerror}", code="SLURM_STATE_INVALID",
                          remedy=MOVE_AWAY) from None
-    with os.fdopen(fd, "rb") as fh:
-        raw = fh.read(MAX_BYTES + 1)
     try:
         if len(raw) > MAX_BYTES:
             raise ValueError(f"larger than {MAX_BYTES} bytes")
