@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import azgpu
-from azgpu.deploy.cluster_create import create as deploy_create
-from azgpu.deploy.interface import CheckOptions, CreateOptions, GateOptions, ReportOptions
-from azgpu.request import Request
 
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
 NAME, RG, LOCATION = "c1", "rg1", "eastus"
@@ -107,26 +103,3 @@ def sdk_has(models, name: str) -> bool:
     """Whether the installed SDK knows a model (newer API features are absent from the lowest SDKs)."""
     return hasattr(models, name)
 
-
-def create(session, request: Request, *, dry_run: bool = False, wait: bool = True,
-           timeout: float | None = None, zones: list[str] = (), fallback_locations: list[str] = (),
-           on_event: Callable = lambda e: None, on_notice: Callable[[str], None] = lambda m: None,
-           accept_terms: bool = False, allow_scale_in: bool = False,
-           confirm: Callable[[str], bool] | None = None, currency: str = "USD", check: bool = False,
-           replace_unhealthy: bool = False, max_rounds: int = 3,
-           before_delete: Callable[[list], None] | None = None, check_options: dict[str, Any] | None = None,
-           spare_racks: int = 0, arm_validate: bool = True,
-           scale_sets: list[int] | None = None) -> dict[str, Any]:
-    """azgpu.deploy.create with keyword arguments, its result as the dict `provision create -o json`
-    prints, and the unhealthy-cluster error raised (with that dict under .result) when the gate does not
-    pass, as the CLI reports it: the tests that pin create's behaviour were written against this shape."""
-    gate = GateOptions(check=check, replace_unhealthy=replace_unhealthy, max_rounds=max_rounds,
-                       spare_racks=spare_racks, node=CheckOptions(**(check_options or {})))
-    result = deploy_create(session, request, CreateOptions(
-        dry_run=dry_run, wait=wait, timeout=timeout, zones=tuple(zones), fallback_locations=tuple(fallback_locations),
-        accept_terms=accept_terms, allow_scale_in=allow_scale_in, currency=currency, arm_validate=arm_validate,
-        scale_sets=scale_sets, gate=gate, report=ReportOptions(), on_event=on_event, on_notice=on_notice,
-        confirm=confirm, before_delete=before_delete))
-    if not result.healthy:
-        raise result.unhealthy_error()
-    return result.as_dict()

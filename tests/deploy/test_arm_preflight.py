@@ -12,11 +12,11 @@ import pytest
 from deploy_support import RG, VMSS, arm_check, calls, create_args, request, writes
 from test_azure_examples import SUB, example, live, serving, shape_differences  # noqa: F401 - live is a fixture
 
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.arm_preflight import request as arm_request
 from azgpu.deploy.arm_preflight import validate as arm_validate
 from azgpu.deploy.arm_preflight import what_if as arm_what_if
 from azgpu.deploy.azure_errors import AuthError, PolicyError, RequestError
-from deploy_support import create
 from azgpu.deploy.deployer import Deployer
 from azgpu.plan import build_plan
 from azgpu.spec import validate
@@ -135,18 +135,18 @@ def test_a_property_azure_rejects_stops_create_and_names_the_resource(azure, ses
 
 
 def test_dry_run_asks_azure_too_and_reports_it(azure, session):
-    result = create(session, request(), dry_run=True)
+    result = create(session, request(), CreateOptions(dry_run=True)).as_dict()
     assert result["azure_validation"] == {"scope": "subscription", "validated_resources": 6}
     azure.add_policy_assignment("deny-nd", denied_sizes=[SIZE])
     with pytest.raises(PolicyError):
-        create(session, request(), dry_run=True)
+        create(session, request(), CreateOptions(dry_run=True))
     assert writes(azure) == []
 
 
 def test_an_existing_group_is_validated_at_its_own_scope(azure, session):
     create(session, request())
     before = len(azure.requests)
-    result = create(session, request(nodes=3))
+    result = create(session, request(nodes=3)).as_dict()
     assert result["azure_validation"] == {"scope": "resource group", "validated_resources": 5}
     posted = [r.path for r in azure.requests[before:] if arm_check(r)]
     assert posted == [f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Resources/deployments/azgpu-c1/validate"]
@@ -160,7 +160,7 @@ def test_a_caller_without_the_validate_action_is_told_what_to_do(azure, session)
     assert "Microsoft.Resources/deployments/validate/action" in caught.value.message
     assert "--no-arm-validate" in caught.value.remedy
     assert writes(azure) == []
-    create(session, request(), arm_validate=False)  # the documented way around it
+    create(session, request(), CreateOptions(arm_validate=False))  # the documented way around it
     assert len(azure.resources(type=VMSS)) == 1
 
 

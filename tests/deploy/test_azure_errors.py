@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from deploy_support import VMSS, assert_cli_error, azure_fixture, calls, create_args, request
 
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import (AuthError, CapacityError, ConflictError, ImageError, MarketplaceError,
                                        OperationInProgressError, PolicyError, QuotaError, RequestError,
                                        ThrottledError, classify)
-from deploy_support import create
 from azgpu.errors import AzureError
 
 VMSS_PUT = {"method": "PUT", "path": "virtualMachineScaleSets"}
@@ -246,7 +246,7 @@ def test_documented_subnet_is_full_answer_is_a_request_error(azure, session):
 
 def test_documented_sku_not_available_answer_moves_to_the_fallback_location(azure, session):
     fault = azure.inject(**VMSS_PUT, **azure_fixture("errors/sku_not_available"))
-    result = create(session, request(), fallback_locations=["westus2"])
+    result = create(session, request(), CreateOptions(fallback_locations=["westus2"])).as_dict()
     assert fault.fired == 1 and result["location"] == "westus2"
     assert [v["location"] for v in azure.resources(type=VMSS)] == ["westus2"]
     assert len(calls(azure, "PUT", path="virtualMachineScaleSets")) == 2

@@ -299,7 +299,7 @@ def test_replayed_foreign_scale_set_is_not_changed_in_place(live):
 
 
 def test_fake_scale_set_answers_have_the_examples_shape(azure, session):
-    from deploy_support import create
+    from azgpu.deploy import create
 
     azure.accept_terms("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
     create(session, request(image="almalinux-hpc-8-10"))

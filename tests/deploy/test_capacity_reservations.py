@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import requests
-from deploy_support import LOCATION, RG, VMSS, calls, create, create_args, request, writes
+from deploy_support import LOCATION, RG, VMSS, calls, create_args, request, writes
 from test_azure_examples import shape_differences
 
 from azgpu import build_request, validate
 from azgpu.capacity import reserve_findings, schedule_findings
-from azgpu.deploy import reservations
+from azgpu.deploy import create, reservations
 from azgpu.errors import AzgpuError, ValidationFailed
 from azgpu.plan import build_plan
 
@@ -283,7 +283,7 @@ def test_reserve_needs_quota_for_the_reserved_vms(reservable, session):
 
 def test_create_deploys_into_a_group_with_room(reservable, session):
     reserve(session, count=4)
-    result = create(session, in_group(reservable, nodes=3))
+    result = create(session, in_group(reservable, nodes=3)).as_dict()
     assert result["preflight"]["capacity_reservation"]["reservations"][0]["free"] == 4
     vmss = reservable.resources(type=VMSS, resource_group=RG)[0]
     assert vmss["properties"]["virtualMachineProfile"]["capacityReservation"]["capacityReservationGroup"]["id"] \
@@ -335,7 +335,7 @@ def test_a_group_with_the_size_in_two_zones_serves_a_zone_2_cluster(reservable, 
     reserve(session, count=2, zone="2", name=None)
     held = reservations.read_group(session, group_id(reservable)).of_size(A100)
     assert sorted(h.zones[0] for h in held) == ["1", "2"]
-    result = create(session, in_group(reservable, zone="2"))
+    result = create(session, in_group(reservable, zone="2")).as_dict()
     assert result["preflight"]["capacity_reservation"]["reservation"].endswith("-z2")
     used = {h.zones[0]: h.used for h in reservations.read_group(session, group_id(reservable)).of_size(A100)}
     assert used == {"1": 0, "2": 2}
@@ -349,7 +349,7 @@ def test_a_cluster_in_a_group_that_reserves_it_needs_no_more_quota(reservable, s
     reservable.set_quota(LOCATION, A100_FAMILY, limit=4 * 96)
     reserve(session, count=4)
     assert reservable.usage(LOCATION, A100_FAMILY) == 4 * 96, "the reservation holds its VMs' quota"
-    result = create(session, in_group(reservable, nodes=4))
+    result = create(session, in_group(reservable, nodes=4)).as_dict()
     family = next(q for q in result["preflight"]["quota"] if "NDASv4" in q["quota"])
     assert (family["usage"], family["needed"], family["limit"]) == (384, 0, 384)
     assert reservable.usage(LOCATION, A100_FAMILY) == 4 * 96, "the reserved VMs are not counted twice"

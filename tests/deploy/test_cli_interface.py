@@ -11,8 +11,7 @@ import pytest
 import yaml
 from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create_args, request
 
-from azgpu.deploy import lifecycle
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create, lifecycle
 from azgpu.errors import ValidationFailed
 from azgpu.testing import DEFAULT_SUBSCRIPTION
 
@@ -229,12 +228,12 @@ def test_a_group_with_a_slash_is_refused_before_any_request(azure, cli, command)
 
 def test_create_from_python_refuses_bad_zones_before_any_request(azure, session):
     with pytest.raises(ValidationFailed) as info:
-        create(session, request(), zones=["1", "7"], fallback_locations=["mars"])
+        create(session, request(), CreateOptions(zones=["1", "7"], fallback_locations=["mars"]))
     assert [f.code for f in info.value.errors] == ["INVALID_ZONES", "INVALID_FALLBACK_LOCATIONS"]
     assert azure.requests == []
 
 
 def test_fallback_locations_that_are_valid_pass(azure, session):
     azure.add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}", {"location": LOCATION})
-    result = create(session, request(), zones=["2"], fallback_locations=["westus2"])
+    result = create(session, request(), CreateOptions(zones=["2"], fallback_locations=["westus2"])).as_dict()
     assert result["nodes"] == 2

@@ -7,8 +7,8 @@ import pytest
 from deploy_support import (LOCATION, NAT, arm_check, NIC, NSG, PIP, RG, VM, VMSS, VNET, assert_cli_error, calls, create_args,
                             names, request, writes)
 
+from azgpu.deploy import create
 from azgpu.deploy.azure_errors import CapacityError
-from deploy_support import create
 from azgpu.errors import InputError
 
 SPLIT = {"nodes": 6, "max_ib_domain": 2}  # three scale sets of two
@@ -31,7 +31,7 @@ def test_partial_failure_raises_and_leaves_the_failed_scale_set_failed(azure, ha
 
 
 def test_rerun_after_partial_failure_converges(azure, session, half_done):
-    result = create(session, request(**SPLIT))
+    result = create(session, request(**SPLIT)).as_dict()
     states = {v["name"]: v["properties"]["provisioningState"] for v in azure.resources(type=VMSS)}
     assert states == dict.fromkeys(SETS, "Succeeded")
     assert {r["name"]: r["state"] for r in result["resources"] if r["stage"] == "scale-set"} == \
@@ -55,7 +55,7 @@ def test_rerun_leaves_no_duplicates_and_no_leaked_resources(azure, session, half
 def test_rerun_of_a_finished_cluster_only_reads(azure, session):
     create(session, request(**SPLIT))
     before = len(azure.requests)
-    result = create(session, request(**SPLIT))
+    result = create(session, request(**SPLIT)).as_dict()
     # Reads, and Azure's template validation, which writes nothing.
     assert {r.method for r in azure.requests[before:] if not arm_check(r)} <= {"GET", "HEAD"}
     assert {r["state"] for r in result["resources"]} == {"exists"}

@@ -8,7 +8,7 @@ import pytest
 from deploy_support import (ALL_SERIES, LOCATION, NAME, NAT, NIC, NSG, PIP, RG, RG_TYPE, VM, VMSS, VNET, calls,
                             request, writes)
 
-from deploy_support import create
+from azgpu.deploy import create
 from azgpu.errors import ValidationFailed
 from azgpu.profiles import load_profile
 
@@ -26,7 +26,7 @@ def deploy(azure, session, profile: str) -> dict:
         # 18 x 128 vCPUs is above the fake's default GPU family limit of 1000.
         family = load_profile(profile).size(size).cap("quota_family")
         azure.set_quota(LOCATION, family, limit=nodes * 128)
-    return create(session, request(profile, nodes=nodes))
+    return create(session, request(profile, nodes=nodes)).as_dict()
 
 
 @pytest.mark.parametrize("profile", ALL_SERIES)
@@ -87,7 +87,7 @@ def test_created_resource_group_is_tagged_as_made_by_azgpu(azure, session):
 def test_existing_resource_group_is_used_untouched(azure, session):
     azure.add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}",
                        {"location": LOCATION, "tags": {"owner": "me"}})
-    result = create(session, request())
+    result = create(session, request()).as_dict()
     assert result["resource_group_created"] is False
     assert [r.path for r in calls(azure, "PUT") if "/providers/" not in r.path] == []  # no PUT of the group
     (group,) = azure.resources(type=RG_TYPE)

@@ -9,7 +9,7 @@ import email
 import pytest
 from deploy_support import LOCATION, NAME, RG, SSH_KEY, VMSS, assert_cli_error, calls, create_args, request, writes
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
 from azgpu.testing import FakeAzure
 
@@ -81,7 +81,7 @@ def test_latest_is_the_highest_version_not_excluded_from_latest(azure, session):
 def test_the_latest_version_replicated_here_deploys(azure, session):
     image_id = azure.add_gallery_image("img-rg", "g", "hpc")
     azure.add_gallery_image_version(image_id, "1.2.0", regions=(LOCATION,))
-    result = create(session, request(image=image_id))
+    result = create(session, request(image=image_id)).as_dict()
     assert result["image_kind"] == "gallery"
     assert _vmss_body(azure)["properties"]["virtualMachineProfile"]["storageProfile"]["imageReference"] == {"id": image_id}
 
@@ -109,7 +109,8 @@ def test_trusted_launch_needs_a_trusted_launch_capable_definition(azure, session
     assert f.code == "IMAGE_SECURITY_TYPE" and "TrustedLaunchSupported" in f.message
     supported = azure.add_gallery_image("img-rg", "g", "tl", security_type="TrustedLaunchSupported")
     azure.add_gallery_image_version(supported, "1.0.0", regions=(LOCATION,))
-    result = create(session, request(profile="nd-h100-v5", image=supported, security_type="TrustedLaunch"), dry_run=True)
+    result = create(session, request(profile="nd-h100-v5", image=supported, security_type="TrustedLaunch"),
+                    CreateOptions(dry_run=True)).as_dict()
     assert "IMAGE_SECURITY_TYPE" not in _codes(result["preflight"]["findings"])
 
 
@@ -117,7 +118,7 @@ def test_too_few_replicas_for_the_cluster_is_a_warning(azure, session):
     image_id = _gallery(azure)
     azure.set_quota(LOCATION, "Standard NDASv4_A100 Family", limit=20000)
     azure.set_quota(LOCATION, "cores", limit=20000)
-    result = create(session, request(image=image_id, nodes=120), dry_run=True)
+    result = create(session, request(image=image_id, nodes=120), CreateOptions(dry_run=True)).as_dict()
     f = next(f for f in result["preflight"]["findings"] if f["code"] == "GALLERY_REPLICAS_LOW")
     assert f["severity"] == "warning" and "3 for 120 nodes" in f["message"]
 
@@ -269,7 +270,7 @@ def test_an_existing_ppg_in_another_zone_or_location_is_refused(azure, session):
 
 def test_an_existing_ppg_with_another_size_in_its_intent_is_warned(azure, session):
     ppg_id = azure.add_proximity_placement_group("storage-rg", "storage-ppg", vm_sizes=["Standard_L80s_v3"])
-    result = create(session, request(ppg=ppg_id), dry_run=True)
+    result = create(session, request(ppg=ppg_id), CreateOptions(dry_run=True)).as_dict()
     f = next(f for f in result["preflight"]["findings"] if f["code"] == "PPG_INTENT_SIZE")
     assert f["severity"] == "warning" and "Standard_L80s_v3" in f["message"]
 

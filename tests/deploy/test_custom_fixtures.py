@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from deploy_support import LOCATION, request
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
@@ -56,7 +56,7 @@ def test_the_version_example_is_replicated_to_east_us_but_not_west_us_2(azure, s
     image_id = _linux_definition(azure)
     azure.add_gallery_image_version(image_id, "1.0.0", body=body(
         "compute/GalleryImageVersion_Get_WithValidationProfileAndReplicationStatus.json"))
-    assert create(session, request(image=image_id), dry_run=True)["dry_run"] is True  # 'East US' is eastus
+    assert create(session, request(image=image_id), CreateOptions(dry_run=True)).dry_run is True  # 'East US' is eastus
     azure.set_quota("westus2", "Standard NDASv4_A100 Family", limit=1000)
     codes = _errors(session, image=image_id + "/versions/1.0.0", location="westus2")
     assert codes == {"IMAGE_NOT_REPLICATED"}
@@ -76,7 +76,7 @@ def test_the_shared_version_example_soft_deleted_and_past_end_of_life_is_warned(
     azure.add_gallery_image_version(image_id, "myGalleryImageVersionName", body={"location": LOCATION, "properties": {
         **example["properties"], "publishingProfile": {"targetRegions": [{"name": LOCATION}]}}})
     result = create(session, request(image="/SharedGalleries/galleryUniqueName/Images/myGalleryImageName/Versions/"
-                                           "myGalleryImageVersionName"), dry_run=True)
+                                           "myGalleryImageVersionName"), CreateOptions(dry_run=True)).as_dict()
     codes = {f["code"]: f["severity"] for f in result["preflight"]["findings"]}
     assert codes["IMAGE_VERSION_STATE"] == "warning" and codes["IMAGE_END_OF_LIFE"] == "warning"
 
@@ -87,7 +87,7 @@ def test_the_community_version_list_example_past_end_of_life_is_warned(azure, se
     azure.add_gallery_image_version(image_id, version["name"], body={"location": LOCATION, "properties": {
         **version["properties"], "publishingProfile": {"targetRegions": [{"name": LOCATION}]}}})
     result = create(session, request(image="/CommunityGalleries/publicGalleryName/Images/myGalleryImageName"),
-                    dry_run=True)
+                    CreateOptions(dry_run=True)).as_dict()
     assert "IMAGE_END_OF_LIFE" in {f["code"] for f in result["preflight"]["findings"]}
 
 
@@ -110,7 +110,7 @@ def test_the_ppg_example_pinned_to_zone_1_in_westus_is_refused_and_its_intent_wa
 def test_the_identity_example_exists(azure, session):
     example = body("msi/IdentityGet.json")
     rid = azure.add_user_assigned_identity("rgName", "identityName", body=example)
-    result = create(session, request(identity=[rid]), dry_run=True)
+    result = create(session, request(identity=[rid]), CreateOptions(dry_run=True)).as_dict()
     assert "IDENTITY_NOT_FOUND" not in {f["code"] for f in result["preflight"]["findings"]}
 
 

@@ -12,7 +12,6 @@ from deploy_support import NAME, RG, VM, calls, request
 
 import azgpu.deploy
 from azgpu.deploy import CreateOptions, CreateResult, GateOptions, ReportOptions, create
-from deploy_support import create as legacy_create
 from azgpu.errors import ValidationFailed
 from azgpu.health.outcome import UnhealthyNodes
 
@@ -45,9 +44,9 @@ def test_the_result_as_dict_is_the_dict_create_gave(azure, session):
     result = create(session, request("nd-a100-v4", nodes=2))
     assert isinstance(result, CreateResult) and result.healthy and result.health is None
     assert [e.state for e in result.resources] and all(e.state == "succeeded" for e in result.resources)
-    # A re-run converges: the old signature's dict and the typed result's dict are the same document.
+    # A re-run converges: a third run's dict and the second's are the same document.
     again = create(session, request("nd-a100-v4", nodes=2))
-    assert legacy_create(session, request("nd-a100-v4", nodes=2)) == again.as_dict()
+    assert create(session, request("nd-a100-v4", nodes=2)).as_dict() == again.as_dict()
     assert list(again.as_dict())[:3] == ["cluster", "profile", "series"]
     assert again.as_dict()["preflight"] == again.preflight.as_dict()
 
@@ -60,13 +59,6 @@ def test_an_unhealthy_cluster_is_a_result_with_the_error_it_ends_with(azure, ses
     assert isinstance(error, UnhealthyNodes) and error.code == "UNHEALTHY_NODES"
     assert error.result == result.as_dict() and error.result["health"]["failed"] == 1
     assert ids(azure) == [0, 1, 2]  # nothing was replaced: only --replace-unhealthy replaces
-
-
-def test_the_old_signature_still_raises_for_an_unhealthy_cluster(azure, session):
-    azure.unhealthy_next(1, xid=79)
-    with pytest.raises(UnhealthyNodes) as info:
-        legacy_create(session, request("nd-a100-v4", nodes=3), check=True)
-    assert info.value.result["health"]["failed"] == 1
 
 
 def test_reporting_is_built_from_report_options_and_its_entries_come_with_the_result(azure, session):

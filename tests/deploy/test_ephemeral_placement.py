@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import LOCATION, VMSS, create_args, request, writes
 
-from deploy_support import create
+from azgpu.deploy import create
 from azgpu.errors import ValidationFailed
 from azgpu.profiles import load_profile
 
@@ -32,7 +32,7 @@ def deploy(azure, session, profile: str, size: str, live: str | None, **values) 
     if profile == "nd-gb200-v6":  # one NVL72 rack of 18 VMs, above the fake's default GPU family limit
         azure.set_quota(LOCATION, load_profile(profile).size(size).cap("quota_family"), limit=18 * 128)
         values.setdefault("nodes", 18)
-    return create(session, request(profile, ephemeral_os_disk=True, **values))
+    return create(session, request(profile, ephemeral_os_disk=True, **values)).as_dict()
 
 
 @pytest.mark.parametrize("live, expected", [
@@ -79,7 +79,7 @@ def test_no_drift_when_the_documented_placement_is_offered(azure, session):
 
 def test_drift_is_reported_even_without_an_ephemeral_os_disk(azure, session):
     azure.set_sku(LOCATION, H100, **{CAPABILITY: "NvmeDisk"})
-    result = create(session, request("nd-h100-v5"))
+    result = create(session, request("nd-h100-v5")).as_dict()
     assert len(drift_findings(result)) == 1
     osdisk = azure.resources(type=VMSS)[0]["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"]
     assert "diffDiskSettings" not in osdisk

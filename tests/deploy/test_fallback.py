@@ -7,8 +7,8 @@ import json
 import pytest
 from deploy_support import NAME, VMSS, assert_cli_error, calls, create_args, ours, request
 
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import AuthError, CapacityError, PolicyError, QuotaError, RequestError, ThrottledError
-from deploy_support import create
 
 VMSS_PUT = {"method": "PUT", "path": "virtualMachineScaleSets"}
 
@@ -20,7 +20,7 @@ def scale_sets(azure) -> list[tuple[str, str, list]]:
 def test_zonal_allocation_failure_moves_to_the_next_zone(azure, session):
     azure.inject(**VMSS_PUT, operation_error="ZonalAllocationFailed")
     notices = []
-    create(session, request(zone="1"), zones=["1", "2", "3"], on_notice=notices.append)
+    create(session, request(zone="1"), CreateOptions(zones=["1", "2", "3"], on_notice=notices.append))
     assert scale_sets(azure) == [("c1-vmss000", "eastus", ["2"])]
     assert azure.resources(type=VMSS)[0]["properties"]["provisioningState"] == "Succeeded"
     assert len(notices) == 1 and "zone 2" in notices[0]
@@ -28,7 +28,7 @@ def test_zonal_allocation_failure_moves_to_the_next_zone(azure, session):
 
 def test_zones_are_tried_in_order(azure, session):
     azure.inject(**VMSS_PUT, operation_error="ZonalAllocationFailed", times=2)
-    create(session, request(zone="1"), zones=["1", "2", "3"])
+    create(session, request(zone="1"), CreateOptions(zones=["1", "2", "3"]))
     zones = [r.body.get("zones") for r in calls(azure, "PUT", path="virtualMachineScaleSets")]
     assert zones == [["1"], ["2"], ["3"]]
     assert scale_sets(azure) == [("c1-vmss000", "eastus", ["3"])]
@@ -43,14 +43,14 @@ def test_cli_zones_list_moves_on(azure, cli):
 
 def test_allocation_failure_moves_to_the_fallback_location(azure, session):
     azure.inject(**VMSS_PUT, operation_error="AllocationFailed")
-    result = create(session, request(), fallback_locations=["westus2"])
+    result = create(session, request(), CreateOptions(fallback_locations=["westus2"])).as_dict()
     assert result["location"] == "westus2"
     assert scale_sets(azure) == [("c1-vmss000", "westus2", [])]
 
 
 def test_moving_location_leaves_nothing_behind_in_the_first(azure, session):
     azure.inject(**VMSS_PUT, operation_error="AllocationFailed")
-    create(session, request(), fallback_locations=["westus2"])
+    create(session, request(), CreateOptions(fallback_locations=["westus2"]))
     left = [r["id"] for r in azure.resources() if ours(r, NAME) and r["location"] != "westus2"]
     assert left == []
 
@@ -66,7 +66,7 @@ def test_cli_fallback_locations_move_on(azure, cli):
 def test_last_candidate_failing_raises_the_capacity_error(azure, session):
     azure.inject(**VMSS_PUT, operation_error="AllocationFailed", times=None)
     with pytest.raises(CapacityError):
-        create(session, request(), fallback_locations=["westus2"])
+        create(session, request(), CreateOptions(fallback_locations=["westus2"]))
     assert len(calls(azure, "PUT", path="virtualMachineScaleSets")) == 2
 
 
@@ -83,7 +83,7 @@ STOPPERS = {
 def test_non_capacity_errors_do_not_move_on(azure, session, fault, kind, code):
     azure.inject(**VMSS_PUT, **fault)
     with pytest.raises(kind) as info:
-        create(session, request(zone="1"), zones=["1", "2"], fallback_locations=["westus2"])
+        create(session, request(zone="1"), CreateOptions(zones=["1", "2"], fallback_locations=["westus2"]))
     assert info.value.code == code
     assert len(calls(azure, "PUT", path="virtualMachineScaleSets")) == 1
     assert not [r for r in azure.resources() if r.get("location") == "westus2"]

@@ -48,8 +48,8 @@ import pytest
 from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET
 
 import azgpu
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import TABLE
-from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session
 from azgpu.errors import AzgpuError, AzureError
@@ -470,7 +470,7 @@ def test_capacity_fallback_deletes_only_this_clusters_resources(fallback):
         foreign = _snapshot(azure)
         fault = azure.inject(method="PUT", path=STAGES["vmss001"].path, operation_error="ZonalAllocationFailed", times=1)
         notices: list[str] = []
-        result = create(session, request, on_notice=notices.append, **fallback)
+        result = create(session, request, CreateOptions(on_notice=notices.append, **fallback)).as_dict()
         assert fault.fired == 1 and len(notices) == 1
         assert all(r["state"] in ("succeeded", "exists") for r in result["resources"])
         final = azgpu.build_plan(azgpu.validate(request.with_changes(

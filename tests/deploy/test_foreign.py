@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, request
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.arm import rest_shape
 from azgpu.deploy.lifecycle import destroy
 
@@ -29,7 +29,7 @@ def test_a_rerun_keeps_a_hand_added_subnet_and_says_so(azure, session):
     create(session, request(nodes=2))
     add_user_subnet(session)
     notices = []
-    result = create(session, request(nodes=3), on_notice=notices.append)
+    result = create(session, request(nodes=3), CreateOptions(on_notice=notices.append)).as_dict()
     assert subnets(azure) == ["compute", "user-subnet"]
     (vnet,) = azure.resources(type=VNET, resource_group=RG)
     assert vnet["properties"]["addressSpace"]["addressPrefixes"] == ["10.0.0.0/16", "10.1.0.0/16"]
@@ -97,7 +97,8 @@ def test_a_rerun_keeps_a_hand_added_nsg_rule(azure, session):
                           {"name": "jupyter-from-vpn", **rule}]}}
     session.network.network_security_groups.begin_create_or_update(RG, "c1-nsg", body).result()
     notices = []
-    create(session, request(nodes=2, tags={"team": "x"}), on_notice=notices.append)  # a tag change PUTs the NSG
+    # a tag change PUTs the NSG
+    create(session, request(nodes=2, tags={"team": "x"}), CreateOptions(on_notice=notices.append))
     (live,) = azure.resources(type="Microsoft.Network/networkSecurityGroups", resource_group=RG)
     assert "jupyter-from-vpn" in [r["name"] for r in live["properties"]["securityRules"]]
     assert live["tags"]["team"] == "x"

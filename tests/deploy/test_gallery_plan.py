@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from deploy_support import LOCATION, RG, VMSS, arm_check, assert_cli_error, create_args, request, writes
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
 
 # AlmaLinux HPC's plan (az vm image show --urn almalinux:almalinux-hpc:8_10-hpc-gen2:latest --query plan).
@@ -42,7 +42,7 @@ def test_cli_shows_the_remedy_and_writes_nothing(azure, cli):
 def test_accepted_terms_deploy_with_the_plan_in_the_scale_set_and_the_template(azure, session):
     image_id = gallery_with_plan(azure)
     azure.accept_terms("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
-    result = create(session, request(image=image_id))
+    result = create(session, request(image=image_id)).as_dict()
     assert "IMAGE_PLAN" in {f["code"] for f in result["preflight"]["findings"]}
     (vmss,) = azure.resources(type=VMSS, resource_group=RG)
     assert vmss["plan"] == PLAN
@@ -54,7 +54,7 @@ def test_accepted_terms_deploy_with_the_plan_in_the_scale_set_and_the_template(a
 
 def test_accept_terms_accepts_them_first_then_deploys(azure, session):
     image_id = gallery_with_plan(azure)
-    result = create(session, request(image=image_id), accept_terms=True)
+    result = create(session, request(image=image_id), CreateOptions(accept_terms=True)).as_dict()
     assert azure.terms_accepted("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
     assert result["terms_accepted"] == PLAN
     assert azure.resources(type=VMSS, resource_group=RG)[0]["plan"] == PLAN

@@ -144,12 +144,12 @@ def test_the_sku_api_without_a_gpu_count_is_not_drift(azure, session, racks_quot
     # Microsoft's GB300 test notes the Compute SKU metadata lacks the GPUs capability (R-agentbaker-gb300).
     from deploy_support import request
 
-    from deploy_support import create
+    from azgpu.deploy import create
     from azgpu.testing.skus import capability, catalog_data
 
     (sku,) = [s for s in catalog_data()["skus"] if s["name"] == "Standard_ND128isr_GB300_v6"]
     assert capability(sku, "GPUs") is None
-    result = create(session, request("nd-gb300-v6", nodes=18, ephemeral_os_disk=True))
+    result = create(session, request("nd-gb300-v6", nodes=18, ephemeral_os_disk=True)).as_dict()
     assert not [f for f in result["preflight"]["findings"] if f["code"] == "SKU_DRIFT"]
     (vmss,) = azure.resources(type=VMSS)
     assert vmss["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"]["diffDiskSettings"]["placement"] \

@@ -11,9 +11,8 @@ import pytest
 import requests
 from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
-from azgpu.deploy import arm, ghr
+from azgpu.deploy import CheckOptions, CreateOptions, GateOptions, arm, create, ghr
 from azgpu.deploy import health_gate as health
-from deploy_support import create
 from azgpu.errors import AzgpuError, ValidationFailed
 from azgpu.health.outcome import UnhealthyNodes
 
@@ -58,7 +57,8 @@ def bad_cluster(azure, session):
 def test_sixteen_h100_with_a_missing_gpu_file_one_report_then_replace_the_node(azure, session, h100_quota):
     azure.unhealthy_next(1, gpus=7)
     ghr_reporter = reporter(session)
-    result = create(session, request("nd-h100-v5", nodes=16), replace_unhealthy=True, before_delete=ghr_reporter)
+    result = create(session, request("nd-h100-v5", nodes=16), CreateOptions(
+        gate=GateOptions(replace_unhealthy=True), before_delete=ghr_reporter)).as_dict()
     (impact,) = azure.impacts()
     props = impact["properties"]
     bad = result["health"]["replaced"][0]
@@ -73,7 +73,8 @@ def test_sixteen_h100_with_a_missing_gpu_file_one_report_then_replace_the_node(a
 
 def test_the_report_is_filed_and_followed_before_the_instance_is_deleted(azure, session):
     azure.unhealthy_next(1, gpus=7)
-    create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True, before_delete=reporter(session))
+    assert create(session, request("nd-a100-v4", nodes=3), CreateOptions(
+        gate=GateOptions(replace_unhealthy=True), before_delete=reporter(session))).healthy
     order = [(r.method, r.path) for r in azure.requests]
     put = order.index(next((m, p) for m, p in order if m == "PUT" and IMPACTS in p))
     insight = max(i for i, (m, p) in enumerate(order) if p.endswith("/insights"))
@@ -107,10 +108,11 @@ def test_the_body_carries_the_nodes_host_vm_id_and_the_check(azure, session, bad
 def test_an_unreachable_node_is_neither_replaced_nor_reported(azure, session):
     azure.unhealthy_next(1, run_command="timeout")
     outcome_reporter = reporter(session)
-    with pytest.raises(UnhealthyNodes) as info:
-        create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True, before_delete=outcome_reporter,
-               check_options={"node_timeout": 60})
-    assert info.value.code == "NODES_UNREACHABLE" and "never replaced or reported" in info.value.remedy
+    result = create(session, request("nd-a100-v4", nodes=3), CreateOptions(
+        gate=GateOptions(replace_unhealthy=True, node=CheckOptions(node_timeout=60)), before_delete=outcome_reporter))
+    error = result.unhealthy_error()
+    assert not result.healthy and isinstance(error, UnhealthyNodes)
+    assert error.code == "NODES_UNREACHABLE" and "never replaced or reported" in error.remedy
     assert not azure.impacts() and not outcome_reporter.entries
     assert not calls(azure, "POST", path="/delete")
 

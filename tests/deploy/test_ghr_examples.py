@@ -14,9 +14,8 @@ import pytest
 import responses
 from deploy_support import NAME, RG, request
 
-from azgpu.deploy import arm, ghr
+from azgpu.deploy import arm, create, ghr
 from azgpu.deploy import health_gate as health
-from deploy_support import create
 from azgpu.deploy.session import Session
 from azgpu.health.results import Failure, NodeResult
 from azgpu.testing import FakeCredential

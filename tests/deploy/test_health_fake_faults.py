@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from deploy_support import NAME, RG, request
 
+from azgpu.deploy import create
 from azgpu.deploy import health_gate as health
-from deploy_support import create
 from azgpu.health.impact import impact_category
 from azgpu.profiles import find_size
 

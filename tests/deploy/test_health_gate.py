@@ -8,10 +8,10 @@ import json
 import pytest
 from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
+from azgpu.deploy import CreateOptions, GateOptions, create
 from azgpu.deploy import health_gate as health
 from azgpu.deploy.interface import CheckOptions
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
-from deploy_support import create
 
 
 @pytest.fixture
@@ -28,8 +28,9 @@ def test_replacing_two_faulty_nodes_of_sixteen_ends_healthy(azure, session, quot
     azure.unhealthy_next(1, gpus=7)
     azure.unhealthy_next(1, ib_down="mlx5_ib3")
     hosts = []
-    result = create(session, request("nd-a100-v4", nodes=16), check=True, replace_unhealthy=True,
-                    before_delete=lambda nodes: hosts.extend(n.physical_host for n in nodes))
+    result = create(session, request("nd-a100-v4", nodes=16), CreateOptions(
+        gate=GateOptions(check=True, replace_unhealthy=True),
+        before_delete=lambda nodes: hosts.extend(n.physical_host for n in nodes))).as_dict()
     report = result["health"]
     assert report["healthy"] and report["passed"] == 16
     assert [r["round"] for r in report["rounds"]] == [0, 1]
@@ -41,10 +42,11 @@ def test_replacing_two_faulty_nodes_of_sixteen_ends_healthy(azure, session, quot
 
 def test_without_replacement_the_bad_nodes_stay_and_create_raises(azure, session):
     azure.unhealthy_next(1, xid=79)
-    with pytest.raises(UnhealthyNodes) as info:
-        create(session, request("nd-a100-v4", nodes=3), check=True)
-    assert info.value.code == "UNHEALTHY_NODES" and "--replace-unhealthy" in info.value.remedy
-    assert info.value.result["health"]["failed"] == 1 and info.value.result["scale_sets"]
+    result = create(session, request("nd-a100-v4", nodes=3), CreateOptions(gate=GateOptions(check=True)))
+    error = result.unhealthy_error()
+    assert not result.healthy and isinstance(error, UnhealthyNodes)
+    assert error.code == "UNHEALTHY_NODES" and "--replace-unhealthy" in error.remedy
+    assert error.result["health"]["failed"] == 1 and error.result["scale_sets"]
     assert ids(azure) == [0, 1, 2]
     assert not calls(azure, "POST", path="/delete")
 
@@ -56,7 +58,8 @@ def test_the_hook_runs_while_the_vms_exist(azure, session):
     def before_delete(nodes):
         seen.extend((n.instance_id, azure.get(n.resource_id) is not None) for n in nodes)
 
-    create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True, before_delete=before_delete)
+    assert create(session, request("nd-a100-v4", nodes=3), CreateOptions(
+        gate=GateOptions(replace_unhealthy=True), before_delete=before_delete)).healthy
     assert seen == [("0", True)]
 
 
@@ -67,7 +70,8 @@ def test_a_hook_that_raises_deletes_nothing(azure, session):
         raise RuntimeError("Guest Health Reporting refused")
 
     with pytest.raises(RuntimeError):
-        create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True, before_delete=refuse)
+        create(session, request("nd-a100-v4", nodes=3), CreateOptions(
+            gate=GateOptions(replace_unhealthy=True), before_delete=refuse))
     assert ids(azure) == [0, 1, 2] and not calls(azure, "POST", path="/delete")
 
 
@@ -87,12 +91,13 @@ def test_the_rounds_are_bounded(azure, session):
 
 def test_when_every_node_fails_nothing_is_replaced(azure, session):
     azure.unhealthy_next(3, gpus=7)
-    with pytest.raises(UnhealthyNodes) as info:
-        create(session, request("nd-a100-v4", nodes=3), replace_unhealthy=True)
-    assert "no node shows a host fault" in info.value.report["stopped"]
-    assert info.value.code == "HEALTH_INCONCLUSIVE" and "image, the driver or the configuration" in info.value.remedy
-    assert {n["status"] for n in info.value.report["nodes"]} == {"inconclusive"}
-    assert {n["reason_code"] for n in info.value.report["nodes"]} == {"common"}
+    result = create(session, request("nd-a100-v4", nodes=3), CreateOptions(gate=GateOptions(replace_unhealthy=True)))
+    error = result.unhealthy_error()
+    assert not result.healthy and isinstance(error, UnhealthyNodes)
+    assert "no node shows a host fault" in error.report["stopped"]
+    assert error.code == "HEALTH_INCONCLUSIVE" and "image, the driver or the configuration" in error.remedy
+    assert {n["status"] for n in error.report["nodes"]} == {"inconclusive"}
+    assert {n["reason_code"] for n in error.report["nodes"]} == {"common"}
     assert ids(azure) == [0, 1, 2] and not calls(azure, "POST", path="/delete")
 
 
@@ -120,7 +125,7 @@ def test_check_needs_the_deployment_to_finish(session):
     from azgpu.errors import InputError
 
     with pytest.raises(InputError) as info:
-        create(session, request("nd-a100-v4"), check=True, wait=False)
+        create(session, request("nd-a100-v4"), CreateOptions(wait=False, gate=GateOptions(check=True)))
     assert info.value.code == "CHECK_NEEDS_WAIT"
 
 

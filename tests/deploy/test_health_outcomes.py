@@ -13,10 +13,9 @@ import json
 import pytest
 from deploy_support import NAME, RG, calls, request
 
-from azgpu.deploy import ghr
+from azgpu.deploy import CreateOptions, GateOptions, create, ghr
 from azgpu.deploy import health_gate as health
 from azgpu.deploy.interface import CheckOptions
-from deploy_support import create
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 from azgpu.testing import hardware
 from azgpu.testing.models import vm_actions
@@ -86,10 +85,12 @@ def test_a_one_node_cluster_without_the_drivers_tools_is_neither_replaced_nor_re
                '"seconds":1}\n')
     node_says(monkeypatch, {"c1-000-000000": missing})
     reporter = ghr.Reporter(session)
-    with pytest.raises(UnhealthyNodes) as info:
-        create(session, request("nd-a100-v4", nodes=1), replace_unhealthy=True, before_delete=reporter)
-    assert info.value.code == "HEALTH_INCONCLUSIVE"
-    (node,) = info.value.report["nodes"]
+    result = create(session, request("nd-a100-v4", nodes=1), CreateOptions(
+        gate=GateOptions(replace_unhealthy=True), before_delete=reporter))
+    error = result.unhealthy_error()
+    assert not result.healthy and isinstance(error, UnhealthyNodes)
+    assert error.code == "HEALTH_INCONCLUSIVE"
+    (node,) = error.report["nodes"]
     assert (node["status"], node["reason_code"]) == ("inconclusive", "image")
     assert not calls(azure, "POST", path="/delete") and not azure.impacts() and not reporter.entries
 

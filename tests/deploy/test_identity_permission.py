@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from deploy_support import VMSS, assert_cli_error, create_args, request, writes
 
-from deploy_support import create
+from azgpu.deploy import create
 from azgpu.errors import ValidationFailed
 
 ASSIGN = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"

@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, request, writes
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
 from azgpu.spec import validate
 
@@ -49,7 +49,7 @@ def test_cli_unaccepted_terms_exit_2_one_line_nothing_written(azure, cli):
 
 def test_plan_image_with_accepted_terms_deploys_with_its_plan(azure, session):
     azure.accept_terms("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
-    result = create(session, request(image=ALMA))
+    result = create(session, request(image=ALMA)).as_dict()
     assert result["image_plan"] == PLAN
     assert vmss_plans(azure) == [PLAN]
 
@@ -64,21 +64,21 @@ def test_simulated_cli_deploys_the_alma_linux_hpc_image_after_accepting_its_term
 
 
 def test_accept_terms_writes_the_agreement_before_any_resource(azure, session):
-    create(session, request(image=ALMA), accept_terms=True)
+    create(session, request(image=ALMA), CreateOptions(accept_terms=True))
     first = writes(azure)[0]
     assert (first.method, first.path.endswith("/agreements/current")) == ("PUT", True)
     assert first.body["properties"]["accepted"] is True
 
 
 def test_accept_terms_with_dry_run_writes_nothing(azure, session):
-    result = create(session, request(image=ALMA), accept_terms=True, dry_run=True)
+    result = create(session, request(image=ALMA), CreateOptions(accept_terms=True, dry_run=True)).as_dict()
     assert finding(result, "MARKETPLACE_TERMS_ACCEPTING")["severity"] == "note"
     assert writes(azure) == [] and not azure.terms_accepted("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
 
 
 def test_accepted_terms_are_not_accepted_again(azure, session):
     azure.accept_terms("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
-    create(session, request(image=ALMA), accept_terms=True)
+    create(session, request(image=ALMA), CreateOptions(accept_terms=True))
     assert not calls(azure, "PUT", path="agreements")
 
 
@@ -93,7 +93,7 @@ def test_live_plan_that_differs_from_the_catalog_is_reported_and_deployed(azure,
     live = {"publisher": "almalinux", "product": "almalinux-hpc", "name": "8_10-hpc-gen2-v2"}
     azure.add_image(LOCATION, "almalinux", "almalinux-hpc", "8_10-hpc-gen2", "9.0.0", plan=live)
     azure.accept_terms("almalinux", "almalinux-hpc", "8_10-hpc-gen2-v2")
-    result = create(session, request(image=ALMA))
+    result = create(session, request(image=ALMA)).as_dict()
     f = finding(result, "IMAGE_PLAN_DIFFERS")
     assert f["severity"] == "warning" and "8_10-hpc-gen2-v2" in f["message"]
     assert vmss_plans(azure) == [{"name": "8_10-hpc-gen2-v2", "publisher": "almalinux", "product": "almalinux-hpc"}]
@@ -123,7 +123,7 @@ def test_deprecated_catalog_image_from_the_fakes_data(azure, session):
 
 
 def test_image_scheduled_for_deprecation_warns_and_deploys(azure, session):
-    result = create(session, request(image="ubuntu-hpc-2004"))
+    result = create(session, request(image="ubuntu-hpc-2004")).as_dict()
     f = finding(result, "IMAGE_DEPRECATION_SCHEDULED")
     assert f["severity"] == "warning" and "2026-12-31" in f["message"]
     assert azure.resources(type=VMSS)
@@ -137,7 +137,8 @@ def test_trusted_launch_on_an_image_without_it_is_an_error(azure, session):
 
 def test_trusted_launch_on_an_image_that_supports_it_passes(azure, session):
     azure.add_image(LOCATION, "contoso", "tl", "1", "1.0.0", features=[{"name": "SecurityType", "value": "TrustedLaunchSupported"}])
-    result = create(session, request(profile="nd-h100-v5", image="contoso:tl:1:latest", security_type="TrustedLaunch"))
+    result = create(session, request(profile="nd-h100-v5", image="contoso:tl:1:latest",
+                                     security_type="TrustedLaunch")).as_dict()
     assert "IMAGE_SECURITY_TYPE" not in {f["code"] for f in result["preflight"]["findings"]}
 
 
@@ -146,7 +147,7 @@ def test_trusted_launch_on_an_image_that_supports_it_passes(azure, session):
 def test_quota_is_counted_under_the_family_the_sku_api_reports(azure, session):
     # The fake's MI300X entry is the recorded one: "Standard NDisr MI300X v5 Family", not the profile's
     # standardNDISv5MI300XFamily.
-    result = create(session, request("nd-mi300x-v5"))
+    result = create(session, request("nd-mi300x-v5")).as_dict()
     findings = result["preflight"]["findings"]
     assert "QUOTA_UNKNOWN" not in {f["code"] for f in findings}
     assert result["preflight"]["quota"][0]["quota"] == "Standard NDisr MI300X v5 Family"  # the usage name

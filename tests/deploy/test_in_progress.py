@@ -9,7 +9,7 @@ import pytest
 from deploy_support import NAME, RG, VMSS, calls, request
 
 import azgpu
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.deployer import Deployer
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session
@@ -33,7 +33,7 @@ def _plan(req):
 
 def test_a_put_refused_while_the_same_model_is_being_created_follows_it(slow):
     azure, session = slow
-    create(session, request(), wait=False)  # another run left the scale set Creating
+    create(session, request(), CreateOptions(wait=False))  # another run left the scale set Creating
     # A listing that has not caught up yet (or another client): the scale set looks absent.
     events = Deployer(session, _plan(request()), RG).deploy(listed=[])
     assert _vmss_puts(azure) == [201, 409]  # refused, followed, not PUT again: the model was the same
@@ -44,7 +44,7 @@ def test_a_put_refused_while_the_same_model_is_being_created_follows_it(slow):
 
 def test_after_following_it_puts_what_is_still_different(slow):
     azure, session = slow
-    create(session, request(nodes=2), wait=False)
+    create(session, request(nodes=2), CreateOptions(wait=False))
     Deployer(session, _plan(request(nodes=3)), RG).deploy(listed=[])
     assert _vmss_puts(azure) == [201, 409, 200]  # the running create ended, then the capacity change went in
     [vmss] = azure.resources(type=VMSS)
@@ -64,7 +64,7 @@ def test_network_refused_while_running_is_followed_too(slow):
 
 def test_destroy_while_the_create_still_runs_waits_for_it_then_deletes(slow):
     azure, session = slow
-    create(session, request(), wait=False)
+    create(session, request(), CreateOptions(wait=False))
     result = destroy(session, NAME, RG)
     deletes = [r.status for r in calls(azure, "DELETE", path=f"/virtualMachineScaleSets/{NAME}-vmss000")]
     assert deletes == [409, 202]  # refused while Creating, deleted once it ended
@@ -84,7 +84,7 @@ def test_a_provisioning_state_that_never_ends_is_an_error_not_an_endless_wait(sl
 
     azure, session = slow
     monkeypatch.setattr(arm, "MAX_SETTLE_READS", 5, raising=False)
-    create(session, request(), wait=False)
+    create(session, request(), CreateOptions(wait=False))
     (vmss,) = azure.resources(type=VMSS)
     body = requests.get(f"{arm.BASE}{vmss['id']}", params={"api-version": "2026-03-01"}, timeout=5).json()
     body["properties"]["provisioningState"] = "Updating"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from azgpu.deploy import deployer
-from deploy_support import create
+from azgpu.deploy import create, deployer
 from azgpu.deploy.session import Session
 from azgpu.request import build_request
 from azgpu.testing import FakeAzure, FakeCredential
@@ -58,7 +57,7 @@ def test_rerun_after_interrupt_follows_the_accepted_operation(slow_azure, monkey
 
     # The re-run is a new process, with a session of its own.
     session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep)
-    result = create(session, _request(ssh_key))
+    result = create(session, _request(ssh_key)).as_dict()
 
     puts = [r for r in azure.requests if r.method == "PUT" and r.path.endswith(f"/{VMSS}/intr-vmss000")]
     assert len(puts) == 1, "the re-run must follow the accepted operation, not send a second PUT"

@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import LOCATION, NSG, assert_cli_error, request
 
-from deploy_support import create
+from azgpu.deploy import create
 from azgpu.deploy.cluster_list import list_clusters
 
 

@@ -5,8 +5,9 @@ Resource Manager is ARM_ANSWER_INVALID and is never asked, as nextLinks and What
 from __future__ import annotations
 
 import pytest
-from deploy_support import create, request
+from deploy_support import request
 
+from azgpu.deploy import create
 from azgpu.errors import AzgpuError
 
 

@@ -11,7 +11,7 @@ from deploy_support import (LOCATION, NAME, NAT, NIC, NSG, PIP, RG, VMSS, VNET, 
                             create_args, names, ours, request, writes)
 
 import azgpu
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.errors import AzureError, InputError
 from azgpu.profiles import load_profile
@@ -117,7 +117,7 @@ def test_without_zone_nat_gateway_and_public_ip_are_not_zonal(azure, session):
 
 
 def test_no_outbound_creates_a_private_subnet_without_nat_gateway(azure, session):
-    result = create(session, request(outbound=False))
+    result = create(session, request(outbound=False)).as_dict()
     assert result["outbound"] == {"method": "none", "default_outbound_access": False}
     assert azure.resources(type=NAT) == azure.resources(type=PIP) == []
     assert subnet_of(azure)["properties"] == {"addressPrefix": "10.0.0.0/16", "defaultOutboundAccess": False,
@@ -180,7 +180,7 @@ def test_a_rerun_after_a_zone_fallback_leaves_the_nat_gateways_zone_alone(azure,
     from azgpu.deploy.whatif import what_if
 
     azure.inject(method="PUT", path="virtualMachineScaleSets", operation_error="ZonalAllocationFailed")
-    create(session, request(zone="1"), zones=["1", "2"])
+    create(session, request(zone="1"), CreateOptions(zones=["1", "2"]))
     since = len(azure.requests)
     changes = {c.name: c.symbol for c in what_if(session, request(zone="2")).changes}
     assert changes[f"{NAME}-natgw"] == changes[f"{NAME}-natgw-ip"] == "="
@@ -277,7 +277,7 @@ def test_a_zone_fallback_keeps_the_nat_gateway_in_the_zone_azure_made_it(azure, 
     # Zones cannot change after a NAT gateway is made, and a zonal one serves VMs of any zone in its
     # subnets (Learn, NAT gateway and availability zones): the next zone's scale set uses it as it is.
     azure.inject(method="PUT", path="virtualMachineScaleSets", operation_error="ZonalAllocationFailed")
-    create(session, request(zone="1"), zones=["1", "2"])
+    create(session, request(zone="1"), CreateOptions(zones=["1", "2"]))
     (nat,), (vmss,) = azure.resources(type=NAT), azure.resources(type=VMSS)
     assert (nat["zones"], vmss["zones"]) == (["1"], ["2"])
     assert [r.path for r in calls(azure, "PUT", path="natGateways")] == [nat["id"]]

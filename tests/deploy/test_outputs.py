@@ -16,7 +16,7 @@ import pytest
 from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create_args, model, request
 
 from azgpu import racks
-from deploy_support import create
+from azgpu.deploy import create
 from azgpu.deploy.lifecycle import interconnect, public_ips
 from azgpu.profiles import load_profile
 from azgpu.scheduler_files import separator

@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, error_lines, request, writes
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
 
 A100 = "Standard_ND96asr_v4"
@@ -61,20 +61,20 @@ def test_spot_does_not_need_the_family_quota(azure, session):
 def test_spot_does_not_need_the_regional_quota(azure, session):
     # Spot VMs count against the spot vCPU quota only (Learn, "Increase spot vCPU family quotas").
     azure.set_quota(LOCATION, "cores", limit=0)
-    result = create(session, request(spot=True))
+    result = create(session, request(spot=True)).as_dict()
     assert [q["quota"] for q in result["preflight"]["quota"]] == ["lowPriorityCores"]  # the usage names
     assert azure.resources(type=VMSS)[0]["properties"]["provisioningState"] == "Succeeded"
 
 
 def test_regular_nodes_need_the_family_and_the_regional_quota(azure, session):
-    result = create(session, request())
+    result = create(session, request()).as_dict()
     assert sorted(q["quota"] for q in result["preflight"]["quota"]) == ["Standard NDASv4_A100 Family", "cores"]
 
 
 def test_quota_counts_only_what_a_rerun_adds(azure, session):
     create(session, request())
     azure.set_quota(LOCATION, A100_FAMILY, limit=NEEDED + 96)  # room for exactly one more node
-    result = create(session, request(nodes=3))
+    result = create(session, request(nodes=3)).as_dict()
     family = next(q for q in result["preflight"]["quota"] if "NDASv4" in q["quota"])
     assert (family["usage"], family["needed"]) == (NEEDED, 96)
 
@@ -89,7 +89,7 @@ def test_family_names_compare_without_case_or_spaces(azure, session):
 
 def test_odd_family_spelling_is_still_found_when_quota_suffices(azure, session):
     azure.set_sku(LOCATION, A100, family="standard NDASV4_a100 Family")
-    result = create(session, request())
+    result = create(session, request()).as_dict()
     codes = {f["code"] for f in result["preflight"]["findings"]}
     assert "QUOTA_UNKNOWN" not in codes
     assert len(result["preflight"]["quota"]) == 2  # family and regional
@@ -131,7 +131,7 @@ def test_zone_asked_where_the_size_has_no_zones(azure, session):
 def test_fallback_zones_where_the_size_has_none_fail_before_any_write(azure, session):
     azure.set_sku(LOCATION, A100, zones=[])
     with pytest.raises(ValidationFailed) as info:
-        create(session, request(), zones=["1", "2"])
+        create(session, request(), CreateOptions(zones=["1", "2"]))
     assert [(f.code, "drop --zones" in f.remedy) for f in info.value.errors] == [("ZONE_NOT_OFFERED", True)] * 2
     assert writes(azure) == []
 
@@ -139,7 +139,7 @@ def test_fallback_zones_where_the_size_has_none_fail_before_any_write(azure, ses
 def test_fallback_zone_the_size_lacks_is_named_with_the_ones_it_has(azure, session):
     azure.set_sku(LOCATION, A100, zones=["1", "2"])
     with pytest.raises(ValidationFailed) as info:
-        create(session, request(zone="1"), zones=["1", "3"])
+        create(session, request(zone="1"), CreateOptions(zones=["1", "3"]))
     [f] = info.value.errors
     assert (f.code, "no zone 3" in f.message, f.remedy) == ("ZONE_NOT_OFFERED", True, "pass --zones 1 2, or no --zones")
     assert writes(azure) == []
@@ -162,14 +162,14 @@ def test_size_not_offered_in_the_location(azure, session):
 
 def test_generation_drift_is_a_warning(azure, session):
     azure.set_sku(LOCATION, A100, HyperVGenerations="V1,V2")
-    result = create(session, request())
+    result = create(session, request()).as_dict()
     drift = [f for f in result["preflight"]["findings"] if f["code"] == "SKU_DRIFT"]
     assert len(drift) == 1 and drift[0]["severity"] == "warning" and "HyperVGenerations" in drift[0]["message"]
 
 
 def test_accelerated_networking_drift_turns_it_off_in_the_plan(azure, session):
     azure.set_sku(LOCATION, A100, AcceleratedNetworkingEnabled=False)
-    result = create(session, request())
+    result = create(session, request()).as_dict()
     assert any(f["code"] == "SKU_DRIFT" and "AcceleratedNetworkingEnabled" in f["message"]
                for f in result["preflight"]["findings"])
     put = next(r for r in calls(azure, "PUT", path="virtualMachineScaleSets"))

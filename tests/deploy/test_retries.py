@@ -9,8 +9,8 @@ import time
 import pytest
 from deploy_support import VMSS, assert_cli_error, calls, create_args, request
 
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import ThrottledError
-from deploy_support import create
 from azgpu.deploy.session import DEFAULT_THROTTLE_BUDGET, RETRY, THROTTLE_BUDGET_ENV, Session
 from azgpu.errors import AzureError, InputError
 from azgpu.testing import FakeCredential
@@ -119,7 +119,7 @@ def test_a_bad_budget_in_the_environment_is_bad_input(monkeypatch):
 def test_a_throttling_wait_past_the_timeout_is_not_waited(azure, session):
     azure.inject(**VMSS_PUT, status=429, retry_after=120, times=None)
     with pytest.raises(ThrottledError) as info:
-        create(session, request(), timeout=60)
+        create(session, request(), CreateOptions(timeout=60))
     assert 120 not in azure.sleeps
     assert "past --timeout" in info.value.message
 

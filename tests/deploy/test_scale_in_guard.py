@@ -11,7 +11,7 @@ import sys
 import pytest
 from deploy_support import LOCATION, VM, VMSS, arm_check, assert_cli_error, calls, create_args, request, writes
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.whatif import ScaleInRefused
 
 
@@ -111,13 +111,13 @@ def test_python_api_raises_scale_in_refused_and_takes_allow_scale_in(four, sessi
     with pytest.raises(ScaleInRefused) as info:
         create(session, request(nodes=1))
     assert info.value.code == "SCALE_IN_REFUSED" and "--allow-scale-in" in info.value.remedy
-    create(session, request(nodes=1), allow_scale_in=True)
+    create(session, request(nodes=1), CreateOptions(allow_scale_in=True))
     assert instances(four) == ["c1-vmss000_0"]
 
 
 def test_python_api_confirm_callback_sees_the_report(four, session):
     seen = []
-    create(session, request(nodes=3), confirm=lambda text: seen.append(text) or True)
+    create(session, request(nodes=3), CreateOptions(confirm=lambda text: seen.append(text) or True))
     assert "- instance 3: c1-vmss000_3" in seen[0]
     assert len(instances(four)) == 3
 
@@ -130,7 +130,7 @@ def test_a_capacity_fallback_never_moves_an_existing_cluster(four, session):
     notices = []
     four.inject(method="PUT", path="virtualMachineScaleSets", operation_error="AllocationFailed")
     with pytest.raises(CapacityError):
-        create(session, request(nodes=6), fallback_locations=["westus2"], on_notice=notices.append)
+        create(session, request(nodes=6), CreateOptions(fallback_locations=["westus2"], on_notice=notices.append))
     assert "deletes the 4 node(s)" in notices[0]
     assert calls(four, "DELETE") == []
     assert {v["location"] for v in four.resources(type=VMSS)} == {LOCATION}

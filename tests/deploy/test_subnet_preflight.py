@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from deploy_support import (LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create_args, request, writes)
 
-from deploy_support import create
+from azgpu.deploy import create
 from azgpu.errors import ValidationFailed
 
 NET_RG = "net-rg"
@@ -127,13 +127,13 @@ def test_addresses_other_nics_use_are_not_free(azure, session):
 def test_a_subnet_exactly_big_enough_passes_and_a_rerun_needs_no_more_room(azure, session):
     subnet = seed_network(azure, prefix="10.1.0.0/29")
     create(session, request(subnet_id=subnet, nodes=3))
-    result = create(session, request(subnet_id=subnet, nodes=3))  # its own 3 NICs are no longer "needed"
+    result = create(session, request(subnet_id=subnet, nodes=3)).as_dict()  # its own 3 NICs are no longer "needed"
     assert result["preflight"]["subnet"]["nodes_needed"] == 0
 
 
 def test_the_preflight_reports_what_the_subnet_offers(azure, session):
     subnet = seed_network(azure, nat=True)
-    result = create(session, request(subnet_id=subnet, nodes=2))
+    result = create(session, request(subnet_id=subnet, nodes=2)).as_dict()
     assert result["preflight"]["subnet"] == {
         "id": subnet, "location": LOCATION, "address_prefixes": ["10.1.0.0/24"], "free_addresses": 251,
         "nodes_needed": 2, "outbound": {"nat_gateway": net_id(azure, NAT, "hub-nat"), "default_outbound_access": False,
@@ -144,12 +144,12 @@ def test_the_preflight_reports_what_the_subnet_offers(azure, session):
 
 
 def test_a_subnet_with_a_nat_gateway_passes_without_an_outbound_finding(azure, session):
-    result = create(session, request(subnet_id=seed_network(azure, nat=True)))
+    result = create(session, request(subnet_id=seed_network(azure, nat=True))).as_dict()
     assert not {"SUBNET_NO_OUTBOUND", "SUBNET_DEFAULT_OUTBOUND"} & set(preflight_findings(result))
 
 
 def test_a_private_subnet_without_nat_gateway_warns_what_will_not_work(azure, session):
-    result = create(session, request(subnet_id=seed_network(azure), image="ubuntu-2204-gen2"))
+    result = create(session, request(subnet_id=seed_network(azure), image="ubuntu-2204-gen2")).as_dict()
     f = preflight_findings(result)["SUBNET_NO_OUTBOUND"]
     assert f["severity"] == "warning"
     assert "private (defaultOutboundAccess false) and has no NAT gateway" in f["message"]
@@ -159,18 +159,19 @@ def test_a_private_subnet_without_nat_gateway_warns_what_will_not_work(azure, se
 
 
 def test_a_route_table_is_named_as_the_possible_way_out(azure, session):
-    result = create(session, request(subnet_id=seed_network(azure, route_table=True)))
+    result = create(session, request(subnet_id=seed_network(azure, route_table=True))).as_dict()
     assert "unless its route table to-firewall sends internet traffic through a firewall" in \
         preflight_findings(result)["SUBNET_NO_OUTBOUND"]["message"]
 
 
 def test_node_public_ips_are_a_way_out(azure, session):
-    result = create(session, request(subnet_id=seed_network(azure), public_ip=True, ssh_source="203.0.113.7/32"))
+    result = create(session, request(subnet_id=seed_network(azure), public_ip=True,
+                                     ssh_source="203.0.113.7/32")).as_dict()
     assert "SUBNET_NO_OUTBOUND" not in preflight_findings(result)
 
 
 def test_default_outbound_access_is_a_note_about_its_retirement(azure, session):
-    result = create(session, request(subnet_id=seed_network(azure, default_outbound=None)))
+    result = create(session, request(subnet_id=seed_network(azure, default_outbound=None))).as_dict()
     f = preflight_findings(result)["SUBNET_DEFAULT_OUTBOUND"]
     assert f["severity"] == "note" and "default outbound access" in f["message"]
 
@@ -200,7 +201,7 @@ def test_the_rest_examples_virtual_network_replays_through_the_preflight(azure, 
     azure.add_resource(body["id"], body)
     azure.set_sku("westus", "Standard_ND96asr_v4")  # the fake seeds SKUs in its default locations only
     azure.add_image("westus", "microsoft-dsvm", "ubuntu-hpc", "2204", "22.04.2025010101")
-    result = create(session, request(subnet_id=body["properties"]["subnets"][0]["id"], location="westus"))
+    result = create(session, request(subnet_id=body["properties"]["subnets"][0]["id"], location="westus")).as_dict()
     assert result["preflight"]["subnet"]["free_addresses"] == 250
     assert result["preflight"]["subnet"]["outbound"]["default_outbound_access"] is None
     assert "SUBNET_DEFAULT_OUTBOUND" in preflight_findings(result)

@@ -8,7 +8,7 @@ import json
 import pytest
 from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args, request
 
-from deploy_support import create
+from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.lifecycle import wait
 from azgpu.errors import AzureError
 from azgpu.testing import FakeAzure
@@ -47,16 +47,16 @@ def test_wait_after_no_wait_converges(azure, cli):
 
 
 def test_wait_sleeps_virtually_between_checks(azure, session):
-    create(session, request(), wait=False)
+    create(session, request(), CreateOptions(wait=False))
     before = len(azure.sleeps)
     wait(session, "c1", "rg1", interval=5)
     assert azure.sleeps[before:] and set(azure.sleeps[before:]) == {5}
 
 
 def test_rerun_after_no_wait_follows_instead_of_putting_again(azure, session):
-    create(session, request(), wait=False)
+    create(session, request(), CreateOptions(wait=False))
     before = len(azure.requests)
-    result = create(session, request())
+    result = create(session, request()).as_dict()
     assert calls(azure, "PUT", since=before) == []
     assert states(azure) == {"Succeeded"}
     assert {r["state"] for r in result["resources"] if r["stage"] == "scale-set"} == {"succeeded"}
@@ -89,5 +89,5 @@ class TestTimeout:
 
     def test_timeout_error_is_an_azure_error(self, azure, session):
         with pytest.raises(AzureError) as info:
-            create(session, request(), timeout=1e-6)
+            create(session, request(), CreateOptions(timeout=1e-6))
         assert info.value.code == "TIMEOUT" and info.value.exit_code == 1

@@ -9,7 +9,7 @@ import pytest
 from deploy_support import RG, VM, calls, create_args, request, writes
 
 import azgpu
-from deploy_support import create
+from azgpu.deploy import create
 
 
 def what_if_json(run_cli, *args, nodes: int = 2) -> dict:

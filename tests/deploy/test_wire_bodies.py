@@ -14,7 +14,7 @@ import pytest
 from deploy_support import ALL_SERIES, LOCATION, RG, calls, request
 
 import azgpu
-from deploy_support import create
+from azgpu.deploy import create
 from azgpu.profiles import load_profile
 from azgpu.render.arm import render_arm, render_arm_parameters
 
