@@ -19,7 +19,15 @@ from typing import Any
 
 from ..errors import AzgpuError
 from ..health.impact import impact_category
-from ..health.results import NodeRef, NodeResult, VerdictError, find_verdict, output_streams, result_of, validate_verdict
+from ..health.results import (
+    NodeRef,
+    NodeResult,
+    VerdictError,
+    find_verdict,
+    output_streams,
+    result_of,
+    validate_verdict,
+)
 from ..health.results import unreachable as unreachable_result
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
 from ..profiles import Size, find_size, load_profile
@@ -211,8 +219,11 @@ def run_all(session, resource_group: str, jobs: list[tuple[Instance, dict]], tim
             results.append(result)
             if on_node:
                 on_node(result)
-    except KeyboardInterrupt:
-        stop.set()  # the pollers stop at their next wait; Azure finishes what it runs
+    except BaseException:
+        # Interrupted, or a failure no node result holds (the session's throttling budget spent, a bug):
+        # the pollers stop at their next wait and Azure finishes what it runs. Waiting here for hundreds of
+        # workers still queued under the pace would hold the error back for as long as they take.
+        stop.set()
         raise
     finally:
         pool.shutdown(wait=not stop.is_set(), cancel_futures=True)

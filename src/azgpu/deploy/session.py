@@ -140,22 +140,41 @@ def real_wait(event: threading.Event, seconds: float) -> bool:
 
 
 class ThrottleBudget:
-    """How long a session may still wait for throttling to pass, shared by all its threads."""
+    """How long a session may still wait for throttling to pass, shared by all its threads.
 
-    def __init__(self, seconds: float):
+    What is spent is the time during which some thread of the session waits out a throttling answer:
+    waits of several threads at once count once. (Summed, 500 Run Command threads each waiting one
+    minute's Retry-After spent a 600 s budget ten times over in one minute; a worker's ThrottledError then
+    ended a 10,000-node check.) One thread's waits follow each other, so each of them counts whole. Without
+    a clock (a session whose sleeps are virtual but whose clock is real cannot tell when waits overlap)
+    every wait counts whole."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] | None = None):
         self.seconds = seconds
         self.spent = 0.0
+        self.clock = clock
+        self._covered = float("-inf")  # the end of the latest throttling wait booked by any thread
+        self._own = threading.local()  # the end of this thread's latest
         self._lock = threading.Lock()
 
     def take(self, delay: float, *, deadline: float | None = None) -> str | None:
         """Book `delay` seconds of waiting; the reason it may not be waited, or None when it may."""
         with self._lock:
-            if self.spent + delay > self.seconds:
+            if self.clock is None:
+                start, extra = 0.0, delay
+            else:
+                start = max(self.clock(), getattr(self._own, "end", float("-inf")))
+                extra = max(0.0, start + delay - max(start, self._covered))
+            end = start + delay
+            if self.spent + extra > self.seconds:
                 return (f"and Azure asks to wait {delay:g} s more, beyond the throttling budget of {self.seconds:g} s "
                         f"({self.seconds - self.spent:g} s left)")
             if deadline is not None and time.monotonic() + delay > deadline:
                 return f"and Azure asks to wait {delay:g} s more, past --timeout"
-            self.spent += delay
+            self.spent += extra
+            if self.clock is not None:
+                self._covered = max(self._covered, end)
+                self._own.end = end
             return None
 
 
@@ -250,7 +269,7 @@ class Session:
         self.cancelled = threading.Event()
         self.pacer = Pacer(self.clock, self.pause)  # the session's own pace under Azure's buckets
         self.throttling = ThrottleBudget(throttle_budget_from_env() if self.throttle_budget is None
-                                         else self.throttle_budget)
+                                         else self.throttle_budget, self._budget_clock())
         self.deadline: float | None = None  # time.monotonic() of --timeout, while an operation has one
 
     # -- waiting -------------------------------------------------------------------------------
@@ -271,7 +290,12 @@ class Session:
 
     def set_throttle_budget(self, seconds: float) -> None:
         self.throttle_budget = seconds
-        self.throttling = ThrottleBudget(seconds)
+        self.throttling = ThrottleBudget(seconds, self._budget_clock())
+
+    def _budget_clock(self) -> Callable[[], float] | None:
+        """The clock the throttling budget can tell overlapping waits by: none where sleeps are virtual but
+        the clock is real (its waits then count whole)."""
+        return self.clock if self.sleep is None or self.clock is not time.monotonic else None
 
     # -- clients -------------------------------------------------------------------------------
     def _kwargs(self) -> dict[str, Any]:
