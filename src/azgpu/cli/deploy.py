@@ -221,11 +221,12 @@ def register(cli: click.Group) -> None:
 
     def _group_fate(session, cluster) -> str:
         """What destroy does to the resource group, said before the question (as lifecycle.destroy decides)."""
-        from ..deploy.arm import CREATED_TAG, is_ours, list_group
+        from ..deploy.arm import list_group
+        from ..ownership import created_by_azgpu, is_ours
 
         group = cluster.resource_group
         tags = (cluster.group.tags or {}) if cluster.group is not None else {}
-        if not (tags.get(CREATED_TAG) == "true" and is_ours(tags, cluster.name)):
+        if not (created_by_azgpu(tags) and is_ours(tags, cluster.name)):
             return f"The resource group '{group}' is kept: azgpu did not create it."
         others = [r.name for r in list_group(session, group) or [] if r.name not in {c.name for c in cluster.resources}]
         if others:
