@@ -281,7 +281,7 @@ def _register_reserve(cli: click.Group) -> None:
 
         check_currency(currency)
         prof, vm = _profile_and_size(profile, size)
-        rack = (prof.vertical_connect or {}).get("rack")
+        rack = prof.rack_size
         bad = reserve_findings(reservation_type=reservation_type, count=count, name=name, group=group, start=start,
                                days=days, weeks=weeks, size=vm.name, rack=rack)
         if zone is not None and zone not in ("1", "2", "3"):

@@ -372,7 +372,7 @@ def _racks_of(session, name: str, resource_group: str, results: dict[str, NodeRe
     shrinks these scale sets only in whole racks, facts §14.1; nodes.delete_instances refuses anything else),
     and the faulty nodes' names. ([], why) when a rack cannot be named whole: it is short, or the nodes'
     NVLink domain disagrees with Azure's interconnect subgroup (rack_gate.measure) - then nothing is deleted."""
-    per_rack = {d.vmss.name: int(find_size(d.size.name)[0].vertical_connect["rack"]) for d in domains.values()
+    per_rack = {d.vmss.name: find_size(d.size.name)[0].rack_size for d in domains.values()
                 if d.plan.racks}
     sick = {n.computer_name for n in bad}
     names = ", ".join(sorted(sick))

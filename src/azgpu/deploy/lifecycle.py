@@ -281,17 +281,12 @@ def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> t
     return nodes, signals
 
 
-def rack_size(profile: Any) -> int | None:
-    """VMs per rack-scale NVLink domain, from the profile's rack_multiple rule (18 on GB200/GB300)."""
-    return next((int(r.args["multiple"]) for r in (profile.rules if profile else ()) if r.name == "rack_multiple"), None)
-
-
 @_translated
 def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
     cluster = require(find_cluster(session, name, resource_group))
     first = cluster.scale_sets[0] if cluster.scale_sets else None
     profile, size = live_profile(first) if first else (None, None)
-    per_rack = rack_size(profile)
+    per_rack = profile.rack_size if profile else None
     domains, signals = [], {}
     for v in cluster.scale_sets:
         nodes, found = _nodes(session, resource_group, v, racks=bool(per_rack))

@@ -45,10 +45,9 @@ PARALLEL = 8  # GETs of bindings at a time
 def _size_rack(size: str | None) -> int | None:
     """VMs per vertical-connect rack of this size (18 on GB200/GB300), None elsewhere."""
     try:
-        vertical = find_size(size)[0].vertical_connect if size else None
+        return find_size(size)[0].rack_size if size else None
     except Exception:  # noqa: BLE001 - a size no profile knows has no racks azgpu could name
         return None
-    return int(vertical["rack"]) if vertical else None
 
 
 def cluster_nodes(session, name: str, resource_group: str, *, racks: bool = False,
