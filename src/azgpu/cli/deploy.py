@@ -165,7 +165,7 @@ def register(cli: click.Group) -> None:
         emit(with_compact_reports(with_compact_health(result.as_dict(), obj), obj), obj)
 
     def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency, arm=True):
-        from ..changes import report
+        from ..changes import format_what_if
         from ..deploy.whatif import what_if
 
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
@@ -175,7 +175,7 @@ def register(cli: click.Group) -> None:
         source = click.get_current_context().get_parameter_source("output")
         if obj["output"] == "table" or (source == click.core.ParameterSource.DEFAULT and not obj["query"]):
             # The az-style report, as 'az deployment group what-if' prints it; -o json|yaml|tsv for scripts.
-            click.echo(report(result, color=sys.stdout.isatty()), nl=False)  # its Azure text is made safe there
+            click.echo(format_what_if(result, color=sys.stdout.isatty()), nl=False)  # its Azure text is made safe there
         else:
             emit(result.as_dict(), obj)
 

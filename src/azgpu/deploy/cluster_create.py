@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..changes import report as what_if_text
+from ..changes import format_what_if
 from ..errors import InputError, ValidationFailed
 from ..plan import Plan
 from ..profiles import load_profile
@@ -93,7 +93,7 @@ def create(session, request: Request | Spec, options: CreateOptions = CreateOpti
             return result
         if analysis.deleted and not options.allow_scale_in:
             confirm = options.confirm
-            if confirm is None or not confirm(what_if_text(report_of(analysis, deployer))):
+            if confirm is None or not confirm(format_what_if(report_of(analysis, deployer))):
                 raise refusal(analysis, plan.spec.names.cluster, resource_group, declined=confirm is not None)
         if pf.accept_terms is not None:  # the first write, after every check passed
             _accept_terms(session, pf.accept_terms)
