@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from azgpu.changes import InstanceChange, PropertyChange, ResourceChange, WhatIf, compare, diff, report
+from azgpu.changes import InstanceChange, PropertyChange, ResourceChange, WhatIf, compare, diff, format_what_if
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "azure"
 VMSS = "Microsoft.Compute/virtualMachineScaleSets"
@@ -74,7 +74,7 @@ def what_if(*changes: ResourceChange) -> WhatIf:
 
 
 def test_report_prints_az_symbols_property_paths_and_the_summary():
-    text = report(what_if(
+    text = format_what_if(what_if(
         ResourceChange("NoChange", "Microsoft.Network/networkSecurityGroups", "c1-nsg", "id1", "2026-03-01"),
         ResourceChange("Modify", VMSS, "c1-vmss000", "id2", "2026-04-01",
                        [PropertyChange("tags.team", "Modify", "a", "b")]),
@@ -92,7 +92,7 @@ def test_report_names_every_instance_a_change_deletes():
                             instances=[InstanceChange("Delete", "3", "c1-vmss000_3", "c1-000-000003", "Succeeded"),
                                        InstanceChange("Delete", "2", "c1-vmss000_2")],
                             capacity=(4, 2))
-    text = report(what_if(shrink))
+    text = format_what_if(what_if(shrink))
     assert "    - instance 3: c1-vmss000_3 (c1-000-000003, Succeeded)\n" in text
     assert "    - instance 2: c1-vmss000_2\n" in text
     assert "Instances to delete: 2 GPU node(s): c1-vmss000_3, c1-vmss000_2." in text
@@ -102,7 +102,7 @@ def test_report_names_every_instance_a_change_deletes():
 def test_report_marks_a_refused_change_with_a_symbol_arm_does_not_use():
     refused = ResourceChange("Refused", VMSS, "c1-vmss000", "id", reason="Azure cannot change that in place",
                              delta=[PropertyChange("sku.name", "Modify", "Standard_A", "Standard_B", refused=True)])
-    text = report(what_if(refused))
+    text = format_what_if(what_if(refused))
     assert "  # Microsoft.Compute/virtualMachineScaleSets/c1-vmss000\n" in text
     assert '    # sku.name: "Standard_A" => "Standard_B"\n' in text
     assert "Resource changes: 1 refused." in text
@@ -110,5 +110,5 @@ def test_report_marks_a_refused_change_with_a_symbol_arm_does_not_use():
 
 def test_report_colours_only_when_asked():
     change = ResourceChange("Delete", VMSS, "old", "id")
-    assert "\x1b[" not in report(what_if(change))
-    assert "\x1b[31m  - " in report(what_if(change), color=True)
+    assert "\x1b[" not in format_what_if(what_if(change))
+    assert "\x1b[31m  - " in format_what_if(what_if(change), color=True)

@@ -243,6 +243,39 @@ def test_broken_profile_fails_loading_naming_file_and_key(profile_copy, file, ol
         assert part in str(info.value)
 
 
+RACK_RULE = 'rule = "rack_multiple"\n'
+
+
+@pytest.mark.parametrize("profile_id", ["nd-gb200-v6", "nd-gb300-v6"])
+def test_an_nvl72_profile_holds_one_rack_size_with_its_source(profile_id):
+    profile = load_profile(profile_id)
+    assert (profile.rack_size, "R-agentbaker-gb300" in profile.rack_source) == (18, True)
+    text = (REPO / "profiles" / f"{profile_id}.toml").read_text()
+    assert re.findall(r"^(?:rack|multiple) = (\d+)$", text, re.M) == ["18"]  # written once: [vertical_connect] rack
+
+
+@pytest.mark.parametrize("profile_id", ["nd-gb200-v6", "nd-gb300-v6"])
+def test_a_profile_whose_rack_rule_disagrees_with_its_rack_size_is_refused(profile_copy, profile_id):
+    edit(profile_copy / f"{profile_id}.toml", RACK_RULE, RACK_RULE + "multiple = 16\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(profile_id)
+    assert all(part in str(info.value) for part in (f"{profile_id}.toml", "rack_multiple", "multiple = 16",
+                                                    "rack = 18", "one rack size")), str(info.value)
+
+
+def test_a_rack_rule_that_agrees_with_the_rack_size_loads(profile_copy):
+    edit(profile_copy / "nd-gb300-v6.toml", RACK_RULE, RACK_RULE + "multiple = 18\n")
+    assert load_profile("nd-gb300-v6").rack_size == 18
+
+
+def test_a_rack_rule_without_a_rack_size_is_refused(profile_copy):
+    edit(profile_copy / "ndv2.toml", 'rule = "cuda_max"', 'rule = "rack_multiple"\nsource = "D-ndv2"\n\n[[rules]]\n'
+                                                           'rule = "cuda_max"')
+    with pytest.raises(ProfileError) as info:
+        load_profile("ndv2")
+    assert "[vertical_connect] rack" in str(info.value)
+
+
 def test_the_copy_loads_when_unchanged(profile_copy):
     assert load_profile("ndv2").path == str(profile_copy / "ndv2.toml")
 

@@ -62,7 +62,7 @@ def __dir__() -> list[str]:
 
 def what_if(session, request: Request, *, currency: str = "USD", prices: bool = True):
     """What `provision create` would change in the subscription, resource by resource and instance
-    by instance, with the cost (an azgpu.changes.WhatIf: .as_dict(), azgpu.changes.report()).
+    by instance, with the cost (an azgpu.changes.WhatIf: .as_dict(), azgpu.changes.format_what_if()).
     Writes nothing; loads the Azure SDK."""
     from .deploy.whatif import what_if as _what_if
 

@@ -265,7 +265,7 @@ def _resource_lines(c: ResourceChange, color: bool) -> list[str]:
     return lines
 
 
-def report(w: WhatIf, *, color: bool = False) -> str:
+def format_what_if(w: WhatIf, *, color: bool = False) -> str:
     """The what-if as `az deployment group what-if` prints it, with instances and the cost added."""
     used = set()
     for c in w.changes:

@@ -37,10 +37,10 @@ class Layout:
 
 
 def rack_multiple(profile: Profile) -> tuple[int, tuple[str, ...]] | None:
-    """The rack size (VMs) of a profile with the rack_multiple rule, with the rule's sources."""
+    """The rack size (VMs) of a profile with the rack_multiple rule (Profile.rack_size), with the rule's sources."""
     for rule in profile.rules:
-        if rule.name == "rack_multiple":
-            return int(rule.args["multiple"]), rule.source
+        if rule.name == "rack_multiple" and profile.rack_size:
+            return profile.rack_size, rule.source
     return None
 
 

@@ -16,9 +16,9 @@ from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, Subn
 from .images import ofed_display
 from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 from .layout import resource_kinds
+from .ownership import cluster_tags as ownership_tags
 from .spec import Spec
 
-MANAGED_BY = "azgpu"
 # Azure's default TCP idle timeout for NAT gateway flows (4-120 minutes); raising it is "a last resort option"
 # (D-nat-resource): long transfers keep their flows busy, and idle ones should use TCP keepalives.
 NAT_IDLE_TIMEOUT_MINUTES = 4
@@ -140,12 +140,7 @@ class Plan:
 
 
 def cluster_tags(spec: Spec) -> dict[str, str]:
-    return {
-        **spec.request.tags,
-        "managed-by": MANAGED_BY,
-        "azgpu-cluster": spec.names.cluster,
-        "azgpu-profile": spec.profile.id,
-    }
+    return {**spec.request.tags, **ownership_tags(spec.names.cluster, spec.profile.id)}
 
 
 def _nsg(spec: Spec, tags: dict) -> Resource:

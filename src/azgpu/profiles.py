@@ -183,7 +183,7 @@ SERIES_RULE_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "hpc_image": (frozenset(), frozenset()),
     "rdma_address_space": (frozenset({"reserved"}), frozenset()),
     "cuda_max": (frozenset({"max_major"}), frozenset({"max_major"})),
-    "rack_multiple": (frozenset({"multiple"}), frozenset({"multiple"})),
+    "rack_multiple": (frozenset({"multiple"}), frozenset()),  # the rack is the profile's: Profile.rack_size
     "gpu_vendor": (frozenset({"vendor"}), frozenset({"vendor"})),
     "manual_driver": (frozenset({"message"}), frozenset({"message"})),
 }
@@ -201,6 +201,17 @@ def check_profile_rules(profile: Profile) -> None:
         missing = required - set(rule.args)
         if extra or missing:
             raise ProfileError(f"{where}: unknown argument(s) {sorted(extra)} / missing {sorted(missing)}")
+        if rule.name == "rack_multiple":
+            _check_rack_rule(profile, rule, where)
+
+
+def _check_rack_rule(profile: Profile, rule: Rule, where: str) -> None:
+    """A profile has one rack size, [vertical_connect] rack: a rack rule without it, or naming another, is refused."""
+    if profile.rack_size is None:
+        raise ProfileError(f"{where}: the rule needs the profile's rack size ([vertical_connect] rack)")
+    if "multiple" in rule.args and rule.args["multiple"] != profile.rack_size:
+        raise ProfileError(f"{where}: multiple = {rule.args['multiple']!r} disagrees with the profile's rack size "
+                           f"([vertical_connect] rack = {profile.rack_size}); a profile has one rack size")
 
 
 @dataclass(frozen=True)
@@ -247,6 +258,16 @@ class Profile:
     placement: dict[str, Any] | None = None
     # Rack-scale NVLink sizes (GB200/GB300): how Azure wants their scale sets; None elsewhere.
     vertical_connect: dict[str, Any] | None = None
+
+    @property
+    def rack_size(self) -> int | None:
+        """VMs per rack-scale NVLink domain ([vertical_connect] rack: 18 on GB200/GB300), None without racks."""
+        return int(self.vertical_connect["rack"]) if self.vertical_connect else None
+
+    @property
+    def rack_source(self) -> tuple[str, ...]:
+        """The sources of rack_size."""
+        return tuple(self.vertical_connect["source"]) if self.vertical_connect else ()
 
     def size(self, name: str) -> Size:
         """A size by ARM name or alias, case-insensitively; suggests the nearest otherwise."""

@@ -401,21 +401,16 @@ def _cuda_max(ctx: Context, args: dict) -> Iterator[Finding]:
 
 @series_rule("rack_multiple")
 def _rack(ctx: Context, args: dict) -> Iterator[Finding]:
-    nodes, k = ctx.request.nodes or 0, args["multiple"]
+    # The loader gives every profile with this rule a rack size (profiles._check_rack_rule).
+    nodes, k = ctx.request.nodes or 0, ctx.profile.rack_size
     if nodes > 0 and nodes % k:
         lower, upper = nodes - nodes % k, nodes + k - nodes % k
         remedy = f"use --nodes {lower} or {upper}" if lower else f"use --nodes {upper}"
-        vertical = ctx.profile.vertical_connect
-        if vertical:
-            # Azure refuses the scale set: "Capacity must be a multiple of 18 for SKUs that support vertical connect".
-            yield Finding(code="NODES_NOT_RACK_MULTIPLE",
-                          message=f"{nodes} nodes is not a whole number of NVL72 racks: Azure only creates {ctx.size.name} scale sets "
-                          f"in multiples of {k} VMs", remedy=remedy,
-                          source=cite((*ctx.rule_source, *vertical["source"])), field="nodes")
-        else:
-            yield Finding(code="NODES_NOT_RACK_MULTIPLE",
-                          message=f"{nodes} nodes is not a multiple of {k}: one NVL72 rack is {k} VMs, so NVLink domains will be partial",
-                          remedy=remedy, source=cite(ctx.rule_source), severity="warning", field="nodes")
+        # Azure refuses the scale set: "Capacity must be a multiple of 18 for SKUs that support vertical connect".
+        yield Finding(code="NODES_NOT_RACK_MULTIPLE",
+                      message=f"{nodes} nodes is not a whole number of NVL72 racks: Azure only creates {ctx.size.name} scale sets "
+                      f"in multiples of {k} VMs", remedy=remedy,
+                      source=cite((*ctx.rule_source, *ctx.profile.rack_source)), field="nodes")
 
 
 @series_rule("gpu_vendor")

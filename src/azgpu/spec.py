@@ -16,6 +16,7 @@ from .eviction import decide_eviction
 from .errors import AzgpuError, Finding, ValidationFailed
 from .images import Image, resolve
 from .layout import decide_layout, resource_kinds
+from .ownership import RESERVED_TAGS
 from .profiles import Extension, Profile, Size, find_size, load_profile
 from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
@@ -24,7 +25,6 @@ from .shipped_data import data_dir, read_toml
 
 MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
 ARM_MAX_RESOURCES = 800
-RESERVED_TAGS = ("managed-by", "azgpu-cluster", "azgpu-profile", "azgpu-created")
 RESERVED_USERNAMES = {
     "administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1", "1", "123", "a",
     "actuser", "adm", "admin2", "aspnet", "backup", "console", "david", "guest", "john", "owner", "root",

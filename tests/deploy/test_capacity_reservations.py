@@ -489,9 +489,9 @@ def test_create_into_a_failed_reservation_is_refused_before_any_write(reservable
     refused = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FAILED")
     assert "provision reserve" in refused.remedy and "--count 4" in refused.remedy
     assert writes(reservable, since) == []
-    from azgpu.deploy.capacity_report import report
+    from azgpu.deploy.capacity_report import capacity_for
 
-    got = report(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+    got = capacity_for(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
                  group_id=group_id(reservable))
     line = next(r for r in got["checks"] if r["check"] == "reservation")
     assert got["verdict"] == "blocked" and "Failed" in line["detail"], got["checks"]
@@ -554,7 +554,7 @@ def test_a_block_reservation_with_an_unreadable_schedule_is_not_deleted(reservab
 
 
 def test_create_and_the_report_do_not_count_on_a_block_reservation_with_an_unreadable_schedule(reservable, session):
-    from azgpu.deploy.capacity_report import report
+    from azgpu.deploy.capacity_report import capacity_for
 
     reserve(session, count=2, reservation_type="Block", days=2)
     advance_to(reservable, window_start() + timedelta(hours=1))
@@ -564,7 +564,7 @@ def test_create_and_the_report_do_not_count_on_a_block_reservation_with_an_unrea
         create(session, in_group(reservable, nodes=2))
     assert "CAPACITY_RESERVATION_SCHEDULE_UNREAD" in {f.code for f in info.value.errors}
     assert writes(reservable, since) == []
-    got = report(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+    got = capacity_for(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
                  group_id=group_id(reservable))
     line = next(r for r in got["checks"] if r["check"] == "reservation")
     assert got["verdict"] == "blocked" and "no readable schedule" in line["detail"], got["checks"]
@@ -719,11 +719,11 @@ def test_capacity_report_lines_and_remedies(sim, shape):
 
 
 def test_capacity_report_counts_reserved_vms_once(reservable, session):
-    from azgpu.deploy.capacity_report import report
+    from azgpu.deploy.capacity_report import capacity_for
 
     reservable.set_quota(LOCATION, A100_FAMILY, limit=4 * 96)
     reserve(session, count=4)
-    got = report(session, size=A100, vcpus=96, nodes=4, locations=[LOCATION], zones=[], spot=False,
+    got = capacity_for(session, size=A100, vcpus=96, nodes=4, locations=[LOCATION], zones=[], spot=False,
                  group_id=group_id(reservable))
     assert got["verdict"] == "ok", got["checks"]
 

@@ -12,7 +12,7 @@ import pytest
 from node_support import Node, fixture, nvidia_q
 
 from azgpu.deploy.ghr import (NAME_PATTERN, CategoryNotAllowed, impact_body, impact_name, insight_state,
-                              not_reportable, plan)
+                              not_reportable, reports_for)
 from azgpu.health.impact import LEARN_CATEGORIES, impact_category, possible_categories
 from azgpu.health.results import Failure, GpuRef, NodeResult, failure_of
 
@@ -123,7 +123,7 @@ def test_the_real_setup_failure_of_aznhc_reports_nothing(node):
 def test_the_fallback_names_the_missing_gpus_bus(node):
     node.nvidia(nvidia_q(7))
     (failure,) = node.check()["failures"]
-    report, = plan(failed(failure_of(failure)), now=NOW, gpu_vendor="nvidia")
+    report, = reports_for(failed(failure_of(failure)), now=NOW, gpu_vendor="nvidia")
     assert report.category == U + "HpcMissingGpu"
     assert report.body["properties"]["additionalProperties"]["Location"] == "0008:00:00.0"
 
@@ -132,14 +132,14 @@ def test_the_fallback_names_the_missing_gpus_bus(node):
 
 
 def test_one_report_per_category_ports_together():
-    reports = plan(failed(MISSING, PORT3, PORT5), now=NOW, gpu_vendor="nvidia")
+    reports = reports_for(failed(MISSING, PORT3, PORT5), now=NOW, gpu_vendor="nvidia")
     assert [r.category for r in reports] == [U + "HpcMissingGpu", U + "IBPortDown"]
     assert reports[1].failures == (PORT3, PORT5)
     assert "mlx5_ib3" in reports[1].body["properties"]["impactDescription"]
 
 
 def test_the_body_has_learns_fields_in_learns_case():
-    report, = plan(failed(MISSING), now=NOW, gpu_vendor="nvidia")
+    report, = reports_for(failed(MISSING), now=NOW, gpu_vendor="nvidia")
     props = report.body["properties"]
     assert set(report.body) == {"properties"}
     assert set(props) == {"startDateTime", "impactCategory", "impactDescription", "impactedResourceId",
@@ -152,7 +152,7 @@ def test_the_body_has_learns_fields_in_learns_case():
 
 def test_one_gpu_concerned_sends_its_serial_and_location():
     xid = Failure("xid", "xid", "Xid 79 on GPU 0003:00:00", xid=79, gpus=(GpuRef("0003:00:00.0", "1654471053015"),))
-    report, = plan(failed(xid), now=NOW, gpu_vendor="nvidia")
+    report, = reports_for(failed(xid), now=NOW, gpu_vendor="nvidia")
     extra = report.body["properties"]["additionalProperties"]
     assert (extra["SerialNumber"], extra["Location"]) == ("1654471053015", "0003:00:00.0")
 
@@ -160,20 +160,20 @@ def test_one_gpu_concerned_sends_its_serial_and_location():
 def test_several_gpus_are_named_in_the_description_not_in_one_serial_field():
     two = (Failure("xid", "xid", "m", xid=79, gpus=(GpuRef("0003:00:00.0", "11"),)),
            Failure("xid", "xid", "m", xid=79, gpus=(GpuRef("0004:00:00.0", "12"),)))
-    report, = plan(failed(*two), now=NOW, gpu_vendor="nvidia")
+    report, = reports_for(failed(*two), now=NOW, gpu_vendor="nvidia")
     extra = report.body["properties"]["additionalProperties"]
     assert "SerialNumber" not in extra and "Location" not in extra
     assert "0003:00:00.0 (SN 11), 0004:00:00.0 (SN 12)" in report.body["properties"]["impactDescription"]
 
 
 def test_an_infiniband_report_carries_no_gpu_fields():
-    report, = plan(failed(PORT3), now=NOW, gpu_vendor="nvidia")
+    report, = reports_for(failed(PORT3), now=NOW, gpu_vendor="nvidia")
     assert set(report.body["properties"]["additionalProperties"]) == {"PhysicalHostName", "VmUniqueId"}
 
 
 def test_the_smbios_uuid_is_not_sent_as_the_vm_unique_id():
     node = failed(PORT3, vm_id=None, node_vm_id="2E3C0A5F-1111-4C4C-9E9E-0123456789AB", node_vm_id_source="smbios")
-    report, = plan(node, now=NOW)
+    report, = reports_for(node, now=NOW)
     assert "VmUniqueId" not in report.body["properties"]["additionalProperties"]
 
 
@@ -184,7 +184,7 @@ def test_the_smbios_uuid_is_not_sent_as_the_vm_unique_id():
     (NodeResult("s", "1", RID, "n", "passed"), "passed"),
 ])
 def test_nodes_that_file_nothing_say_why(node, reason):
-    assert reason in not_reportable(node) and plan(node, now=NOW) == []
+    assert reason in not_reportable(node) and reports_for(node, now=NOW) == []
 
 
 # ------------------------------------------------------------------------------ names

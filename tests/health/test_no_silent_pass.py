@@ -140,7 +140,7 @@ def test_an_aznhc_finding_names_its_gpus_serial_for_guest_health_reporting(node)
     assert result.status == "failed"
     now = datetime(2026, 3, 14, tzinfo=timezone.utc)
     reports = {r.category.rsplit(".", 1)[-1]: r.body["properties"]["additionalProperties"]
-               for r in ghr.plan(result, now=now, gpu_vendor="nvidia")}
+               for r in ghr.reports_for(result, now=now, gpu_vendor="nvidia")}
     # nvidia_q numbers the serials from the real capture's 1753024030845, GPU 0 on bus 0001.
     assert (reports["HpcRowRemapFailure"]["SerialNumber"], reports["HpcRowRemapFailure"]["Location"]) == (
         "1753024030848", "0004:00:00.0")

@@ -30,6 +30,7 @@ def violations(sources: dict[str, str]) -> list[str]:
             if module != "deploy":
                 out.append(f"{name}: imports azgpu.{module} (use azgpu.deploy's exports)")
             out += [f"{name}: imports {n} (not in azgpu.deploy.__all__)" for n in names if n not in deploy.__all__]
+            out += [f"{name}: imports {n} (a private name)" for n in names if n.startswith("_") and n in deploy.__all__]
     return out
 
 
@@ -44,3 +45,8 @@ def test_the_check_finds_a_private_import():
     assert violations(bad) == ["x.py: imports azgpu.deploy.lifecycle (use azgpu.deploy's exports)",
                                "x.py: imports _nodes (not in azgpu.deploy.__all__)",
                                "x.py: imports _private (not in azgpu.deploy.__all__)"]
+
+
+def test_a_private_name_is_refused_even_if_the_package_exported_it(monkeypatch):
+    monkeypatch.setattr(deploy, "__all__", [*deploy.__all__, "_nodes"])
+    assert violations({"x.py": "from ..deploy import _nodes, create\n"}) == ["x.py: imports _nodes (a private name)"]

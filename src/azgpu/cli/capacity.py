@@ -157,7 +157,7 @@ def register(cli: click.Group) -> None:
         --fallback-locations are reported apart and do not change the exit status.
         """
         from ..capacity import parse_group_id
-        from ..deploy.capacity_report import OK, report
+        from ..deploy.capacity_report import OK, capacity_for
         from ..errors import AzureError
 
         from ..spec import check_fallbacks, location_findings
@@ -174,8 +174,8 @@ def register(cli: click.Group) -> None:
                              remedy=f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')}")
         locations = list(dict.fromkeys(location_name(x) for x in [location, *fallback_locations]))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            result = report(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,
-                            zones=[str(z) for z in zones], spot=spot, group_id=capacity_reservation_group)
+            result = capacity_for(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,
+                                  zones=[str(z) for z in zones], spot=spot, group_id=capacity_reservation_group)
         emit(result, obj, table=lambda r: r["checks"])
         apart = [f"{f['location']}: {f['verdict']}" for f in result["fallbacks"] if f["verdict"] != OK]
         if apart:
@@ -281,7 +281,7 @@ def _register_reserve(cli: click.Group) -> None:
 
         check_currency(currency)
         prof, vm = _profile_and_size(profile, size)
-        rack = (prof.vertical_connect or {}).get("rack")
+        rack = prof.rack_size
         bad = reserve_findings(reservation_type=reservation_type, count=count, name=name, group=group, start=start,
                                days=days, weeks=weeks, size=vm.name, rack=rack)
         if zone is not None and zone not in ("1", "2", "3"):

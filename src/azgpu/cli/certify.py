@@ -143,7 +143,7 @@ def _dry_run(obj, name, resource_group, size_name, nodes, location, level, curre
                 prices[(size.name, where)] = lookup(size.name, where, currency=currency, simulated=bool(simulate))
     rows, total_price, total_gpu_hours, longest = [], 0.0, 0.0, 0.0
     for size, count, where in sets:
-        vertical = (find_size(size.name)[0].vertical_connect or {}).get("rack", 0)
+        vertical = find_size(size.name)[0].rack_size or 0
         gpus = int(size.health.get("gpus", size.gpus)) if size.health else size.gpus
         est = estimate(level, count, gpus, racks=math.ceil(count / vertical) if vertical else 0,
                        parallel=node_check.parallel)

@@ -165,7 +165,7 @@ def register(cli: click.Group) -> None:
         emit(with_compact_reports(with_compact_health(result.as_dict(), obj), obj), obj)
 
     def _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, currency, arm=True):
-        from ..changes import report
+        from ..changes import format_what_if
         from ..deploy.whatif import what_if
 
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
@@ -175,7 +175,7 @@ def register(cli: click.Group) -> None:
         source = click.get_current_context().get_parameter_source("output")
         if obj["output"] == "table" or (source == click.core.ParameterSource.DEFAULT and not obj["query"]):
             # The az-style report, as 'az deployment group what-if' prints it; -o json|yaml|tsv for scripts.
-            click.echo(report(result, color=sys.stdout.isatty()), nl=False)  # its Azure text is made safe there
+            click.echo(format_what_if(result, color=sys.stdout.isatty()), nl=False)  # its Azure text is made safe there
         else:
             emit(result.as_dict(), obj)
 
@@ -221,11 +221,12 @@ def register(cli: click.Group) -> None:
 
     def _group_fate(session, cluster) -> str:
         """What destroy does to the resource group, said before the question (as lifecycle.destroy decides)."""
-        from ..deploy.arm import CREATED_TAG, is_ours, list_group
+        from ..deploy.arm import list_group
+        from ..ownership import created_by_azgpu, is_ours
 
         group = cluster.resource_group
         tags = (cluster.group.tags or {}) if cluster.group is not None else {}
-        if not (tags.get(CREATED_TAG) == "true" and is_ours(tags, cluster.name)):
+        if not (created_by_azgpu(tags) and is_ours(tags, cluster.name)):
             return f"The resource group '{group}' is kept: azgpu did not create it."
         others = [r.name for r in list_group(session, group) or [] if r.name not in {c.name for c in cluster.resources}]
         if others:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
+from ..ownership import cluster_of
 from ..resource_types import VMSS
 from .options import common, emit
 from .simulate import group
@@ -36,7 +37,7 @@ def _instance(fake, name: str | None, instance: str) -> str:
                              code="MISSING_ARGUMENT",
                              remedy="add -n with the cluster's name, or give SCALESET/ID or the computer name")
         sets = sorted({r["name"] for r in fake.resources(type=VMSS.type)
-                       if (r.get("tags") or {}).get("azgpu-cluster") == name})
+                       if cluster_of(r.get("tags")) == name})
         if len(sets) != 1:
             raise InputError(f"cluster '{name}' has {len(sets)} scale sets: which one holds instance {instance}?",
                              code="AMBIGUOUS_INSTANCE", remedy="give it as SCALESET/ID, e.g. " +

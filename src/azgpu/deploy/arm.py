@@ -1,5 +1,5 @@
 """What every command that talks to Azure Resource Manager shares: one listing of a resource group,
-azgpu's ownership tags, not-found detection, an SDK model in its REST shape, Azure's errors in
+not-found detection, an SDK model in its REST shape, Azure's errors in
 azgpu's terms, and the two ways azgpu waits on ARM (a poller whose first check waits, and a loop
 that reads a resource until the operation on it ends).
 """
@@ -12,12 +12,10 @@ from typing import Any
 
 from ..bounded import BoundedError, loads, retry_after_of
 from ..errors import AzgpuError, AzureError
-from ..plan import MANAGED_BY
 from ..resource_types import ResourceType
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError, translate
 
 TERMINAL = {"succeeded", "failed", "canceled"}
-CREATED_TAG = "azgpu-created"
 # Without a $filter: a listing filtered by tag leaves out every resource's tags (Resources - List By
 # Resource Group, api 2024-11-01), and the tags are how azgpu tells its resources from others.
 BASE = "https://management.azure.com"
@@ -46,15 +44,6 @@ def list_group(session, resource_group: str) -> list[Any] | None:
 
 def is_not_found(exc: Exception) -> bool:
     return getattr(exc, "status_code", None) == 404
-
-
-def is_ours(tags: dict | None, cluster: str) -> bool:
-    tags = tags or {}
-    return tags.get("managed-by") == MANAGED_BY and tags.get("azgpu-cluster") == cluster
-
-
-def is_azgpu(tags: dict | None) -> bool:
-    return (tags or {}).get("managed-by") == MANAGED_BY
 
 
 def rest_shape(model: Any) -> dict[str, Any]:

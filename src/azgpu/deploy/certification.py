@@ -37,7 +37,8 @@ from ..certify.suite import run as run_suite
 from ..errors import AzgpuError
 from ..health.results import FAILED, PASSED, NodeResult, output_streams
 from ..health.trust import valid_nccl_pubkey
-from ..profiles import Figure, Size, find_size, load_profile
+from ..ownership import live_profile
+from ..profiles import Figure, Size, find_size
 from ..racks import fabric_domain, fabric_of
 from .arm import to_azure_error
 from . import rack_gate
@@ -242,18 +243,11 @@ def _jobs(text: str) -> dict[str, str]:
 
 
 def _size_of(vmss: Any) -> Size:
-    profile_id = (vmss.tags or {}).get("azgpu-profile")
-    try:
-        return load_profile(profile_id).size(vmss.sku.name) if profile_id else find_size(vmss.sku.name)[1]
-    except AzgpuError:
-        return find_size(vmss.sku.name)[1]
+    return live_profile(vmss)[1]
 
 
 def _nccl_env(vmss: Any) -> str:
-    try:
-        profile = load_profile((vmss.tags or {})["azgpu-profile"])
-    except (KeyError, AzgpuError):
-        profile = find_size(vmss.sku.name)[0]
+    profile = live_profile(vmss)[0]
     return " ".join(f"{k}={v}" for k, v in (profile.nccl.get("env") or {}).items())
 
 
@@ -378,7 +372,7 @@ def _racks_of(session, name: str, resource_group: str, results: dict[str, NodeRe
     shrinks these scale sets only in whole racks, facts §14.1; nodes.delete_instances refuses anything else),
     and the faulty nodes' names. ([], why) when a rack cannot be named whole: it is short, or the nodes'
     NVLink domain disagrees with Azure's interconnect subgroup (rack_gate.measure) - then nothing is deleted."""
-    per_rack = {d.vmss.name: int(find_size(d.size.name)[0].vertical_connect["rack"]) for d in domains.values()
+    per_rack = {d.vmss.name: find_size(d.size.name)[0].rack_size for d in domains.values()
                 if d.plan.racks}
     sick = {n.computer_name for n in bad}
     names = ", ".join(sorted(sick))

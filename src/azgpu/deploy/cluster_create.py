@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..changes import report as what_if_text
+from ..changes import format_what_if
 from ..errors import InputError, ValidationFailed
 from ..plan import Plan
 from ..profiles import load_profile
@@ -93,7 +93,7 @@ def create(session, request: Request | Spec, options: CreateOptions = CreateOpti
             return result
         if analysis.deleted and not options.allow_scale_in:
             confirm = options.confirm
-            if confirm is None or not confirm(what_if_text(report_of(analysis, deployer))):
+            if confirm is None or not confirm(format_what_if(report_of(analysis, deployer))):
                 raise refusal(analysis, plan.spec.names.cluster, resource_group, declined=confirm is not None)
         if pf.accept_terms is not None:  # the first write, after every check passed
             _accept_terms(session, pf.accept_terms)
@@ -167,15 +167,15 @@ def _accept_terms(session, plan) -> None:
 def with_spare_racks(request: Request, spare_racks: int) -> Request:
     """The request with `spare_racks` whole racks more; bad input (not a rack size, a negative count)
     exits 2 before anything is created."""
-    vertical = load_profile(request.profile).vertical_connect if request.profile else None
+    per_rack = load_profile(request.profile).rack_size if request.profile else None
     if spare_racks < 0:
         raise InputError(f"--spare-racks must be 0 or more, not {spare_racks}", code="INVALID_SPARE_RACKS",
                          remedy="pass --spare-racks 1 for one rack more than --nodes asks")
-    if not vertical:
+    if not per_rack:
         raise InputError(f"--spare-racks needs a profile with rack-scale NVLink (nd-gb200-v6, nd-gb300-v6), "
                          f"not '{request.profile}'", code="SPARE_RACKS_WITHOUT_RACKS",
                          remedy="drop --spare-racks, or use --profile nd-gb300-v6")
-    return request.with_changes(nodes=(request.nodes or 0) + spare_racks * vertical["rack"])
+    return request.with_changes(nodes=(request.nodes or 0) + spare_racks * per_rack)
 
 
 def _health_gate(session, plan: Plan, resource_group: str, result: CreateResult, gate: GateOptions,

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import NotFoundError
-from ..plan import MANAGED_BY
+from ..ownership import cluster_of, is_azgpu, profile_id_of
 from .. import resource_types
 from ..profiles import load_profile
 from ..resource_types import INSTANCES
@@ -70,9 +70,10 @@ def list_clusters(session, resource_group: str | None = None) -> list[dict[str, 
     clusters: dict[tuple[str, str], list[Any]] = {}
     for item in _listing(session, resource_group):
         tags = item.tags or {}
-        if tags.get("managed-by") != MANAGED_BY or not tags.get("azgpu-cluster") or not resource_types.managed(item.type):
+        cluster = cluster_of(tags) if is_azgpu(tags) else None
+        if not cluster or not resource_types.managed(item.type):
             continue
-        clusters.setdefault((_group_of(item.id).lower(), tags["azgpu-cluster"]), []).append(item)
+        clusters.setdefault((_group_of(item.id).lower(), cluster), []).append(item)
 
     scale_sets = [(key, item) for key, items in clusters.items() for item in items
                   if item.type.lower() == resource_types.VMSS.type.lower()]
@@ -94,7 +95,7 @@ def list_clusters(session, resource_group: str | None = None) -> list[dict[str, 
         sets = sorted((i for i in items if i.type.lower() == resource_types.VMSS.type.lower()), key=lambda i: i.name)
         tags = (sets[0] if sets else items[0]).tags or {}
         sizes = sorted({i.sku.name for i in sets if i.sku and i.sku.name})
-        profile = tags.get("azgpu-profile")
+        profile = profile_id_of(tags)
         ib = [s for s in sets if s.sku and _infiniband(profile or "", s.sku.name) is not False]
         states = sorted({(i.provisioning_state or "Succeeded") for i in items})
         created = [c for c in (_iso(getattr(i, "created_time", None)) for i in items) if c]

@@ -19,9 +19,10 @@ from .. import resource_types
 from ..changes import PropertyChange, compare
 from ..errors import AzureError, InputError
 from ..expr import walk
-from ..plan import MANAGED_BY, Plan, Resource
+from ..ownership import created_group_tags, is_ours
+from ..plan import Plan, Resource
 from ..resource_types import VMSS
-from .arm import (CREATED_TAG, TERMINAL, is_not_found, is_ours, list_group, rest_shape, to_azure_error,
+from .arm import (TERMINAL, is_not_found, list_group, rest_shape, to_azure_error,
                   until_settled, wait_first_polling)
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .session import Interrupted, result_of
@@ -180,7 +181,7 @@ class Deployer:
                 return False
             rg.create_or_update(self.resource_group, {
                 "location": location,
-                "tags": {"managed-by": MANAGED_BY, "azgpu-cluster": self.cluster, CREATED_TAG: "true"},
+                "tags": created_group_tags(self.cluster),
             })
         except Exception as exc:
             raise to_azure_error(exc, f"resource group {self.resource_group}") from None

@@ -198,7 +198,7 @@ def impact_body(node: NodeResult, category: str, failures: tuple[Failure, ...], 
     }}
 
 
-def plan(node: NodeResult, *, now: datetime, gpu_vendor: str | None = None) -> list[ImpactReport]:
+def reports_for(node: NodeResult, *, now: datetime, gpu_vendor: str | None = None) -> list[ImpactReport]:
     """The reports a failed node files (none when not_reportable(node) says why)."""
     if not_reportable(node):
         return []
@@ -427,7 +427,7 @@ class Reporter:
                 entries.append({**_node(node), "category": None, "impact": None, "state": "not_reported",
                                 "reason": why, "insight": None})
                 continue
-            planned += plan(node, now=now, gpu_vendor=_gpu_vendor(node))
+            planned += reports_for(node, now=now, gpu_vendor=_gpu_vendor(node))
         offered = (self.checked or {}).get("offered_hpc_categories")
         if offered:
             refused = sorted({r.category for r in planned} - set(offered))

@@ -26,7 +26,7 @@ from ..errors import AzgpuError
 from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
 from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult, unconfirmed
 from ..health.trust import valid_nccl_pubkey
-from ..profiles import find_size, load_profile
+from ..ownership import live_profile
 from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import json_body, send, to_azure_error
@@ -285,10 +285,7 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
             out.append({**entry, "status": "skipped", "message": "fewer than 2 healthy nodes with a private IP"})
             continue
         launcher, others = nodes[0], nodes[1:]
-        try:
-            profile = load_profile((vmss.tags or {})["azgpu-profile"])
-        except (KeyError, AzgpuError):
-            profile = find_size(vmss.sku.name)[0]
+        profile = live_profile(vmss)[0]
         admin = getattr(getattr(getattr(vmss, "virtual_machine_profile", None), "os_profile", None),
                         "admin_username", None) or "azureuser"
         base = {**exp.settings(), "AZGPU_ADMIN_USER": admin}

@@ -13,16 +13,14 @@ from typing import Any
 from ..errors import AzgpuError, AzureError, NotFoundError
 from ..output import listing
 from ..plain import plain
-from ..profiles import find_size, load_profile
 from ..racks import group as group_racks
 from .. import resource_types
 from ..resource_types import INSTANCES, is_type
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from ..naming import Names
-from ..plan import MANAGED_BY
+from ..ownership import cluster_of, created_by_azgpu, is_azgpu, is_ours, live_profile, profile_id_of
 from ..bounded import BoundedError, array, obj, text
-from .arm import BASE, CREATED_TAG, TERMINAL, answer, invalid_answer, is_azgpu, is_not_found, is_ours, list_group, \
-    send, to_azure_error, until_settled
+from .arm import BASE, TERMINAL, answer, invalid_answer, is_not_found, list_group, send, to_azure_error, until_settled
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
 from .session import result_of
 
@@ -116,7 +114,7 @@ def status(session, name: str, resource_group: str) -> dict[str, Any]:
     return {
         "cluster": name,
         "resource_group": resource_group,
-        "profile": (cluster.scale_sets[0].tags or {}).get("azgpu-profile") if cluster.scale_sets else None,
+        "profile": profile_id_of(cluster.scale_sets[0].tags) if cluster.scale_sets else None,
         "scale_sets": sets,
         "network": [{"type": r.type, "name": r.name, "provisioning_state": r.provisioning_state}
                     for r in cluster.resources if not resource_types.of(r.type).has_instances],
@@ -283,18 +281,12 @@ def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> t
     return nodes, signals
 
 
-def rack_size(profile: Any) -> int | None:
-    """VMs per rack-scale NVLink domain, from the profile's rack_multiple rule (18 on GB200/GB300)."""
-    return next((int(r.args["multiple"]) for r in (profile.rules if profile else ()) if r.name == "rack_multiple"), None)
-
-
 @_translated
 def outputs(session, name: str, resource_group: str) -> dict[str, Any]:
     cluster = require(find_cluster(session, name, resource_group))
     first = cluster.scale_sets[0] if cluster.scale_sets else None
-    profile = load_profile((first.tags or {}).get("azgpu-profile", "")) if first else None
-    size = profile.size(first.sku.name) if profile else (find_size(first.sku.name)[1] if first else None)
-    per_rack = rack_size(profile)
+    profile, size = live_profile(first) if first else (None, None)
+    per_rack = profile.rack_size if profile else None
     domains, signals = [], {}
     for v in cluster.scale_sets:
         nodes, found = _nodes(session, resource_group, v, racks=bool(per_rack))
@@ -431,7 +423,7 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
     tags = (cluster.group.tags or {}) if cluster.group is not None else {}
     # Any azgpu cluster's destroy may remove a group azgpu created, once the last thing in it is gone:
     # the group is tagged with the cluster that created it, which need not be the last one left.
-    if not (tags.get(CREATED_TAG) == "true" and tags.get("managed-by") == MANAGED_BY):
+    if not created_by_azgpu(tags):
         group_kept = "azgpu did not create it"
     else:
         left = list(session.resources.resources.list_by_resource_group(resource_group))
@@ -442,14 +434,14 @@ def destroy(session, name: str, resource_group: str, *, on_update=None) -> dict[
                 raise to_azure_error(exc, f"resource group {resource_group}") from None
             group_deleted = True
         else:
-            others = sorted({(r.tags or {}).get("azgpu-cluster") for r in left if is_azgpu(r.tags)} - {None, name})
+            others = sorted({cluster_of(r.tags) for r in left if is_azgpu(r.tags)} - {None, name})
             ours = [r.name for r in left if is_ours(r.tags, name)]
             foreign = [r.name for r in left if not is_azgpu(r.tags)]
             parts = [f"azgpu cluster(s) {', '.join(others)}"] if others else []
             parts += [f"{listing(ours)}, which this destroy leaves (see kept)"] if ours else []
             parts += [f"{len(foreign)} resource(s) azgpu did not create: {listing(foreign)}"] if foreign else []
             rest = [r.name for r in left if r.name not in set(ours) | set(foreign)
-                    and (r.tags or {}).get("azgpu-cluster") not in others]
+                    and cluster_of(r.tags) not in others]
             if rest:
                 parts.append(f"{len(rest)} resource(s) tagged by azgpu for no cluster it knows: {listing(rest)}")
             group_kept = "it still holds " + ("; ".join(parts) or f"{len(left)} resource(s)")

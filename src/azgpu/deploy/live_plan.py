@@ -11,7 +11,8 @@ from typing import Any
 from ..errors import ValidationFailed
 from ..plan import Plan, build_plan
 from ..spec import Spec
-from .arm import is_ours, to_azure_error
+from ..ownership import is_ours
+from .arm import to_azure_error
 from .preflight import Preflight, run_preflight
 from ..resource_types import VMSS
 

@@ -29,14 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import InputError, NotFoundError
-from ..plan import MANAGED_BY
+from ..ownership import NODE_TAG, binding_tags, cluster_of, node_of
 from ..profiles import find_size
 from ..resource_types import INSTANCE_RUN_COMMAND, VMSS
 from .arm import is_not_found, to_azure_error
 from .lifecycle import find_cluster, scale_set_nodes
 
-BINDING = "azgpu-slurm-node"  # the Run Command's name on every instance that carries a node name
-NODE_TAG, CLUSTER_TAG = "azgpu-slurm-node", "azgpu-cluster"
+BINDING = NODE_TAG  # the Run Command's name on every instance that carries a node name (its tag's name)
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
 SCRIPT = ("#!/bin/sh\n# azgpu: this VM carries the Slurm node named in this Run Command's tags "
           f"('{NODE_TAG}'). Nothing to run.\nexit 0\n")
@@ -46,10 +45,9 @@ PARALLEL = 8  # GETs of bindings at a time
 def _size_rack(size: str | None) -> int | None:
     """VMs per vertical-connect rack of this size (18 on GB200/GB300), None elsewhere."""
     try:
-        vertical = find_size(size)[0].vertical_connect if size else None
+        return find_size(size)[0].rack_size if size else None
     except Exception:  # noqa: BLE001 - a size no profile knows has no racks azgpu could name
         return None
-    return int(vertical["rack"]) if vertical else None
 
 
 def cluster_nodes(session, name: str, resource_group: str, *, racks: bool = False,
@@ -125,7 +123,7 @@ def set_capacity(session, resource_group: str, scale_set: str, capacity: int) ->
 def _binding(command: Any, cluster: str) -> str | None:
     """The node name a binding Run Command names for this cluster; None for anything else."""
     tags = getattr(command, "tags", None) or {}
-    name, owner = tags.get(NODE_TAG), tags.get(CLUSTER_TAG)
+    name, owner = node_of(tags), cluster_of(tags)
     if owner != cluster or not isinstance(name, str) or not _NAME.fullmatch(name):
         return None
     return name
@@ -156,7 +154,7 @@ def bind_node(session, resource_group: str, scale_set: str, instance_id: str, *,
     if not _NAME.fullmatch(name):
         raise InputError(f"'{name}' is not a node name azgpu gives", code="INVALID_NODE_NAME",
                          remedy="use the names 'provision slurm config' writes")
-    body = {"location": location, "tags": {NODE_TAG: name, CLUSTER_TAG: cluster, "managed-by": MANAGED_BY},
+    body = {"location": location, "tags": binding_tags(cluster, name),
             "properties": {"source": {"script": SCRIPT}, "asyncExecution": True, "timeoutInSeconds": 60,
                            "treatFailureAsDeploymentFailure": False}}
     try:

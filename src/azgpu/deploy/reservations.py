@@ -27,6 +27,7 @@ from urllib.parse import urlencode
 from ..capacity import RESERVATION_TYPES, Schedule, parse_group_id
 from ..errors import AzureError, Finding, InputError, ValidationFailed
 from ..naming import location_name
+from ..ownership import MANAGED_BY, MANAGED_BY_TAG, is_azgpu
 from ..resource_types import CAPACITY_RESERVATION_GROUP
 from ..sources import cite
 from .arm import BASE, SOURCE_SKUS, answer, norm_family, pages, send, to_azure_error
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from .preflight import Preflight
 
 SOURCE = "Azure capacity reservation groups API (az capacity reservation group show --instance-view)"
-MANAGED_TAGS = {"managed-by": "azgpu"}
+MANAGED_TAGS = {MANAGED_BY_TAG: MANAGED_BY}
 RESERVATIONS = "capacityReservations"
 API = CAPACITY_RESERVATION_GROUP.api_version  # reservations are read and written at their group's
 
@@ -189,7 +190,7 @@ def _held(item: dict[str, Any], views: dict[str, tuple[Any, int]], block_group: 
     tags = item.get("tags") if isinstance(item.get("tags"), dict) else {}
     associated = props.get("virtualMachinesAssociated")
     return Held(name, str(sku.get("name") or ""), _zones(item.get("zones")),
-                reserved if isinstance(reserved, int) else 0, allocated, tags.get("managed-by") == "azgpu",
+                reserved if isinstance(reserved, int) else 0, allocated, is_azgpu(tags),
                 str(props.get("provisioningState") or ""), start, end,
                 len(associated) if isinstance(associated, list) else allocated, dict(tags), block_group)
 
@@ -222,7 +223,7 @@ def read_group(session, group_id: str) -> Group | None:
     associated = props.get("virtualMachinesAssociated")
     return Group(path, ref["name"], ref["rg"], location_name(str(found.get("location") or "")),
                  _zones(found.get("zones")), kind,
-                 tags.get("managed-by") == "azgpu", len(associated) if isinstance(associated, list) else 0, held)
+                 is_azgpu(tags), len(associated) if isinstance(associated, list) else 0, held)
 
 
 def group_path(session, resource_group: str, group: str) -> str:

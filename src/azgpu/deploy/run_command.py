@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AzgpuError
 from ..health.impact import impact_category
 from ..health.results import (
     NodeRef,
@@ -30,7 +29,7 @@ from ..health.results import (
 )
 from ..health.results import unreachable as unreachable_result
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
-from ..profiles import Size, find_size, load_profile
+from ..ownership import live_profile
 from ..resource_types import INSTANCES
 from .arm import pages, to_azure_error, wait_first_polling
 from .session import completed
@@ -136,14 +135,8 @@ def _run(session, resource_group: str, node: Instance, body: dict, timeout: floa
 
 def expectations(vmss: Any) -> Expectations:
     """What a node of this scale set is checked against: its size in the profile it was made with (tag
-    azgpu-profile), else in any profile that knows the size."""
-    profile_id = (vmss.tags or {}).get("azgpu-profile")
-    size: Size
-    try:
-        size = load_profile(profile_id).size(vmss.sku.name) if profile_id else find_size(vmss.sku.name)[1]
-    except AzgpuError:
-        size = find_size(vmss.sku.name)[1]
-    return Expectations.of(size)
+    ownership.PROFILE_TAG), else in any profile that knows the size (ownership.live_profile)."""
+    return Expectations.of(live_profile(vmss)[1])
 
 
 def check_body(vmss: Any, node_timeout: float) -> dict[str, Any]:

@@ -17,9 +17,10 @@ from typing import Any
 
 from ..changes import InstanceChange, ResourceChange, WhatIf
 from ..errors import InputError
+from ..ownership import is_ours
 from ..request import Request
 from ..resource_types import INSTANCES, managed, of
-from .arm import is_ours, list_group, to_azure_error
+from .arm import list_group, to_azure_error
 from .deployer import Deployer
 from .live_plan import prepare
 

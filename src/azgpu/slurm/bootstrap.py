@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from . import health_check
-from .conf import rack_size, release
+from .conf import release
 
 VERSION = 1
 RUN_COMMAND_NAME = "azgpu-slurm-join"
@@ -291,7 +291,7 @@ def parameters(name: str, settings: JoinSettings) -> list[dict[str, str]]:
 def body(spec, name: str, location: str, settings: JoinSettings, key: bytes) -> dict[str, Any]:
     """The managed Run Command in REST shape; the key only in protectedParameters."""
     return {"location": location, "properties": {
-        "source": {"script": script(spec.size, racks=bool(rack_size(spec)))},
+        "source": {"script": script(spec.size, racks=bool(spec.profile.rack_size))},
         "parameters": parameters(name, settings),
         "protectedParameters": [{"name": "AZGPU_MUNGE_KEY", "value": base64.b64encode(key).decode()}],
         "timeoutInSeconds": TIMEOUT,

@@ -110,16 +110,10 @@ def _features(spec, scale_set: str) -> str:
     return ",".join(["azgpu", spec.profile.id, spec.size.name.lower(), scale_set])
 
 
-def rack_size(spec) -> int | None:
-    """VMs per NVLink rack on vertical-connect sizes (GB200/GB300: 18), from the profile."""
-    vertical = getattr(spec.profile, "vertical_connect", None)
-    return int(vertical["rack"]) if vertical else None
-
-
 def blocks(spec) -> list[tuple[str, tuple[str, ...]]]:
     """One block per rack on vertical-connect sizes: (block name, the names of one of the domain's rack slots,
     names.Domain.slots), the slots resume binds whole to one measured rack (power._bring_up_racks)."""
-    per = rack_size(spec)
+    per = spec.profile.rack_size
     if not per:
         return []
     return [(f"{d.scale_set}-rack{number:03d}", names) for d in domains(spec)
@@ -276,7 +270,7 @@ def topology(spec, slurm_version: str = DEFAULT_VERSION) -> str:
     lines = [f"# topology.conf for azgpu cluster {spec.names.cluster} (TopologyPlugin={plugin}), "
              f"Slurm {slurm_version}."]
     if racks and plugin == "topology/block":
-        per = rack_size(spec)
+        per = spec.profile.rack_size
         lines.append(f"# One block per NVLink rack ({per} VMs): a job of up to {per} nodes runs in one rack; a larger "
                      "one spans")
         lines.append("# whole racks of its partition (one partition per InfiniBand domain).")

@@ -331,10 +331,10 @@ class _Run:
         from ..deploy import cluster_nodes, node_bindings
 
         domain = self.ctx.domains[index]
-        vertical = self.ctx.spec.profile.vertical_connect
-        listed = cluster_nodes(self.session, self.ctx.cluster, self.ctx.resource_group, racks=bool(vertical),
+        per_rack = self.ctx.spec.profile.rack_size
+        listed = cluster_nodes(self.session, self.ctx.cluster, self.ctx.resource_group, racks=bool(per_rack),
                                only=[domain.scale_set])
-        s = _Set(domain, listed[0] if listed else None, per_rack=int(vertical["rack"]) if vertical else None)
+        s = _Set(domain, listed[0] if listed else None, per_rack=per_rack)
         s.nodes = {n["instance_id"]: n for n in (s.info or {}).get("nodes", [])}
         names = set(domain.names)
         for name, entry in list(self.data["nodes"].items()):
