@@ -12,12 +12,12 @@ scale set on top of the one listing.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from .. import resource_types
 from ..errors import NotFoundError
 from ..plan import MANAGED_BY
-from .. import resource_types
 from ..profiles import load_profile
 from ..resource_types import INSTANCES
 from .arm import EXPAND, list_group, to_azure_error
@@ -60,7 +60,7 @@ def _infiniband(profile_id: str, size: str) -> bool | None:
 
 def _iso(value: Any) -> str | None:
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return str(value) if value else None
 
 

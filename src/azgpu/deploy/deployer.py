@@ -21,8 +21,17 @@ from ..errors import AzureError, InputError
 from ..expr import walk
 from ..plan import MANAGED_BY, Plan, Resource
 from ..resource_types import VMSS
-from .arm import (CREATED_TAG, TERMINAL, is_not_found, is_ours, list_group, rest_shape, to_azure_error,
-                  until_settled, wait_first_polling)
+from .arm import (
+    CREATED_TAG,
+    TERMINAL,
+    is_not_found,
+    is_ours,
+    list_group,
+    rest_shape,
+    to_azure_error,
+    until_settled,
+    wait_first_polling,
+)
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .session import Interrupted, result_of
 

@@ -35,9 +35,10 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from ..bounded import retry_after_of
 from ..errors import EXIT_INPUT, AzgpuError, Finding, InputError, ValidationFailed
 from ..health.impact import LEARN_CATEGORIES, PREFIX, impact_category
 from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
@@ -45,7 +46,6 @@ from ..health.results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, Node
 from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
-from ..bounded import retry_after_of
 from .arm import allowed, answer, invalid_answer, json_body, pages, send, to_azure_error
 from .interface import CheckOptions, ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
@@ -190,7 +190,7 @@ def impact_body(node: NodeResult, category: str, failures: tuple[Failure, ...], 
                 extra["SerialNumber"] = gpus[0].serial
             extra["Location"] = gpus[0].bus
     return {"properties": {
-        "startDateTime": start.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "startDateTime": start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "impactCategory": category,
         "impactDescription": description(node, failures),
         "impactedResourceId": node.resource_id,
@@ -202,7 +202,7 @@ def plan(node: NodeResult, *, now: datetime, gpu_vendor: str | None = None) -> l
     """The reports a failed node files (none when not_reportable(node) says why)."""
     if not_reportable(node):
         return []
-    day = now.astimezone(timezone.utc).strftime("%Y%m%d")
+    day = now.astimezone(UTC).strftime("%Y%m%d")
     out = []
     for category, failures in categories_of(node).items():
         name = impact_name(node.resource_id, node.scale_set, node.instance_id, category, day)
@@ -267,15 +267,15 @@ def insights_of(response, what: str) -> list[dict[str, Any]]:
 
 def _when(text: Any) -> datetime:
     if not isinstance(text, str) or not text or len(text) > 64:
-        return datetime.min.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
     value = text.strip().replace("Z", "+00:00")
     # Insights carry up to 7 fractional digits (Learn's example: 2025-07-15T17:50:16.7183274Z).
     value = re.sub(r"(\.\d{6})\d+", r"\1", value)
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        return datetime.min.replace(tzinfo=timezone.utc)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # ------------------------------------------------------------------------------ the client
@@ -401,7 +401,7 @@ class Reporter:
         self.poll_interval = poll_interval or session.polling_interval or INSIGHT_POLL
         self.confirm = confirm
         self.on_event = on_event or (lambda message: None)
-        self.now = now or (lambda: datetime.now(timezone.utc))
+        self.now = now or (lambda: datetime.now(UTC))
         self.checked: dict[str, Any] | None = None
         self.entries: list[dict[str, Any]] = []
         self.requests = 0

@@ -10,22 +10,33 @@ from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import resource_types
+from ..bounded import BoundedError, array, obj, text
 from ..errors import AzgpuError, AzureError, NotFoundError
+from ..naming import Names
 from ..output import listing
 from ..plain import plain
+from ..plan import MANAGED_BY
 from ..profiles import find_size, load_profile
 from ..racks import group as group_racks
-from .. import resource_types
 from ..resource_types import INSTANCES, is_type
+from .arm import (
+    BASE,
+    CREATED_TAG,
+    TERMINAL,
+    answer,
+    invalid_answer,
+    is_azgpu,
+    is_not_found,
+    is_ours,
+    list_group,
+    send,
+    to_azure_error,
+    until_settled,
+)
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
-from ..naming import Names
-from ..plan import MANAGED_BY
-from ..bounded import BoundedError, array, obj, text
-from .arm import BASE, CREATED_TAG, TERMINAL, answer, invalid_answer, is_azgpu, is_not_found, is_ours, list_group, \
-    send, to_azure_error, until_settled
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
 from .session import result_of
-
 
 
 @dataclass

@@ -10,10 +10,10 @@ from typing import Any
 
 from ..errors import ValidationFailed
 from ..plan import Plan, build_plan
+from ..resource_types import VMSS
 from ..spec import Spec
 from .arm import is_ours, to_azure_error
 from .preflight import Preflight, run_preflight
-from ..resource_types import VMSS
 
 
 def _nodes_needed(spec: Spec, listed: list[Any] | None) -> int:

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Finding
-from ..images import PurchasePlan
-from ..images import ofed_display
+from ..images import PurchasePlan, ofed_display
 from ..naming import location_name
 from ..plan import documented_placement
 from ..resource_types import NETWORK_API, VNET

@@ -9,7 +9,7 @@ models are read back in their REST shape (as_dict), the shape of the REST spec's
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import Finding
@@ -138,8 +138,8 @@ def _end_of_life(pf, label: str, date: Any) -> None:
         return
     when = date if isinstance(date, datetime) else datetime.fromisoformat(str(date).replace("Z", "+00:00"))
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    if when < datetime.now(timezone.utc):
+        when = when.replace(tzinfo=UTC)
+    if when < datetime.now(UTC):
         # "End-of-life dates are informational; users will still be able to create VMs" (D-sig).
         pf.findings.append(Finding(code="IMAGE_END_OF_LIFE",
                                    message=f"{label} reached its end-of-life date {when.date()}",

@@ -8,8 +8,9 @@ is filed without the caller's confirmation, and nothing but the quota requests i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import AzureError, InputError
 from ..request import Request

@@ -23,8 +23,8 @@ from ..rack_record import save
 from ..racks import SUBGROUP, disputes, fabric_of, group
 from ..resource_types import VMSS
 from . import health_gate
-from .interface import CheckOptions
 from .arm import to_azure_error
+from .interface import CheckOptions
 from .lifecycle import rack_signals
 
 NOT_DELETED = "failed the health check; not deleted: Azure creates vertical-connect scale sets only in whole racks"

@@ -19,7 +19,15 @@ from typing import Any
 
 from ..errors import AzgpuError
 from ..health.impact import impact_category
-from ..health.results import NodeRef, NodeResult, VerdictError, find_verdict, output_streams, result_of, validate_verdict
+from ..health.results import (
+    NodeRef,
+    NodeResult,
+    VerdictError,
+    find_verdict,
+    output_streams,
+    result_of,
+    validate_verdict,
+)
 from ..health.results import unreachable as unreachable_result
 from ..health.script import Expectations, aznhc_watchdog, run_command_body
 from ..profiles import Size, find_size, load_profile

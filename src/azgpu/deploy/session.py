@@ -197,7 +197,7 @@ def _short(url: str) -> str:
     return path
 
 
-def session_transport(session: "Session", requests_session: Any = None):
+def session_transport(session: Session, requests_session: Any = None):
     """azure-core's requests transport whose sleeps are the session's interruptible pauses, and whose
     requests each wait for their turn under Azure's throttling buckets (session.pacer, pacing.py)."""
     from azure.core.pipeline.transport import RequestsTransport

@@ -12,7 +12,7 @@ DeleteInstances, not left to the scale-in policy).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..changes import InstanceChange, ResourceChange, WhatIf
@@ -55,7 +55,7 @@ def pick_instances(vms: list[Any], count: int) -> list[Any]:
 
 def _when(value: Any) -> str:
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return str(value or "")
 
 
