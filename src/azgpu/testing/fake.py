@@ -17,16 +17,17 @@ import copy
 import os
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
 from . import images, node_faults, persistence, seeding
-from .models import completion, impact_reporting, marketplace, quota, quota_requests, throttling
 from .backend import Backend
 from .faults import Fault, Faults
+from .models import completion, impact_reporting, marketplace, quota, quota_requests, throttling
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
 from .store import Store, parse_id
 from .timeline import Timeline
@@ -77,7 +78,7 @@ class FakeAzure:
             pass
 
     # -- context ---------------------------------------------------------------------------------
-    def __enter__(self) -> "FakeAzure":
+    def __enter__(self) -> FakeAzure:
         self.start()
         return self
 
@@ -443,7 +444,7 @@ class FakeAzure:
 
     # -- persistence (persistence.py) -------------------------------------------------------------
     @classmethod
-    def load(cls, state_file: str | os.PathLike, **kwargs: Any) -> "FakeAzure":
+    def load(cls, state_file: str | os.PathLike, **kwargs: Any) -> FakeAzure:
         """A FakeAzure continuing the state saved in state_file (and saving back to it)."""
         return cls(state_file=state_file, **kwargs)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import copy
 
-from .models import galleries, instances
 from .backend import Backend
 from .lro import iso
+from .models import galleries, instances
 from .skus import normalize_location
 from .store import parse_id, stable_uuid
 

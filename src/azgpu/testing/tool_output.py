@@ -15,7 +15,8 @@ import re
 from functools import cache, lru_cache
 from importlib import resources
 
-from .hardware import capture_body, template as node_template
+from .hardware import capture_body
+from .hardware import template as node_template
 
 
 @cache

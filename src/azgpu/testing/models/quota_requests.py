@@ -11,11 +11,11 @@ needs a support request (Learn, "Increase VM-family vCPU quotas"); an invalid on
 
 from __future__ import annotations
 
-from . import quota
 from ..errors import ArmError
 from ..lro import iso
 from ..skus import SkuCatalog, normalize_location
 from ..store import Store, stable_uuid
+from . import quota
 
 APPROVE, ESCALATE, INVALID = "approve", "escalate", "invalid"
 OUTCOMES = (APPROVE, ESCALATE, INVALID)

@@ -17,8 +17,8 @@ from ..errors import ArmError, invalid_reference, required_location
 from ..messages import Request, Response
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
-from . import capacity_reservations, deployments, galleries, impact_reporting as ir, instances, marketplace, quota
-from . import references, vertical_connect
+from . import capacity_reservations, deployments, galleries, instances, marketplace, quota, references, vertical_connect
+from . import impact_reporting as ir
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 EXTENSION_TYPE = "Microsoft.Compute/virtualMachineScaleSets/extensions"
@@ -232,7 +232,7 @@ def _check_identity_assign(backend, vmss: dict) -> None:
     """Assigning a user-assigned identity is a linked action on the identity: without it ARM answers 403
     LinkedAuthorizationFailed (Learn, "Configure managed identities on virtual machine scale sets": the
     Managed Identity Operator role). A '/*/' in a granted action also covers the single '/' here."""
-    identities = list(((vmss.get("identity") or {}).get("userAssignedIdentities") or {}))
+    identities = list((vmss.get("identity") or {}).get("userAssignedIdentities") or {})
     if not identities:
         return
     granted = [{"actions": [x for a in p.get("actions") or [] for x in (a, a.replace("/*/", "/"))],

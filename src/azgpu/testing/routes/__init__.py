@@ -13,8 +13,8 @@ whatever api-version a client sends; the registered one is what docs/fake-covera
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..messages import Response, page  # noqa: F401 - page is re-exported for the route modules
 
@@ -65,7 +65,21 @@ def find(method: str, path: str) -> tuple[Handler, dict] | None:
 
 
 # Importing the provider modules registers their routes.
-from . import catalog, compute, network, operations, resources, scale_set_vms  # noqa: E402,F401
-from . import galleries, identity, marketplace, placement  # noqa: E402,F401
-from . import authorization, deployments, impact, providers  # noqa: E402,F401
-from . import capacity_reservations, quota  # noqa: E402,F401
+from . import (  # noqa: E402,F401  # noqa: E402,F401  # noqa: E402,F401  # noqa: E402,F401
+    authorization,
+    capacity_reservations,
+    catalog,
+    compute,
+    deployments,
+    galleries,
+    identity,
+    impact,
+    marketplace,
+    network,
+    operations,
+    placement,
+    providers,
+    quota,
+    resources,
+    scale_set_vms,
+)

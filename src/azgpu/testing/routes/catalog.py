@@ -6,8 +6,8 @@ import copy
 import re
 
 from .. import images
-from ..models import quota
 from ..errors import ArmError, NotImplementedInFake
+from ..models import quota
 from ..skus import normalize_location
 from . import SUB, Response, page, route
 

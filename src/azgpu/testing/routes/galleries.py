@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..models import galleries
 from ..errors import ArmError
+from ..models import galleries
 from ..skus import normalize_location
 from . import COMPUTE, SUB, Response, page, route
 

@@ -3,8 +3,8 @@ Commands kept on an instance (testing/models/instance_run_commands.py), and dele
 
 from __future__ import annotations
 
-from ..models import instance_run_commands, scale_sets, vm_actions
 from ..errors import ArmError
+from ..models import instance_run_commands, scale_sets, vm_actions
 from . import VMSS, route
 
 # The REST api-version whose shapes these routes answer in (Compute).
