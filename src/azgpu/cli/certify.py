@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from . import options
 from ..certify.levels import LEVELS
 from ..errors import InputError
 from ..health.limits import INSIGHT_TIMEOUT, MAX_ROUNDS
+from . import options
 from .check import health_options
 from .options import azure_options, common, emit, log
 

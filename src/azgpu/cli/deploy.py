@@ -18,8 +18,21 @@ from ..output import listing, terminal_text
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
 from .check import ALL_NODES, gate_findings, health_options, with_compact_health
-from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
-    print_finding, print_findings, request_options, validated_with
+from .options import (
+    DECLINED,
+    ListOption,
+    azure_options,
+    cluster_args,
+    common,
+    emit,
+    log,
+    make_request,
+    number_findings,
+    print_finding,
+    print_findings,
+    request_options,
+    validated_with,
+)
 from .progress import progress_for
 from .report import ask_to_report, report_findings, report_options, with_compact_reports
 

@@ -15,7 +15,6 @@ from ..errors import Finding, InputError
 from ..output import FORMATS, check_query, render, terminal_text
 from ..resource_types import IMPACT
 
-
 # ------------------------------------------------------------------------------------ printing
 
 

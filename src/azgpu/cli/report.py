@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from . import options
 from ..errors import AzgpuError, Finding, InputError
 from ..health.limits import INSIGHT_TIMEOUT
 from ..resource_types import IMPACT
+from . import options
 from .check import node_logger
 from .options import azure_options, cluster_args, common, emit, log
 
@@ -136,7 +136,6 @@ def register(cli: click.Group) -> None:
         'provision create ... --check --replace-unhealthy'.
         """
         from ..deploy import CheckOptions, ReportOptions, ghr, report
-
         from ..health.limits import check_options
 
         # Every option of its own before Azure is asked anything (the reporting preflight comes first there).
