@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from .errors import Finding
 from .resource_types import CAPACITY_RESERVATION_GROUP
@@ -123,7 +123,7 @@ class Schedule:
 
 
 def _utc_now(now: datetime | None) -> datetime:
-    return (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return (now or datetime.now(UTC)).astimezone(UTC)
 
 
 def start_date(text: str, today: date) -> date | None:

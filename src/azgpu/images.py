@@ -8,8 +8,8 @@ from functools import cache
 
 from .errors import InputError, ProfileError
 from .resource_types import GALLERY_IMAGE, MANAGED_IMAGE
-from .sources import known_source
 from .shipped_data import data_dir, read_toml
+from .sources import known_source
 
 URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Images that are not marketplace URNs, in the forms imageReference takes them (ImageReference, compute
@@ -56,7 +56,7 @@ class PurchasePlan:
         return {"name": self.name, "publisher": self.publisher, "product": self.product}
 
     @classmethod
-    def from_api(cls, plan) -> "PurchasePlan | None":
+    def from_api(cls, plan) -> PurchasePlan | None:
         """From the image API's plan (a dict or an SDK model), or None without one."""
         if plan is None:
             return None

@@ -14,8 +14,8 @@ from typing import Any
 from .drivers import cloud_init_ofed
 from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
 from .images import ofed_display
-from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 from .layout import resource_kinds
+from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 from .spec import Spec
 
 MANAGED_BY = "azgpu"

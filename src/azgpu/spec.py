@@ -12,15 +12,15 @@ from functools import cache
 from . import cloud_init, naming, rules
 from .capacity import group_option_findings
 from .drivers import cloud_init_ofed, decide_drivers
-from .eviction import decide_eviction
 from .errors import AzgpuError, Finding, ValidationFailed
+from .eviction import decide_eviction
 from .images import Image, resolve
 from .layout import decide_layout, resource_kinds
 from .profiles import Extension, Profile, Size, find_size, load_profile
-from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
 from .resource_types import PPG, SUBNET, USER_ASSIGNED_IDENTITY
 from .shipped_data import data_dir, read_toml
+from .sources import cite
 
 MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
 ARM_MAX_RESOURCES = 800

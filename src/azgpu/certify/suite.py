@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from ..profiles import Figure
 from . import pairs as pairwise
+from .bounded import OutputError
 from .findings import FAIL, WARN, Fault, Findings, Measurement, Unattributed, shared_by_all
 from .levels import RUN_COMMAND, Level
 from .localise import Localisation, localise
 from .nccl_tests import parse as parse_nccl
-from .bounded import OutputError
 from .node_checks import NodeFacts, judge_dcgm, judge_loopback, judge_nvbandwidth, judge_thermal
 from .outliers import outliers
 from .runner import Job, NodeInfo, Output, RoundFailed, Runner
