@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import RG, VMSS, arm_check, calls, create_args, request, writes
+from deploy_support import RG, VMSS, arm_check, calls, create, create_args, request, writes
 from test_azure_examples import SUB, example, live, serving, shape_differences  # noqa: F401 - live is a fixture
 
 from azgpu.deploy.arm_preflight import request as arm_request
 from azgpu.deploy.arm_preflight import validate as arm_validate
 from azgpu.deploy.arm_preflight import what_if as arm_what_if
 from azgpu.deploy.azure_errors import AuthError, PolicyError, RequestError
-from deploy_support import create
 from azgpu.deploy.deployer import Deployer
 from azgpu.plan import build_plan
 from azgpu.spec import validate

@@ -26,8 +26,8 @@ from azgpu.deploy.marketplace import terms
 from azgpu.deploy.session import Session
 from azgpu.images import PurchasePlan
 from azgpu.plan import build_plan
-from azgpu.testing import FakeCredential
 from azgpu.spec import validate
+from azgpu.testing import FakeCredential
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
 SUB = "00000000-0000-0000-0000-000000000000"

@@ -9,10 +9,9 @@ import sys
 
 import pytest
 import yaml
-from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create_args, request
+from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create, create_args, request
 
 from azgpu.deploy import lifecycle
-from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.testing import DEFAULT_SUBSCRIPTION
 

@@ -4,11 +4,27 @@ a finished cluster is only read; what cannot be changed in place, or is not ours
 from __future__ import annotations
 
 import pytest
-from deploy_support import (LOCATION, NAT, arm_check, NIC, NSG, PIP, RG, VM, VMSS, VNET, assert_cli_error, calls, create_args,
-                            names, request, writes)
+from deploy_support import (
+    LOCATION,
+    NAT,
+    NIC,
+    NSG,
+    PIP,
+    RG,
+    VM,
+    VMSS,
+    VNET,
+    arm_check,
+    assert_cli_error,
+    calls,
+    create,
+    create_args,
+    names,
+    request,
+    writes,
+)
 
 from azgpu.deploy.azure_errors import CapacityError
-from deploy_support import create
 from azgpu.errors import InputError
 
 SPLIT = {"nodes": 6, "max_ib_domain": 2}  # three scale sets of two

@@ -7,9 +7,20 @@ import base64
 import email
 
 import pytest
-from deploy_support import LOCATION, NAME, RG, SSH_KEY, VMSS, assert_cli_error, calls, create_args, request, writes
+from deploy_support import (
+    LOCATION,
+    NAME,
+    RG,
+    SSH_KEY,
+    VMSS,
+    assert_cli_error,
+    calls,
+    create,
+    create_args,
+    request,
+    writes,
+)
 
-from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.testing import FakeAzure
 
@@ -87,8 +98,7 @@ def test_the_latest_version_replicated_here_deploys(azure, session):
 
 
 def test_a_gallery_image_that_does_not_exist_is_not_found(azure, session):
-    missing = "/subscriptions/{}/resourceGroups/img-rg/providers/Microsoft.Compute/galleries/g/images/none".format(
-        azure.subscription_id)
+    missing = f"/subscriptions/{azure.subscription_id}/resourceGroups/img-rg/providers/Microsoft.Compute/galleries/g/images/none"
     azure.add_gallery_image("img-rg", "g", "other")
     assert _codes(_preflight_errors(session, image=missing)) == {"IMAGE_NOT_FOUND"}
 

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from deploy_support import LOCATION, request
+from deploy_support import LOCATION, create, request
 
-from deploy_support import create
 from azgpu.errors import ValidationFailed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure"

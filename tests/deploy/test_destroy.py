@@ -6,10 +6,24 @@ import io
 import sys
 
 import pytest
-from deploy_support import (LOCATION, NAME, NAT, NSG, PIP, RG, RG_TYPE, VMSS, VNET, assert_cli_error, calls,
-                            cluster_args, ours, request)
+from deploy_support import (
+    LOCATION,
+    NAME,
+    NAT,
+    NSG,
+    PIP,
+    RG,
+    RG_TYPE,
+    VMSS,
+    VNET,
+    assert_cli_error,
+    calls,
+    cluster_args,
+    create,
+    ours,
+    request,
+)
 
-from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 
 OTHER = {"managed-by": "azgpu", "azgpu-cluster": "c2", "azgpu-profile": "nd-a100-v4"}

@@ -45,11 +45,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET
+from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET, create
 
 import azgpu
 from azgpu.deploy.azure_errors import TABLE
-from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session
 from azgpu.errors import AzgpuError, AzureError
@@ -499,7 +498,6 @@ def test_a_run_command_error_never_deletes_or_reports_a_node(azure, session, fau
     from deploy_support import request as health_request
 
     from azgpu.deploy import ghr
-
     from azgpu.deploy import health_gate as health
     from azgpu.health.outcome import unhealthy_error
 

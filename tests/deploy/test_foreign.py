@@ -5,9 +5,8 @@ cluster in it, in either order of destroying them."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, request
+from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, create, request
 
-from deploy_support import create
 from azgpu.deploy.arm import rest_shape
 from azgpu.deploy.lifecycle import destroy
 

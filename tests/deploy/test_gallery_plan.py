@@ -6,9 +6,8 @@ Marketplace URN."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import LOCATION, RG, VMSS, arm_check, assert_cli_error, create_args, request, writes
+from deploy_support import LOCATION, RG, VMSS, arm_check, assert_cli_error, create, create_args, request, writes
 
-from deploy_support import create
 from azgpu.errors import ValidationFailed
 
 # AlmaLinux HPC's plan (az vm image show --urn almalinux:almalinux-hpc:8_10-hpc-gen2:latest --query plan).

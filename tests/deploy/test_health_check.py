@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, request
+from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, create, request
 
 from azgpu import find_size
 from azgpu.deploy import health_gate as health
-from azgpu.deploy.interface import CheckOptions
 from azgpu.deploy import run_command
-from deploy_support import create
+from azgpu.deploy.interface import CheckOptions
+
 
 @pytest.fixture
 def sixteen(azure, session):

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import responses
-from deploy_support import RG, VM, request
+from deploy_support import RG, VM, create, request
 
 from azgpu import find_size
-from deploy_support import create
 from azgpu.deploy.arm import rest_shape
 from azgpu.deploy.run_command import Instance, check_node
 from azgpu.health.results import find_verdict, output_streams

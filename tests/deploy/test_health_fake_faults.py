@@ -5,10 +5,9 @@ the fallback on ND GB200 v6 (no AzNHC conf), where the fabric of a healthy node 
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAME, RG, request
+from deploy_support import NAME, RG, create, request
 
 from azgpu.deploy import health_gate as health
-from deploy_support import create
 from azgpu.health.impact import impact_category
 from azgpu.profiles import find_size
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
+from deploy_support import NAME, RG, VM, assert_cli_error, calls, create, create_args, request
 
 from azgpu.deploy import health_gate as health
 from azgpu.deploy.interface import CheckOptions
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
-from deploy_support import create
 
 
 @pytest.fixture

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, calls, request
+from deploy_support import NAME, RG, calls, create, request
 
 from azgpu.deploy import ghr
 from azgpu.deploy import health_gate as health
 from azgpu.deploy.interface import CheckOptions
-from deploy_support import create
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 from azgpu.testing import hardware
 from azgpu.testing.models import vm_actions

@@ -5,9 +5,8 @@ read from the permissions API (Permissions - List For Resource)."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, create_args, request, writes
+from deploy_support import VMSS, assert_cli_error, create, create_args, request, writes
 
-from deploy_support import create
 from azgpu.errors import ValidationFailed
 
 ASSIGN = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
@@ -49,8 +48,8 @@ def test_an_operator_of_the_identity_deploys(azure, session, actions):
 
 
 def test_the_fake_refuses_the_scale_set_put_as_azure_does_and_the_table_names_the_role(azure, session):
-    from azgpu.deploy.azure_errors import AuthError
     from azgpu.deploy.arm import to_azure_error
+    from azgpu.deploy.azure_errors import AuthError
     from azgpu.deploy.deployer import Deployer
     from azgpu.plan import build_plan
     from azgpu.spec import validate

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, request, writes
+from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create, create_args, request, writes
 
-from deploy_support import create
 from azgpu.errors import ValidationFailed
 from azgpu.spec import validate
 

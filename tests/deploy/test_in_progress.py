@@ -6,10 +6,9 @@ AnotherOperationInProgress (the fake answers both as Azure does)."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAME, RG, VMSS, calls, request
+from deploy_support import NAME, RG, VMSS, calls, create, request
 
 import azgpu
-from deploy_support import create
 from azgpu.deploy.deployer import Deployer
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from deploy_support import create
 
 from azgpu.deploy import deployer
-from deploy_support import create
 from azgpu.deploy.session import Session
 from azgpu.request import build_request
 from azgpu.testing import FakeAzure, FakeCredential

@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from deploy_support import request
+from deploy_support import create, request
 
-from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.deploy.session import Session
 from azgpu.testing import FakeAzure, FakeCredential

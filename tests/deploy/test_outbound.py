@@ -7,11 +7,28 @@ import json
 from pathlib import Path
 
 import pytest
-from deploy_support import (LOCATION, NAME, NAT, NIC, NSG, PIP, RG, VMSS, VNET, assert_cli_error, calls, cluster_args,
-                            create_args, names, ours, request, writes)
+from deploy_support import (
+    LOCATION,
+    NAME,
+    NAT,
+    NIC,
+    NSG,
+    PIP,
+    RG,
+    VMSS,
+    VNET,
+    assert_cli_error,
+    calls,
+    cluster_args,
+    create,
+    create_args,
+    names,
+    ours,
+    request,
+    writes,
+)
 
 import azgpu
-from deploy_support import create
 from azgpu.deploy.lifecycle import destroy
 from azgpu.errors import AzureError, InputError
 from azgpu.profiles import load_profile

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import hostlist as oracle
 import pytest
-from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create_args, model, request
+from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create, create_args, model, request
 
 from azgpu import racks
-from deploy_support import create
 from azgpu.deploy.lifecycle import interconnect, public_ips
 from azgpu.profiles import load_profile
 from azgpu.scheduler_files import separator

@@ -7,10 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, calls, create_args, request
+from deploy_support import VMSS, assert_cli_error, calls, create, create_args, request
 
 from azgpu.deploy.azure_errors import ThrottledError
-from deploy_support import create
 from azgpu.deploy.session import DEFAULT_THROTTLE_BUDGET, RETRY, THROTTLE_BUDGET_ENV, Session
 from azgpu.errors import AzureError, InputError
 from azgpu.testing import FakeCredential

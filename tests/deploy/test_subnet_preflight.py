@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from deploy_support import (LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create_args, request, writes)
+from deploy_support import LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create, create_args, request, writes
 
-from deploy_support import create
 from azgpu.errors import ValidationFailed
 
 NET_RG = "net-rg"

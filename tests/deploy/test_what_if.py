@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import RG, VM, calls, create_args, request, writes
+from deploy_support import RG, VM, calls, create, create_args, request, writes
 
 import azgpu
-from deploy_support import create
 
 
 def what_if_json(run_cli, *args, nodes: int = 2) -> dict:

@@ -11,10 +11,9 @@ import re
 from typing import Any
 
 import pytest
-from deploy_support import ALL_SERIES, LOCATION, RG, calls, request
+from deploy_support import ALL_SERIES, LOCATION, RG, calls, create, request
 
 import azgpu
-from deploy_support import create
 from azgpu.profiles import load_profile
 from azgpu.render.arm import render_arm, render_arm_parameters
 
