@@ -11,14 +11,13 @@ Helpers are fixtures, not module imports: two conftest.py files share the module
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import importlib
 
 import pytest
 

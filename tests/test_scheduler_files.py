@@ -16,8 +16,14 @@ import yaml
 
 from azgpu import racks
 from azgpu.errors import InputError
-from azgpu.scheduler_files import (mpich_machinefile, openmpi_hostfile, render_files, separator, slurm_files,
-                                   slurm_stream)
+from azgpu.scheduler_files import (
+    mpich_machinefile,
+    openmpi_hostfile,
+    render_files,
+    separator,
+    slurm_files,
+    slurm_stream,
+)
 from azgpu.testing.models.instances import base36
 
 

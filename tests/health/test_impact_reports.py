@@ -5,19 +5,26 @@ and what the insights say. Pure: no Azure."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from node_support import Node, fixture, nvidia_q
 
-from azgpu.deploy.ghr import (NAME_PATTERN, CategoryNotAllowed, impact_body, impact_name, insight_state,
-                              not_reportable, plan)
+from azgpu.deploy.ghr import (
+    NAME_PATTERN,
+    CategoryNotAllowed,
+    impact_body,
+    impact_name,
+    insight_state,
+    not_reportable,
+    plan,
+)
 from azgpu.health.impact import LEARN_CATEGORIES, impact_category, possible_categories
 from azgpu.health.results import Failure, GpuRef, NodeResult, failure_of
 
 AZURE = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
-NOW = datetime(2026, 3, 14, 9, 26, 53, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)
 RID = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/providers/Microsoft.Compute/"
        "virtualMachineScaleSets/train01-vmss000/virtualMachines/7")
 U = "Resource.Hpc.Unhealthy."

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from azgpu.health.impact import impact_category
-from azgpu.health.results import (Failure, GpuRef, NodeResult, VerdictError, failure_of, find_verdict,
-                                  output_streams)
+from azgpu.health.results import Failure, GpuRef, NodeResult, VerdictError, failure_of, find_verdict, output_streams
 from azgpu.health.script import MARKER, node_script_text, run_command_body, script_lines, settings_of
 
 AZURE = Path(__file__).resolve().parents[1] / "fixtures" / "azure"

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from slurm_support import cluster_file
 
 from azgpu.hostlist import compress

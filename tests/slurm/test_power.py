@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from slurm_support import cluster_file
 
 from azgpu import resource_types as rt
@@ -557,8 +556,8 @@ def test_a_waiting_rack_is_priced_from_azgpus_pricing():
     from types import SimpleNamespace
 
     from azgpu.pricing import Price
-    from azgpu.slurm.power import _Run, _Set
     from azgpu.slurm.names import Domain
+    from azgpu.slurm.power import _Run, _Set
 
     asked = []
 
