@@ -26,8 +26,8 @@ import threading
 import time
 
 import azgpu
-from azgpu.deploy import health_gate as health
 from azgpu.deploy import CheckOptions, create
+from azgpu.deploy import health_gate as health
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 

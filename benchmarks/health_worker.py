@@ -16,8 +16,8 @@ import sys
 import time
 
 import azgpu
-from azgpu.deploy import health_gate as health
 from azgpu.deploy import CreateOptions, GateOptions, create
+from azgpu.deploy import health_gate as health
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 
