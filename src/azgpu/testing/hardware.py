@@ -360,10 +360,12 @@ def nvidia_smi_q(gpus: list[dict], name: str, mib: int, fabric: dict | None = No
         if gpu.get("remap") == "failure":
             text = re.sub(r"(?m)^(        Remapping Failure Occurred\s+: )No", lambda m: m.group(1) + "Yes", text, count=1)
         if fabric:
-            for field, name in (("State", "state"), ("Status", "status"), ("CliqueId", "cliqueId"),
-                                ("ClusterUUID", "clusterUuid")):
+            # key, not name: name is the product name every GPU's section prints (was rebound here, so a GB
+            # node's second GPU onwards printed "clusterUuid" as its Product Name)
+            for field, key in (("State", "state"), ("Status", "status"), ("CliqueId", "cliqueId"),
+                               ("ClusterUUID", "clusterUuid")):
                 text = re.sub(rf"(?ms)(^    Fabric\n.*?^        {field}\s+: )N/A",
-                              lambda m, v=str(fabric[name]): m.group(1) + v, text, count=1)
+                              lambda m, v=str(fabric[key]): m.group(1) + v, text, count=1)
         out.append(text)
     return "".join(out)
 
