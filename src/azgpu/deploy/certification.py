@@ -115,7 +115,7 @@ class RunCommandRunner:
             return {}
         with ThreadPoolExecutor(max_workers=min(self.parallel, len(nodes))) as pool:
             outputs = list(pool.map(lambda n: self.step(n.name, mode, settings), nodes))
-        return {n.name: o for n, o in zip(nodes, outputs)}
+        return {n.name: o for n, o in zip(nodes, outputs, strict=True)}
 
     # -- the fabric ----------------------------------------------------------------------------
     def _settings(self) -> dict[str, object]:
@@ -145,7 +145,7 @@ class RunCommandRunner:
         with ThreadPoolExecutor(max_workers=min(self.parallel, len(wanted))) as pool:
             results = list(pool.map(lambda n: check_node_raw(self.session, self.rg, self.instances[n], "nccl-trust",
                                                              settings, self.timeout), wanted))
-        for name, got in zip(wanted, results):
+        for name, got in zip(wanted, results, strict=True):
             if got.get("ok"):
                 self.trusted.add(name)
             else:

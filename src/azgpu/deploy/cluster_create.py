@@ -213,4 +213,5 @@ def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) 
         for poller in pollers:
             poller.result()
     except Exception as exc:
-        raise to_azure_error(exc, f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None
+        raise to_azure_error(exc,
+                             f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None

@@ -54,7 +54,7 @@ def _running(session, resource_group: str, scale_set: str) -> int:
 def _infiniband(profile_id: str, size: str) -> bool | None:
     try:
         return load_profile(profile_id).size(size).infiniband
-    except Exception:  # noqa: BLE001 - a profile this version does not know: say nothing
+    except Exception:  # a profile this version does not know: say nothing
         return None
 
 
@@ -70,7 +70,8 @@ def list_clusters(session, resource_group: str | None = None) -> list[dict[str, 
     clusters: dict[tuple[str, str], list[Any]] = {}
     for item in _listing(session, resource_group):
         tags = item.tags or {}
-        if tags.get("managed-by") != MANAGED_BY or not tags.get("azgpu-cluster") or not resource_types.managed(item.type):
+        if (tags.get("managed-by") != MANAGED_BY or not tags.get("azgpu-cluster")
+                or not resource_types.managed(item.type)):
             continue
         clusters.setdefault((_group_of(item.id).lower(), tags["azgpu-cluster"]), []).append(item)
 

@@ -283,10 +283,10 @@ def _when(text: Any) -> datetime:
 NAMESPACE = IMPACT.namespace
 PERMISSIONS_API_VERSION = PERMISSIONS.api_version  # the caller's permissions on a subscription (resource_types)
 ONBOARDING_REMEDY = ("onboard the subscription as Learn's 'What is Guest Health Reporting (preview)?' says: register "
-                     f"the {IMPACT.namespace} resource provider ('az provider register --namespace {IMPACT.namespace}'), "
-                     "send the subscription ID and tenant ID to the Azure team member helping you onboard, and wait for "
-                     "their confirmation (until then, 'create --replace-unhealthy' without --report-to-azure replaces "
-                     "nodes without reporting them)")
+                     f"the {IMPACT.namespace} resource provider ('az provider register --namespace "
+                     f"{IMPACT.namespace}'), send the subscription ID and tenant ID to the Azure team member helping "
+                     "you onboard, and wait for their confirmation (until then, 'create --replace-unhealthy' without "
+                     "--report-to-azure replaces nodes without reporting them)")
 ROLE_REMEDY = (f"assign the \"{ROLE}\" role on the subscription to the identity azgpu runs as (portal: Subscriptions > "
                "Access control (IAM) > Add role assignment), as Learn's Guest Health Reporting overview says (until "
                "then, 'create --replace-unhealthy' without --report-to-azure replaces nodes without reporting them)")
@@ -342,13 +342,14 @@ def preflight(session) -> dict[str, Any]:
     findings: list[Finding] = []
     try:
         state = session.resources.providers.get(NAMESPACE).registration_state or "unknown"
-    except Exception as exc:  # noqa: BLE001 - an unreadable provider is reported like an unregistered one
+    except Exception as exc:  # an unreadable provider is reported like an unregistered one
         err = to_azure_error(exc, f"reading the {NAMESPACE} resource provider")
         state = f"unknown ({err.code})"
     if state.lower() != "registered":
         findings.append(Finding(code="GHR_NOT_ONBOARDED",
-                                message=f"subscription {session.subscription_id} is not onboarded to Guest Health Reporting "
-                                f"(preview): the {NAMESPACE} resource provider is {state}", remedy=ONBOARDING_REMEDY,
+                                message=f"subscription {session.subscription_id} is "
+                                "not onboarded to Guest Health Reporting (preview): "
+                                f"the {NAMESPACE} resource provider is {state}", remedy=ONBOARDING_REMEDY,
                                 source="D-ghr-overview"))
     path = f"/subscriptions/{session.subscription_id}{PERMISSIONS.provider_path()}"
     try:
@@ -361,8 +362,9 @@ def preflight(session) -> dict[str, Any]:
         missing = [a for a in (WRITE_ACTION, READ_ACTION) if not allowed(permissions, a)]
         if missing:
             findings.append(Finding(code="GHR_NOT_PERMITTED",
-                                    message=f"the caller may not {' or '.join(a.rsplit('/', 1)[-1] for a in missing)} workload "
-                                    f"impacts in subscription {session.subscription_id} (no permission allows "
+                                    message="the caller may not "
+                                    f"{' or '.join(a.rsplit('/', 1)[-1] for a in missing)} workload impacts in "
+                                    f"subscription {session.subscription_id} (no permission allows "
                                     f"{', '.join(missing)})", remedy=ROLE_REMEDY, source="D-ghr-overview"))
     offered = None
     if state.lower() == "registered":
@@ -433,14 +435,16 @@ class Reporter:
             refused = sorted({r.category for r in planned} - set(offered))
             if refused:
                 raise ReportingUnavailable(
-                    f"the subscription's impact categories do not offer {', '.join(refused)}", code="GHR_CATEGORY_NOT_OFFERED",
+                    f"the subscription's impact categories do not offer {', '.join(refused)}",
+                    code="GHR_CATEGORY_NOT_OFFERED",
                     remedy="ask the Azure team that onboarded the subscription to enable the category, or run without "
                            "--report-to-azure; nothing was reported or deleted")
         if planned and self.confirm is not None and not self.confirm(planned):
             raise ReportingUnavailable(f"filing {len(planned)} Guest Health Report(s) was declined",
                                        code="GHR_DECLINED",
-                                       remedy="nothing was reported or deleted; re-run with --yes to report, or without "
-                                              "--report-to-azure to replace the nodes without reporting them")
+                                       remedy="nothing was reported or deleted; re-run "
+                                              "with --yes to report, or without --report-to-azure to replace the nodes "
+                                              "without reporting them")
         filed = [self._file(r) for r in planned]
         self._follow([e for e in filed if e["state"] in ("filed", "already_filed")])
         entries = filed + entries

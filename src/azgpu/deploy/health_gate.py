@@ -388,7 +388,8 @@ def round_notices(on_notice: Callable[[str], None]) -> Callable[[dict[str, Any]]
 
     def on_round(r: dict[str, Any]) -> None:
         bad = len(r["failed"]) + len(r.get("inconclusive", [])) + len(r["unreachable"])
-        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
+        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed"
+                  + (f", {bad} not" if bad else ""))
 
     return on_round
 

@@ -203,7 +203,8 @@ def interconnect(vm: dict[str, Any], what: str = "the scale set's instances") ->
     return {"subgroup": subgroup or None, "block": block_id or None}
 
 
-MAX_INSTANCE_PAGES = 1000  # a scale set holds at most 1,000 VMs (Learn, "Virtual Machine Scale Sets and placement groups")
+# a scale set holds at most 1,000 VMs (Learn, "Virtual Machine Scale Sets and placement groups")
+MAX_INSTANCE_PAGES = 1000
 
 
 def rack_instances(session, resource_group: str, scale_set: str) -> list[dict[str, Any]]:
@@ -296,7 +297,8 @@ def _nodes(session, resource_group: str, vmss: Any, *, racks: bool = False) -> t
 
 def rack_size(profile: Any) -> int | None:
     """VMs per rack-scale NVLink domain, from the profile's rack_multiple rule (18 on GB200/GB300)."""
-    return next((int(r.args["multiple"]) for r in (profile.rules if profile else ()) if r.name == "rack_multiple"), None)
+    return next((int(r.args["multiple"]) for r in (profile.rules if profile else ()) if r.name == "rack_multiple"),
+                None)
 
 
 @_translated
@@ -502,7 +504,8 @@ def _foreign_in_vnet(session, resource_group: str, cluster: str, vnet: str, on_u
         if (subnet.name or "").lower() != ours:
             continue
         if subnet.ip_configurations:  # someone's NICs: azgpu's subnet stays, with what it uses
-            uses |= {_leaf(getattr(subnet.nat_gateway, "id", None)), _leaf(getattr(subnet.network_security_group, "id", None))}
+            uses |= {_leaf(getattr(subnet.nat_gateway, "id", None)),
+                     _leaf(getattr(subnet.network_security_group, "id", None))}
             continue
         if on_update:
             on_update(resource_types.SUBNET.type, subnet.name, "deleting")
@@ -532,7 +535,7 @@ def _delete(session, resource_group: str, resource: Any) -> None:
         try:
             rt.begin_delete(session, resource_group, resource.name).result()
             return
-        except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+        except Exception as exc:  # to_azure_error re-raises anything not from Azure
             if is_not_found(exc):
                 return
             err = to_azure_error(exc, resource.name)

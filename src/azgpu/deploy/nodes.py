@@ -47,7 +47,7 @@ def _size_rack(size: str | None) -> int | None:
     """VMs per vertical-connect rack of this size (18 on GB200/GB300), None elsewhere."""
     try:
         vertical = find_size(size)[0].vertical_connect if size else None
-    except Exception:  # noqa: BLE001 - a size no profile knows has no racks azgpu could name
+    except Exception:  # a size no profile knows has no racks azgpu could name
         return None
     return int(vertical["rack"]) if vertical else None
 
@@ -189,6 +189,6 @@ def run_on_node(session, resource_group: str, scale_set: str, instance_id: str, 
         raise to_azure_error(exc, f"running {name} on instance {instance_id} of {scale_set}") from None
     try:
         INSTANCE_RUN_COMMAND.begin_delete(*args).result()
-    except Exception:  # noqa: BLE001 - the result is read; a Run Command left behind goes with its VM
+    except Exception:  # the result is read; a Run Command left behind goes with its VM
         pass
     return result

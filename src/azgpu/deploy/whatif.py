@@ -184,7 +184,8 @@ def what_if(session, request: Request, *, currency: str = "USD", prices: bool = 
     if arm:
         from .arm_preflight import what_if as arm_what_if
 
-        report.arm = arm_what_if(session, deployer, group_exists=listed is not None, location=plan.spec.request.location)
+        report.arm = arm_what_if(session, deployer, group_exists=listed is not None,
+                                 location=plan.spec.request.location)
     else:
         report.arm_note = "skipped (--no-arm-validate)"
     return report
