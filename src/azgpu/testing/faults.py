@@ -145,7 +145,8 @@ def compute_throttled(method: str, path: str, *, now: float, retry_after: float,
                               "this subscription.",
         "details": [{"code": "TooManyRequests", "target": policy, "message": json.dumps(measured)}],
     }
-    return body, {"Retry-After": f"{retry_after:g}", "x-ms-ratelimit-remaining-resource": f"Microsoft.Compute/{policy};0"}
+    return body, {"Retry-After": f"{retry_after:g}",
+                  "x-ms-ratelimit-remaining-resource": f"Microsoft.Compute/{policy};0"}
 
 
 def _operation_template(method: str, path: str) -> str:

@@ -19,8 +19,9 @@ The rules enforced, each with its source beside it:
   returns an error message").
 VMs beyond a reservation's capacity still deploy (overallocation: no capacity guarantee for them) and are
 listed as allocated too (Learn, "Overallocate capacity reservation": "The length of virtualMachinesAllocated
-(2) is greater than capacity (1). This valid state is referred to as overallocated"). The codes Azure gives these refusals are not documented: the fake answers with
-ARM's generic InvalidParameter / OperationNotAllowed and says why in the message.
+(2) is greater than capacity (1). This valid state is referred to as overallocated"). The codes Azure
+gives these refusals are not documented: the fake answers with ARM's generic InvalidParameter /
+OperationNotAllowed and says why in the message.
 """
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ def reservation_view(store: Store, reservation: dict, expand: bool) -> dict:
     if expand:
         out["properties"]["instanceView"] = {
             "utilizationInfo": held,
-            "statuses": [{"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded"}]}
+            "statuses": [{"code": "ProvisioningState/succeeded", "level": "Info",
+                          "displayStatus": "Provisioning succeeded"}]}
     return out
 
 

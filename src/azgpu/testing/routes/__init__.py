@@ -42,7 +42,8 @@ class Route:
 ROUTES: list[Route] = []
 
 
-def route(method: str, pattern: str, *, api_version: str | tuple[str, ...] | None = None) -> Callable[[Handler], Handler]:
+def route(method: str, pattern: str, *, api_version: str | tuple[str, ...] | None = None) -> Callable[[Handler],
+                                                                                                      Handler]:
     def register(handler: Handler) -> Handler:
         declared = api_version if api_version is not None else handler.__globals__.get("API_VERSION")
         versions = (declared,) if isinstance(declared, str) else tuple(declared or ())
@@ -65,7 +66,7 @@ def find(method: str, path: str) -> tuple[Handler, dict] | None:
 
 
 # Importing the provider modules registers their routes.
-from . import (  # noqa: E402,F401  # noqa: E402,F401  # noqa: E402,F401  # noqa: E402,F401
+from . import (  # noqa: E402, F401 - after ROUTES, which they register into; imported for that alone
     authorization,
     capacity_reservations,
     catalog,

@@ -50,7 +50,8 @@ def _register(pattern: str, community: bool) -> None:
     @route("GET", pattern)
     def get_image(backend, req, sub, location, name, image):
         found, unique = galleries.shared_image(backend, name, image, community=community)
-        return Response(200, galleries.shared_image_view(found, normalize_location(location), unique, community=community))
+        return Response(200,
+                        galleries.shared_image_view(found, normalize_location(location), unique, community=community))
 
     @route("GET", pattern + r"/versions")
     def list_versions(backend, req, sub, location, name, image):
