@@ -377,7 +377,8 @@ def _register_simulate(cli: click.Group) -> None:
     @click.option("--size", required=True, help="VM size, e.g. Standard_ND96isr_H100_v5.")
     @click.option("--name", "name", required=True,
                   help="Capability name, e.g. CapacityReservationSupported, SupportedCapacityReservationTypes.")
-    @click.option("--value", required=True, help="Its value as the Resource SKUs API writes it, e.g. True, Targeted,Block.")
+    @click.option("--value", required=True,
+                  help="Its value as the Resource SKUs API writes it, e.g. True, Targeted,Block.")
     @click.option("--simulate-state", "state", default=None, help="File holding the simulated cloud.")
     @common
     def capability(obj, location, size, name, value, state):

@@ -228,7 +228,8 @@ def register(cli: click.Group) -> None:
                         log(f"{vmss.name}: {state}")
 
             result = wait(session, name, resource_group, timeout=timeout, interval=interval, on_update=changed)
-            changed(SimpleNamespace(scale_sets=[SimpleNamespace(name=s["name"], provisioning_state=s["provisioning_state"])
+            changed(SimpleNamespace(scale_sets=[SimpleNamespace(name=s["name"],
+                                                                provisioning_state=s["provisioning_state"])
                                                 for s in result["scale_sets"]]))
             emit(result, obj)
 
@@ -253,7 +254,8 @@ def register(cli: click.Group) -> None:
     @azure_options
     @common
     def destroy_cmd(obj, name, resource_group, yes, subscription, simulate, simulate_latency, simulate_state):
-        """Delete only the resources azgpu created for this cluster (and its resource group if azgpu made it and it is empty)."""
+        """Delete only the resources azgpu created for this cluster (and its resource group if azgpu made it
+        and it is empty)."""
         from ..deploy.lifecycle import destroy, find_cluster, require
 
         cluster_args(name, resource_group, latency=simulate_latency)

@@ -23,8 +23,9 @@ def report_options(fn):
     """--report-to-azure, --insight-timeout and -y/--yes of `create`."""
     for option in reversed([
         click.option("--report-to-azure", is_flag=True,
-                     help="With --replace-unhealthy: before deleting a failing node, file a Guest Health Report (preview) "
-                          "with Azure for its host (see 'provision report'). Asks first unless --yes."),
+                     help="With --replace-unhealthy: before deleting a "
+                          "failing node, file a Guest Health Report (preview) with Azure for its host (see 'provision "
+                          "report'). Asks first unless --yes."),
         click.option("--insight-timeout", type=float, default=INSIGHT_TIMEOUT, show_default=True,
                      help="Seconds to follow a report's insights before going on (0: read them once)."),
         click.option("-y", "--yes", is_flag=True, help="Answer yes to every prompt: delete the instances a scale-in "
