@@ -60,7 +60,8 @@ def group_option_findings(req, infiniband: bool, vertical_connect: bool = False)
     out: list[Finding] = []
     if parse_group_id(text) is None:
         out.append(Finding(code="INVALID_CAPACITY_RESERVATION_GROUP",
-                           message=f"--capacity-reservation-group '{text}' is not a capacity reservation group resource ID",
+                           message=f"--capacity-reservation-group '{text}' is "
+                                   "not a capacity reservation group resource ID",
                            remedy=f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')} "
                            "('az capacity reservation group list --query [].id')",
                            field="capacity_reservation_group", source=cite(("D-crg",))))
@@ -272,6 +273,7 @@ def reserve_findings(*, reservation_type: str, count: int | None, name: str | No
     for flag, value in (("--group", group), ("--name", name)):
         if value is not None and not NAME.fullmatch(value):
             out.append(Finding(code="INVALID_NAME", message=f"{flag} {value!r} is not a valid reservation name",
-                               remedy="use letters, digits, '-', '_' or '.', up to 80 characters", field=flag.strip("-"),
+                               remedy="use letters, digits, '-', '_' or '.', up to 80 characters",
+                               field=flag.strip("-"),
                                source=cite(("D-crg",))))
     return out
