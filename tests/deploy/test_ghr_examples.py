@@ -24,7 +24,8 @@ IMPACT = Path(__file__).resolve().parents[1] / "fixtures" / "azure" / "impact"
 SUB = "00000000-0000-0000-0000-000000000000"
 ARM = "https://management.azure.com"
 NOW = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
-VM_ID = f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/c1-vmss000/virtualMachines/4"
+VM_ID = (f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/c1-vmss000"
+         "/virtualMachines/4")
 
 
 def example(name: str) -> dict:

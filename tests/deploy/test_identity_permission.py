@@ -20,7 +20,8 @@ CONTRIBUTOR_LIKE = ["*"]
 
 def test_an_identity_the_caller_may_not_assign_is_refused_with_the_role_to_grant(azure, session):
     rid = azure.add_user_assigned_identity("id-rg", "trainer")
-    azure.set_permissions(CONTRIBUTOR_LIKE, not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
+    azure.set_permissions(CONTRIBUTOR_LIKE,
+                          not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
     with pytest.raises(ValidationFailed) as caught:
         create(session, request(identity=[rid]))
     (err,) = [f for f in caught.value.errors if f.code == "IDENTITY_NOT_ASSIGNABLE"]
@@ -56,7 +57,8 @@ def test_the_fake_refuses_the_scale_set_put_as_azure_does_and_the_table_names_th
 
     rid = azure.add_user_assigned_identity("id-rg", "trainer")
     azure.add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/rg1", {"location": "eastus"})
-    azure.set_permissions(CONTRIBUTOR_LIKE, not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
+    azure.set_permissions(CONTRIBUTOR_LIKE,
+                          not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
     plan = build_plan(validate(request(identity=[rid]), command="create"))  # no preflight
     deployer = Deployer(session, plan, "rg1")
     for r in plan.resources[:-1]:

@@ -83,7 +83,8 @@ def test_a_retry_after_beyond_the_budget_is_not_waited(azure, session):
 
 
 def test_the_budget_counts_every_wait_of_the_session(azure):
-    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep, throttle_budget=10)
+    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
+                      throttle_budget=10)
     azure.inject(method="GET", path="/usages", status=429, retry_after=7, times=1)
     azure.inject(**VMSS_PUT, status=429, retry_after=7, times=1)
     with pytest.raises(ThrottledError) as info:
@@ -93,7 +94,8 @@ def test_the_budget_counts_every_wait_of_the_session(azure):
 
 
 def test_a_budget_that_fits_waits_every_retry_after(azure):
-    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep, throttle_budget=15)
+    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
+                      throttle_budget=15)
     azure.inject(**VMSS_PUT, status=429, retry_after=7, times=2)
     create(session, request())
     assert azure.sleeps.count(7) == 2 and session.throttling.spent == 14

@@ -73,7 +73,8 @@ def test_a_missing_virtual_network_is_refused_before_the_nsg_is_created(azure, s
 
 def test_a_missing_subnet_names_the_ones_that_exist(azure, session):
     seed_network(azure)
-    f = only(refused(azure, session, subnet_id=net_id(azure, VNET_TYPE, "hub", "subnets", "absent")), "SUBNET_NOT_FOUND")
+    f = only(refused(azure, session, subnet_id=net_id(azure, VNET_TYPE, "hub", "subnets", "absent")),
+             "SUBNET_NOT_FOUND")
     assert "its subnets: gpu" in f.message
 
 
