@@ -54,7 +54,8 @@ def test_every_floor_is_pinned_exactly(name, floor):
         return
     pin, low = _release(pins[name]), _release(floor)
     width = max(len(pin), len(low))
-    assert pin + (0,) * (width - len(pin)) == low + (0,) * (width - len(low)), f"{name}: pinned {pins[name]}, floor {floor}"
+    padded = pin + (0,) * (width - len(pin)), low + (0,) * (width - len(low))
+    assert padded[0] == padded[1], f"{name}: pinned {pins[name]}, floor {floor}"
 
 
 def test_nothing_is_pinned_that_pyproject_does_not_ask_for():

@@ -234,7 +234,8 @@ def test_learns_insight_example_ends_in_node_removed_from_service():
 
 def test_the_latest_insight_is_the_latest_event_not_the_last_listed():
     def insight(code, when, terminal=False):
-        return {"properties": {"eventTime": when, "additionalDetails": {"statusCode": code, "terminalInsight": terminal}}}
+        return {"properties": {"eventTime": when,
+                               "additionalDetails": {"statusCode": code, "terminalInsight": terminal}}}
 
     state = insight_state([insight("UpdatingNodeHealthState", "2025-07-15T17:50:16.7183274Z"),
                            insight("AcknowledgedUnhealthy", "2025-06-15T04:00:00.009223Z")])

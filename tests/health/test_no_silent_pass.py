@@ -87,7 +87,7 @@ def gb_q_per_gpu(fields: list[tuple[str, str, str, str]]) -> str:
     out = []
     for block in blocks:
         if block.startswith("GPU "):
-            for field, value in zip(("State", "Status", "CliqueId", "ClusterUUID"), next(values)):
+            for field, value in zip(("State", "Status", "CliqueId", "ClusterUUID"), next(values), strict=True):
                 block = re.sub(rf"(?m)^(        {field}\s+: )N/A", lambda m, v=value: m.group(1) + v, block)
         out.append(block)
     return "".join(out)

@@ -105,7 +105,8 @@ def test_a_node_result_carries_what_guest_health_reporting_needs():
 def test_the_run_command_body_is_a_run_shell_script_with_the_settings_above_the_script():
     sent = run_command_body("check", {"AZGPU_EXPECT_GPUS": 8, "AZGPU_XIDS": "48 79"})
     assert sent["commandId"] == "RunShellScript" and "parameters" not in sent
-    assert sent["script"][:5] == ["#!/bin/bash", MARKER, "AZGPU_MODE=check", "AZGPU_EXPECT_GPUS=8", "AZGPU_XIDS='48 79'"]
+    assert sent["script"][:5] == ["#!/bin/bash", MARKER, "AZGPU_MODE=check", "AZGPU_EXPECT_GPUS=8",
+                                  "AZGPU_XIDS='48 79'"]
     assert sent["script"][5:] == node_script_text().splitlines()
     assert settings_of(sent["script"]) == {"AZGPU_MODE": "check", "AZGPU_EXPECT_GPUS": "8", "AZGPU_XIDS": "48 79"}
 

@@ -168,7 +168,7 @@ def test_the_final_error_reaches_the_log_in_its_line_format(slurm):
     assert rc == 2
     lines = slurm.text().splitlines()
     assert len(lines) == 2
-    for line, what in zip(lines, ("ERROR: [INVALID_HOSTLIST]", "remedy: pass node names")):
+    for line, what in zip(lines, ("ERROR: [INVALID_HOSTLIST]", "remedy: pass node names"), strict=True):
         stamp, rest = line.split(" ", 1)
         assert stamp[:4].isdigit() and "T" in stamp
         assert rest.startswith("azgpu-slurm[") and "] suspend demo-d000-[0001: " + what in rest
