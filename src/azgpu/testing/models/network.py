@@ -144,8 +144,8 @@ def _check_subnet(backend, vnet: dict, subnet: dict) -> None:
     prefix = subnet["properties"].get("addressPrefix") or (subnet["properties"].get("addressPrefixes") or [None])[0]
     if prefix is None:
         raise ArmError(400, "InvalidRequestFormat", f"Subnet {subnet['name']} has no addressPrefix.")
-    spaces = [ipaddress.ip_network(p, strict=False) for p
-              in vnet["properties"].get("addressSpace", {}).get("addressPrefixes", [])]
+    spaces = [ipaddress.ip_network(p, strict=False)
+              for p in vnet["properties"].get("addressSpace", {}).get("addressPrefixes", [])]
     network = ipaddress.ip_network(prefix, strict=False)
     if not any(network.version == s.version and network.subnet_of(s) for s in spaces):
         raise ArmError(400, "NetcfgSubnetRangeOutsideVnet",

@@ -80,8 +80,8 @@ def _check_sku(backend, vmss: dict) -> dict:
     offered = {str(z) for info in sku.get("locationInfo", ()) for z in info.get("zones", ())}
     for restriction in sku.get("restrictions") or ():
         info = restriction.get("restrictionInfo") or {}
-        if restriction.get("type") == "Location" and location in [normalize_location(v) for v
-                                                                  in restriction.get("values", [])]:
+        if restriction.get("type") == "Location" and location in [normalize_location(v)
+                                                                  for v in restriction.get("values", [])]:
             raise _sku_not_available(size, location)
         if restriction.get("type") == "Zone" and zones & {str(z) for z in info.get("zones", ())}:
             raise _sku_not_available(size, location)
