@@ -205,9 +205,8 @@ def catalog() -> dict[str, Image]:
             fields[key] = tuple(fields.get(key, ()))
         if "plan" in fields:
             plan = fields["plan"]
-            if not isinstance(plan,
-                              dict) or set(plan) != set(PLAN_KEYS) or not all(isinstance(v, str) and v for v
-                                                                              in plan.values()):
+            if (not isinstance(plan, dict) or set(plan) != set(PLAN_KEYS)
+                    or not all(isinstance(v, str) and v for v in plan.values())):
                 raise ProfileError(f"{where}: 'plan' must be a table with publisher, product and name")
             fields["plan"] = PurchasePlan(**plan)
         src = fields["source"]

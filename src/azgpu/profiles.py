@@ -312,9 +312,8 @@ def _require(table: dict, key: str, types: type | tuple[type, ...], where: str) 
     if key not in table:
         raise ProfileError(f"{where}: missing key '{key}'")
     value = table[key]
-    if not isinstance(value,
-                      types) or (isinstance(value, bool)
-                                 and bool not in (types if isinstance(types, tuple) else (types,))):
+    if not isinstance(value, types) or (isinstance(value, bool)
+                                        and bool not in (types if isinstance(types, tuple) else (types,))):
         raise ProfileError(f"{where}: key '{key}' has value {value!r} of the wrong type")
     return value
 
@@ -582,8 +581,8 @@ def find_size(name: str) -> tuple[Profile, Size]:
             return profile, profile.size(name)
         except InputError:
             continue
-    names = [s.name for p in list_profiles() for s in p.sizes] + [a for p in list_profiles() for s in p.sizes for a
-                                                                  in s.aliases]
+    names = [s.name for p in list_profiles() for s in p.sizes] + [a for p in list_profiles() for s in p.sizes
+                                                                  for a in s.aliases]
     import difflib  # only for suggestions on an error: not on every start
     near = difflib.get_close_matches(name, names, n=1, cutoff=0.4)
     hint = f"did you mean '{near[0]}'? " if near else ""

@@ -199,8 +199,8 @@ def _gres(out: dict[str, Any]) -> str:
 def _switches(out: dict[str, Any]) -> tuple[list[dict[str, str]], str | None]:
     """Leaf switches (one per scale set) and, where jobs may span them, the top switch's name."""
     domains = _domains(out)
-    leaves = [{"switch": d["scale_set"], "nodes": compress((n["hostname"] for n in d["nodes"]), sort=True)} for d
-              in domains]
+    leaves = [{"switch": d["scale_set"], "nodes": compress((n["hostname"] for n in d["nodes"]), sort=True)}
+              for d in domains]
     top = f"{out['cluster']}-ethernet" if not out.get("infiniband") and len(leaves) > 1 else None
     return leaves, top
 
