@@ -74,8 +74,8 @@ def _merged(items: list) -> object:
         for d in dicts:
             for k, v in d.items():
                 out.setdefault(k, []).append(v)
-        return {k: _merged(v) if all(isinstance(x, (dict, list)) for x in v) and len(v) > 1 else v[0] for k,
-                v in out.items()}
+        return {k: _merged(v) if all(isinstance(x, (dict, list)) for x in v) and len(v) > 1 else v[0]
+                for k, v in out.items()}
     return items[0]
 
 

@@ -94,8 +94,8 @@ def test_a_rerun_keeps_a_hand_added_nsg_rule(azure, session):
                            "destinationAddressPrefix": "*", "destinationPortRange": "8888"}}
     nsg = rest_shape(session.network.network_security_groups.get(RG, "c1-nsg"))
     body = {"location": "eastus", "tags": nsg.get("tags"), "properties": {
-        "securityRules": [*[{"name": r["name"], "properties": r["properties"]} for r
-                            in nsg["properties"]["securityRules"]],
+        "securityRules": [*[{"name": r["name"], "properties": r["properties"]}
+                            for r in nsg["properties"]["securityRules"]],
                           {"name": "jupyter-from-vpn", **rule}]}}
     session.network.network_security_groups.begin_create_or_update(RG, "c1-nsg", body).result()
     notices = []

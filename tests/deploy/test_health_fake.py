@@ -170,8 +170,8 @@ def test_deleting_instances_removes_vms_nics_nodes_and_lowers_capacity(azure, se
     session.compute.virtual_machine_scale_sets.begin_delete_instances(RG, cluster, {"instanceIds": ["0", "2"]}).result()
     assert sorted(vm["instanceId"] for vm in azure.resources(type=VM)) == ["1"]
     assert session.compute.virtual_machine_scale_sets.get(RG, cluster).sku.capacity == 1
-    assert all("/virtualMachines/0/" not in n["id"] for n
-               in azure.resources(type="Microsoft.Network/networkInterfaces"))
+    assert all("/virtualMachines/0/" not in n["id"]
+               for n in azure.resources(type="Microsoft.Network/networkInterfaces"))
     with pytest.raises(KeyError):
         azure.node("c1-vmss000/0")
 

@@ -152,8 +152,8 @@ def test_quota_is_counted_under_the_family_the_sku_api_reports(azure, session):
     findings = result["preflight"]["findings"]
     assert "QUOTA_UNKNOWN" not in {f["code"] for f in findings}
     assert result["preflight"]["quota"][0]["quota"] == "Standard NDisr MI300X v5 Family"  # the usage name
-    assert [f["severity"] for f in findings if f["code"] == "SKU_DRIFT" and "quota family"
-            in f["message"]] == ["warning"]
+    assert [f["severity"] for f in findings if f["code"] == "SKU_DRIFT"
+            and "quota family" in f["message"]] == ["warning"]
 
 
 def test_family_shortfall_under_the_live_family_stops_the_preflight(azure, session):

@@ -51,8 +51,8 @@ def entries(text: str) -> list[str]:
 
 def slurm_lines(text: str) -> list[dict[str, str]]:
     """topology.conf(5) / slurm.conf(5): one entry per line, `Key=Value` pairs, case-insensitive keys, `#` comments."""
-    return [{k.lower(): v for k, v in (p.split("=", 1) for p in line.split("#", 1)[0].split())} for line
-            in entries(text)]
+    return [{k.lower(): v for k, v in (p.split("=", 1) for p in line.split("#", 1)[0].split())}
+            for line in entries(text)]
 
 
 def sections(stream: str) -> dict[str, str]:
@@ -69,14 +69,14 @@ def sections(stream: str) -> dict[str, str]:
 
 
 def private_ips(azure) -> set[str]:
-    return {c["properties"]["privateIPAddress"] for n in azure.resources(type=NIC) for c
-            in n["properties"]["ipConfigurations"]}
+    return {c["properties"]["privateIPAddress"] for n in azure.resources(type=NIC)
+            for c in n["properties"]["ipConfigurations"]}
 
 
 def node_public_ips(azure) -> list[dict]:
     """The nodes' public IPs: those below a scale set (the NAT gateway's is a resource of the group)."""
-    return [r for r in azure.resources(type="Microsoft.Network/publicIPAddresses") if "/virtualMachineScaleSets/"
-            in r["id"]]
+    return [r for r in azure.resources(type="Microsoft.Network/publicIPAddresses")
+            if "/virtualMachineScaleSets/" in r["id"]]
 
 
 def public_addresses(azure) -> set[str]:
@@ -185,8 +185,8 @@ def test_slurm_prints_its_four_files_after_separators(cluster, cli):
 
 def test_slurm_node_lines_pair_each_hostname_with_its_ip(cluster, cli):
     nodes = [x for x in slurm_lines(sections(outputs(cli, "--format", "slurm"))["slurm.conf.nodes"]) if "nodename" in x]
-    pairs = {pair for x in nodes for pair
-             in zip(oracle.expand_hostlist(x["nodename"]), oracle.expand_hostlist(x["nodeaddr"]), strict=True)}
+    pairs = {pair for x in nodes
+             for pair in zip(oracle.expand_hostlist(x["nodename"]), oracle.expand_hostlist(x["nodeaddr"]), strict=True)}
     vms = cluster.resources(type=VM)
     assert len(pairs) == len(vms) == 5
     for vm in vms:
@@ -254,8 +254,8 @@ def test_two_gb300_racks_are_two_blocks_of_18(azure, session, cli):
     files = sections(outputs(cli, "--format", "slurm"))
     lines = slurm_lines(files["topology.conf"])
     blocks = [x for x in lines if "blockname" in x]
-    assert [set(x) for x
-            in lines] == [{"blockname", "nodes"}] * 2 + [{"blocksizes"}]  # topology.conf(5), topology/block
+    # topology.conf(5), topology/block
+    assert [set(x) for x in lines] == [{"blockname", "nodes"}] * 2 + [{"blocksizes"}]
     assert lines[-1]["blocksizes"] == "18"
     members = [oracle.expand_hostlist(b["nodes"]) for b in blocks]
     assert [len(m) for m in members] == [18, 18] and not set(members[0]) & set(members[1])
