@@ -119,8 +119,8 @@ def test_size_not_offered_in_some_regions(clients):
 
 
 def test_retired_nd_v1_sizes_are_restricted_everywhere(clients):
-    assert {r.reason_code for r
-            in _sku(clients, "eastus", "Standard_ND24rs").restrictions} == {"NotAvailableForSubscription"}
+    restrictions = _sku(clients, "eastus", "Standard_ND24rs").restrictions
+    assert {r.reason_code for r in restrictions} == {"NotAvailableForSubscription"}
 
 
 def test_general_sizes_come_from_recordings_too(clients):
@@ -129,8 +129,8 @@ def test_general_sizes_come_from_recordings_too(clients):
 
 
 def test_filter_returns_only_that_location(clients):
-    assert {s.locations[0] for s
-            in clients.compute.resource_skus.list(filter="location eq 'westeurope'")} == {"westeurope"}
+    assert {s.locations[0]
+            for s in clients.compute.resource_skus.list(filter="location eq 'westeurope'")} == {"westeurope"}
 
 
 def test_locations_argument_adds_a_region():
