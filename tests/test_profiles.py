@@ -287,8 +287,8 @@ SEED_FILE_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 
 
 @pytest.mark.parametrize("argv", [["profiles", "list"], ["profiles", "list", "-o", "table"],
-                                  *(["profiles", "show", p, "-o", fmt] for p in PROFILE_IDS for fmt
-                                    in ("json", "table"))],
+                                  *(["profiles", "show", p, "-o", fmt]
+                                    for p in PROFILE_IDS for fmt in ("json", "table"))],
                          ids=lambda argv: " ".join(argv[1:]))
 def test_profiles_never_show_a_seed_by_its_file_name(run, argv):
     rc, out, err = run(*argv)

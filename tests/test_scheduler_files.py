@@ -130,8 +130,8 @@ def node_address_pairs(text: str) -> list[tuple[str, str]]:
 
 def test_nodename_and_nodeaddr_hostlists_pair_every_node_with_its_ip():
     out = cluster((50, 7))  # past instance 35: Azure's base-36 names leave decimal order
-    assert node_address_pairs(slurm_files(out)["slurm.conf.nodes"]) == [(n["hostname"], n["ip"]) for n
-                                                                        in every_node(out)]
+    assert node_address_pairs(slurm_files(out)["slurm.conf.nodes"]) == [(n["hostname"], n["ip"])
+                                                                        for n in every_node(out)]
 
 
 def test_node_lines_are_one_per_infiniband_domain():
