@@ -467,8 +467,8 @@ def deploy_report(d: dict) -> list[str]:
         lines.append(f"       + azgpu's own reads: {req['preflight']} preflight, {req['group_check']} group check, "
                      f"{req['group_listing']} resource-group listing, {req['existence_get']} existence GETs; "
                      f"before the first write {p['phases']['before_first_write']:.2f} s")
-    cli = ", ".join(f"{c['nodes']} nodes {c['wall_seconds']:.2f} s, ratio {c['time_ratio']:.3f}" for c
-                    in d.get("cli", []))
+    cli = ", ".join(f"{c['nodes']} nodes {c['wall_seconds']:.2f} s, ratio {c['time_ratio']:.3f}"
+                    for c in d.get("cli", []))
     if cli:
         lines.append(f"   the same through `provision create --simulate` (state kept in a file): {cli}")
     for p in d["points"]:
