@@ -122,8 +122,9 @@ def main() -> None:
     error = ""
     begin = time.time()
     try:
-        result = create(session, request, CreateOptions(on_event=lambda e: events.append((time.time(), e.name, e.state))))
-    except Exception as exc:  # noqa: BLE001 - reported, the benchmark counts it as a surfaced error
+        result = create(session, request,
+                        CreateOptions(on_event=lambda e: events.append((time.time(), e.name, e.state))))
+    except Exception as exc:  # reported, the benchmark counts it as a surfaced error
         result, error = {}, f"{type(exc).__name__}: {getattr(exc, 'code', '')} {exc}"
     end = time.time()
     azure.stop()
@@ -148,13 +149,14 @@ def main() -> None:
         "ready": ready,
         "begin": begin,
         "end": end,
-        "phases": {"before_first_write": first_write - begin, "waves": last_done - first_write, "after": end - last_done},
+        "phases": {"before_first_write": first_write - begin, "waves": last_done - first_write,
+                   "after": end - last_done},
         "error": error,
         "states": states,
         "requests": {"total": len(azure.requests), **kinds},
         "minimum": {"total": sum(minimum.values()), **minimum, "cadence_polls_per_operation": per_op},
         "waits": waits,
-        "injected": [{**f, "fired": fault.fired} for f, fault in zip(FAULTS, faults)],
+        "injected": [{**f, "fired": fault.fired} for f, fault in zip(FAULTS, faults, strict=True)],
         "peak_rss_mb": _peak_rss_mb(),
     }, sys.stdout)
 

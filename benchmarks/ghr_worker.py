@@ -2,11 +2,12 @@
 run by hand).
 
 It creates --nodes ND96isr_H100_v5 with `create(CreateOptions(gate=GateOptions(replace_unhealthy=True),
-report=ReportOptions(report_to_azure=True)))` (what `provision create --check --replace-unhealthy --report-to-azure --yes`
-calls) against azgpu.testing.FakeAzure in virtual time, with --faulty instances coming up missing a
-GPU: Azure's cadence without anyone waiting (insights read every 30 s, the fake's terminal insight two
-minutes after the report). It counts the requests to Microsoft.Impact and Microsoft.Authorization, runs
-the same create again (which must file nothing), and prints one JSON object.
+report=ReportOptions(report_to_azure=True)))` (what `provision create --check --replace-unhealthy
+--report-to-azure --yes` calls) against azgpu.testing.FakeAzure in virtual time, with --faulty instances
+coming up missing a GPU: Azure's cadence without anyone waiting (insights read every 30 s, the fake's
+terminal insight two minutes after the report). It counts the requests to Microsoft.Impact and
+Microsoft.Authorization, runs the same create again (which must file nothing), and prints one JSON
+object.
 """
 
 from __future__ import annotations

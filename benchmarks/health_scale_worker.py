@@ -26,8 +26,8 @@ import threading
 import time
 
 import azgpu
-from azgpu.deploy import health_gate as health
 from azgpu.deploy import CheckOptions, create
+from azgpu.deploy import health_gate as health
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 
@@ -96,7 +96,8 @@ def main() -> None:
                                                                       children0.children_system)
     path = critical_path(args.nodes)
     json.dump({
-        "nodes": args.nodes, "parallel": args.parallel, "reuse": not args.no_reuse, "deploy_seconds": round(deploy_seconds, 1),
+        "nodes": args.nodes, "parallel": args.parallel, "reuse": not args.no_reuse,
+        "deploy_seconds": round(deploy_seconds, 1),
         "check_seconds": round(wall, 1), "first_answer_seconds": round(first_answer[0], 2) if first_answer else None,
         "critical_path_seconds": round(path, 1), "ratio_to_critical_path": round(wall / path, 2),
         "passed": sum(1 for n in report if n.passed), "requests": requests,

@@ -1,11 +1,12 @@
 """The health gate in simulation, in its own process, for benchmarks/run.py (not meant to be run by hand).
 
-It creates a cluster of --nodes ND96asr_v4 with `create(CreateOptions(gate=GateOptions(check=True, replace_unhealthy=True)))` (what
-`provision create --check --replace-unhealthy` calls) through the real Azure SDK against
-azgpu.testing.FakeAzure in real time, every long-running operation --latency seconds, with --faulty
-instances coming up unhealthy (a GPU missing, an InfiniBand port down, alternately). Every Run Command
-runs azgpu's real node script in a sandbox, as `--simulate` does. Then it checks the healthy cluster
-once more, alone, for the requests one `provision check` sends per node. It prints one JSON object.
+It creates a cluster of --nodes ND96asr_v4 with `create(CreateOptions(gate=GateOptions(check=True,
+replace_unhealthy=True)))` (what `provision create --check --replace-unhealthy` calls) through the real
+Azure SDK against azgpu.testing.FakeAzure in real time, every long-running operation --latency seconds,
+with --faulty instances coming up unhealthy (a GPU missing, an InfiniBand port down, alternately). Every
+Run Command runs azgpu's real node script in a sandbox, as `--simulate` does. Then it checks the healthy
+cluster once more, alone, for the requests one `provision check` sends per node. It prints one JSON
+object.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import sys
 import time
 
 import azgpu
-from azgpu.deploy import health_gate as health
 from azgpu.deploy import CreateOptions, GateOptions, create
+from azgpu.deploy import health_gate as health
 from azgpu.deploy.session import Session
 from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeAzure, FakeCredential
 
@@ -81,7 +82,8 @@ def main() -> None:
             marks["gate"], marks["gate_index"] = time.time(), len(azure.requests)
 
     begin = time.time()
-    result = create(session, request, CreateOptions(gate=GateOptions(check=True, replace_unhealthy=True), on_notice=notice))
+    result = create(session, request,
+                    CreateOptions(gate=GateOptions(check=True, replace_unhealthy=True), on_notice=notice))
     end = time.time()
     gate = azure.requests[marks["gate_index"]:]
     before = len(azure.requests)

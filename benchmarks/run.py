@@ -104,7 +104,7 @@ def child_env(tmp: Path) -> dict[str, str]:
 
 def wall(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {done.returncode}: {done.stderr[-2000:]}")
@@ -307,7 +307,8 @@ def health_gate(runs: int, latency: float, env, tmp: Path, nodes: int = 16, faul
             "time_ratio": data["gate_seconds"] / critical, "requests": data["requests"]["gate"],
             "minimum_requests": minimum, "request_ratio": data["requests"]["gate"]["total"] / minimum,
             "check_requests_per_node": (check["run_command_post"] + check["poll"] + check["action_final_get"]) / nodes,
-            "check_fixed_requests": check["total"] - check["run_command_post"] - check["poll"] - check["action_final_get"],
+            "check_fixed_requests": (check["total"] - check["run_command_post"] - check["poll"]
+                                     - check["action_final_get"]),
             "check_seconds": data["check"]["seconds"]}
 
 
@@ -374,7 +375,8 @@ def report(r: dict) -> str:
                   "   nodes   scale sets  resources   time ms   main.json      of 4 MB   of 800"]
         for p in g["points"]:
             lines.append(f"   {p['nodes']:>6}  {p['scale_sets']:>10}  {p['resources']:>9}  {p['seconds'] * 1e3:8.1f}  "
-                         f"{p['template_bytes']:>9,} B  {p['template_share_of_limit']:8.1%}  {p['resource_share_of_limit']:6.1%}")
+                         f"{p['template_bytes']:>9,} B  {p['template_share_of_limit']:8.1%}  "
+                         f"{p['resource_share_of_limit']:6.1%}")
         lines.append(f"   time(10,000) / time(8) = {g['ratio']:.2f}   {verdict(g['ratio'], 1.5)}")
     d = r.get("deploy")
     if d:
@@ -386,20 +388,24 @@ def report(r: dict) -> str:
     h = r.get("health")
     if h:
         req = h["requests"]
-        lines += ["", f"6. Health gate: create --check --replace-unhealthy, {h['nodes']} x ND96asr_v4, {h['faulty']} unhealthy, "
-                      f"every operation {h['latency']:g} s (median of {h['runs']})",
-                  f"   healthy at the end of every run: {h['healthy_every_run']}; rounds {h['rounds']}, replaced {h['replaced']}",
+        lines += ["",
+                  "6. Health gate: create --check --replace-unhealthy, "
+                      f"{h['nodes']} x ND96asr_v4, {h['faulty']} unhealthy, every "
+                      f"operation {h['latency']:g} s (median of {h['runs']})",
+                  f"   healthy at the end of every run: {h['healthy_every_run']}; "
+                  f"rounds {h['rounds']}, replaced {h['replaced']}",
                   f"   gate wall {h['gate_seconds']:.2f} s / critical path {h['critical_path_seconds']:.1f} s = "
                   f"{h['time_ratio']:.2f} (every Run Command runs the real node script in a sandbox)",
                   f"   gate requests {req['total']} / minimum {h['minimum_requests']} = {h['request_ratio']:.2f}: "
                   f"{req.get('run_command_post', 0)} Run Commands, {req.get('poll', 0)} polls, "
                   f"{req.get('action_final_get', 0)} final GETs, {req.get('delete_instances', 0)} delete, "
                   f"{req.get('scale_out', 0)} scale-out",
-                  f"   provision check: {h['check_requests_per_node']:.2f} requests per node + {h['check_fixed_requests']} "
-                  f"per check; {h['check_seconds']:.2f} s for {h['nodes']} nodes"]
+                  f"   provision check: {h['check_requests_per_node']:.2f} requests per node + "
+                  f"{h['check_fixed_requests']} per check; {h['check_seconds']:.2f} s for {h['nodes']} nodes"]
     g = r.get("ghr")
     if g:
-        lines += ["", "7. Guest Health Reporting in the gate: 16 x ND96isr_H100_v5, nodes missing a GPU, virtual time at "
+        lines += ["",
+                  "7. Guest Health Reporting in the gate: 16 x ND96isr_H100_v5, nodes missing a GPU, virtual time at "
                       "Azure's cadence (insights read every 30 s)"]
         for faulty, x in g.items():
             p = x["per_bad_node"]
@@ -441,25 +447,28 @@ def deploy_report(d: dict) -> list[str]:
     for p in d["points"]:
         req = p["requests"]
         lro = req["put"] + req["poll"] + req["final_get"]
-        lines.append(f"   {p['case']:<12} {p['wall_seconds']:7.2f}  {p['critical_path_seconds']:10.2f}  {p['time_ratio']:5.3f}  "
-                     f"{req['total']:>9}  {p['minimum']['total']:>7}  {p['request_ratio']:5.2f}  ({lro:>17}"
-                     f"  {p['azgpu_reads']:>11}  {req['failed_attempt']:>6})  {p['peak_rss_mb']:7.1f}")
+        lines.append(f"   {p['case']:<12} {p['wall_seconds']:7.2f}  {p['critical_path_seconds']:10.2f}  "
+                     f"{p['time_ratio']:5.3f}  {req['total']:>9}  {p['minimum']['total']:>7}  "
+                     f"{p['request_ratio']:5.2f}  ({lro:>17}  {p['azgpu_reads']:>11}  {req['failed_attempt']:>6})  "
+                     f"{p['peak_rss_mb']:7.1f}")
     clean = [p for p in d["points"] if not p["faults"]]
-    times = ", ".join("%d nodes %.3f" % (p["nodes"], p["time_ratio"]) for p in clean)
-    ratios = ", ".join("%d nodes %.2f" % (p["nodes"], p["request_ratio"]) for p in clean)
+    times = ", ".join(f"{p['nodes']} nodes {p['time_ratio']:.3f}" for p in clean)
+    ratios = ", ".join(f"{p['nodes']} nodes {p['request_ratio']:.2f}" for p in clean)
     lines.append(f"   wall / critical path: {times}   target <= 1.15: "
                  f"{verdict(max(p['time_ratio'] for p in clean), TARGETS['deploy_time'])}")
     lines.append(f"   requests / minimum:   {ratios}   target <= 1.2: "
                  f"{verdict(max(p['request_ratio'] for p in clean), TARGETS['deploy_requests'])}")
     for p in clean:
         req, mn = p["requests"], p["minimum"]
-        lines.append(f"     {p['nodes']} nodes: minimum {mn['put']} PUT + {mn['poll']} polls + {mn['final_get']} final GETs; "
-                     f"sent {req['put']} PUT + {req['poll']} polls + {req['final_get']} final GETs "
-                     f"(+{p['sdk_extra_polls']}: the SDK poller checks status once right after each PUT)")
+        lines.append(f"     {p['nodes']} nodes: minimum {mn['put']} PUT + "
+                     f"{mn['poll']} polls + {mn['final_get']} final GETs; sent {req['put']} PUT + {req['poll']} polls "
+                     f"+ {req['final_get']} final GETs (+{p['sdk_extra_polls']}: the SDK poller checks status once "
+                     "right after each PUT)")
         lines.append(f"       + azgpu's own reads: {req['preflight']} preflight, {req['group_check']} group check, "
                      f"{req['group_listing']} resource-group listing, {req['existence_get']} existence GETs; "
                      f"before the first write {p['phases']['before_first_write']:.2f} s")
-    cli = ", ".join("%d nodes %.2f s, ratio %.3f" % (c["nodes"], c["wall_seconds"], c["time_ratio"]) for c in d.get("cli", []))
+    cli = ", ".join(f"{c['nodes']} nodes {c['wall_seconds']:.2f} s, ratio {c['time_ratio']:.3f}"
+                    for c in d.get("cli", []))
     if cli:
         lines.append(f"   the same through `provision create --simulate` (state kept in a file): {cli}")
     for p in d["points"]:

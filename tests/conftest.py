@@ -11,14 +11,13 @@ Helpers are fixtures, not module imports: two conftest.py files share the module
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import importlib
 
 import pytest
 
@@ -41,7 +40,8 @@ def clear_caches() -> None:
     """Forget every cached profile, catalog and template environment (after patching data paths)."""
     from azgpu.render import bicep
 
-    for fn in (resources.data_dir, profiles.load_profile, sources.sources, sources.seeds, images.catalog, images._by_urn,
+    for fn in (resources.data_dir, profiles.load_profile, sources.sources, sources.seeds, images.catalog,
+               images._by_urn,
                validate_module.regions, bicep._environment):
         fn.cache_clear()
 

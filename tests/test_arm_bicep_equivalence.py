@@ -38,7 +38,8 @@ PROFILES = sorted(p.name for p in GOLDEN.iterdir() if (p / "cluster.toml").is_fi
 # ------------------------------------------------------------------------------ ARM side
 
 
-TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[(),.\[\]]))")
+TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+                   r"|(?P<punct>[(),.\[\]]))")
 
 
 def arm_expression(text: str) -> Any:
@@ -311,7 +312,7 @@ def pycep_readable(text: str) -> str:
     """The same Bicep, spelled so that pycep lexes it: its string token lets an escaped backslash
     before the closing quote ('\\\\') escape the quote, and reads '\\${' as the start of an
     interpolation; \\u{5C} and \\u{24} are the same characters in Bicep and lex right."""
-    return re.sub(r"\\([\\$])", lambda m: "\\u{%X}" % ord(m.group(1)), text)
+    return re.sub(r"\\([\\$])", lambda m: "\\u{" + format(ord(m.group(1)), "X") + "}", text)
 
 
 def bicep_model(text: str) -> dict:
@@ -380,7 +381,8 @@ def rendered(tmp_path_factory) -> dict[str, tuple[dict, str]]:
     out = {}
     for profile in PROFILES:
         folder = tmp_path_factory.mktemp(profile)
-        assert main(["render", "-f", str(GOLDEN / profile / "cluster.toml"), "--out-dir", str(folder), "-o", "none"]) == 0
+        assert main(["render", "-f", str(GOLDEN / profile / "cluster.toml"), "--out-dir", str(folder), "-o",
+                     "none"]) == 0
         out[profile] = (json.loads((folder / "main.json").read_text()), (folder / "main.bicep").read_text())
     return out
 
@@ -424,7 +426,8 @@ def test_same_outputs(models, profile):
 
 
 IDENTITY = "/subscriptions/s/resourceGroups/id-rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/reader"
-GALLERY_VERSION = "/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/hpc/images/gb/versions/1.2.0"
+GALLERY_VERSION = ("/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/hpc/images/gb"
+                   "/versions/1.2.0")
 PPG_ID = "/subscriptions/s/resourceGroups/net/providers/Microsoft.Compute/proximityPlacementGroups/storage-ppg"
 
 VARIANTS = {
@@ -438,13 +441,15 @@ VARIANTS = {
     "plain image on nd-a100-v4": dict(profile="nd-a100-v4", image="ubuntu-2204-gen2", ephemeral_os_disk=True),
     "marketplace image with a purchase plan": dict(profile="nd-a100-v4", image="almalinux-hpc-8-10"),
     "every custom option": dict(
-        profile="nd-h100-v5", nodes=150, image="ubuntu-2204-gen2", custom_data="#cloud-config\nruncmd:\n  - [echo, 'it''s']\n",
+        profile="nd-h100-v5", nodes=150, image="ubuntu-2204-gen2",
+        custom_data="#cloud-config\nruncmd:\n  - [echo, 'it''s']\n",
         assign_identity=True, identity=[IDENTITY], ppg="train-ppg", spot=True, eviction_policy="Deallocate",
         boot_diagnostics=False, zone="1"),
     "gallery image, existing placement group": dict(
         profile="nd-gb300-v6", nodes=36, image=GALLERY_VERSION, identity=[IDENTITY], ppg=PPG_ID),
     "community gallery image": dict(profile="nd-a100-v4", image="/CommunityGalleries/pub-123/Images/hpc"),
-    "managed image": dict(profile="nd-a100-v4", image="/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/images/hpc"),
+    "managed image": dict(profile="nd-a100-v4",
+                          image="/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/images/hpc"),
     "zonal NAT gateway and per-node Standard public IPs": dict(profile="ng", zone="2", public_ip=True,
                                                              ssh_source="203.0.113.7/32"),
     "no outbound: private subnet, no NAT gateway": dict(profile="nd-h100-v5", outbound=False),

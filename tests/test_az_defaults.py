@@ -33,7 +33,8 @@ def test_the_home_config_without_azure_config_dir(monkeypatch):
     (Path.home() / ".azure").mkdir()
     (Path.home() / ".azure" / "config").write_text("[defaults]\ngroup = home-rg\n")
     assert azdefaults.defaults() == {"resource_group": ("home-rg", f"the az CLI's defaults "
-                                                                    f"({Path.home() / '.azure' / 'config'} [defaults] group)")}
+                                                                    f"({Path.home() / '.azure' / 'config'} "
+                                                                    "[defaults] group)")}
 
 
 def test_the_environment_wins_over_the_file(az_config, monkeypatch):

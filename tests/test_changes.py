@@ -66,7 +66,8 @@ def test_tags_azure_has_beyond_the_plan_show_only_when_a_put_goes_out():
     live = {"tags": {"team": "a", "owner": "ops"}, "sku": {"capacity": 2}}
     assert compare({"tags": {"team": "a"}, "sku": {"capacity": 2}}, live) == []
     delta = compare({"tags": {"team": "a"}, "sku": {"capacity": 3}}, live)
-    assert [(d.path, d.change, d.before) for d in delta] == [("sku.capacity", "Modify", 2), ("tags.owner", "Delete", "ops")]
+    assert [(d.path, d.change, d.before) for d in delta] == [("sku.capacity", "Modify", 2),
+                                                             ("tags.owner", "Delete", "ops")]
 
 
 def what_if(*changes: ResourceChange) -> WhatIf:

@@ -64,7 +64,8 @@ def test_unknown_profile_message_names_it(run, tmp_path, ssh_key):
 
 
 def test_unknown_size_without_profile_suggests_the_nearest(run, tmp_path, ssh_key):
-    rc, out, err = run("render", "--size", "ND40rs_v3", "-n", "demo", "--ssh-key", ssh_key, "--out-dir", tmp_path / "out")
+    rc, out, err = run("render", "--size", "ND40rs_v3", "-n", "demo", "--ssh-key", ssh_key, "--out-dir",
+                       tmp_path / "out")
     assert_one_error(rc, out, err, "UNKNOWN_SIZE", "did you mean 'ND40rs_v2'?")
 
 
@@ -159,7 +160,8 @@ def test_every_error_is_reported_at_once(run, tmp_path, ssh_key):
     rc, out, err = run(*render_args(tmp_path, ssh_key, "--nodes", "0", "-l", "mars", "--vnet-address-prefix", "foo"))
     assert rc == 2
     errors = [line for line in err.splitlines() if line.startswith("ERROR: ")]
-    assert [e.split("]")[0] for e in errors] == ["ERROR: [INVALID_NODES", "ERROR: [INVALID_LOCATION", "ERROR: [INVALID_CIDR"]
+    assert [e.split("]")[0] for e in errors] == ["ERROR: [INVALID_NODES", "ERROR: [INVALID_LOCATION",
+                                                 "ERROR: [INVALID_CIDR"]
     assert err.count("  remedy: ") >= 3
     assert not (tmp_path / "out").exists()
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-KEY = Path(__file__).resolve().parents[1] / "examples" / "demo_key.pub"
-
 from azgpu.cli import COMMANDS, LazyGroup
+
+KEY = Path(__file__).resolve().parents[1] / "examples" / "demo_key.pub"
 
 
 def test_the_table_names_every_command_the_modules_register():

@@ -13,7 +13,8 @@ from azgpu import cloud_init
 from azgpu.render.arm import render_arm, render_arm_parameters
 from azgpu.render.bicep import render_bicep, render_bicepparam
 
-CLOUD_CONFIG = "#cloud-config\nruncmd:\n  - [mount, /lustre]\nwrite_files:\n  - path: /etc/secret\n    content: s3cr3t-token\n"
+CLOUD_CONFIG = ("#cloud-config\nruncmd:\n  - [mount, /lustre]\n"
+                "write_files:\n  - path: /etc/secret\n    content: s3cr3t-token\n")
 SCRIPT = "#!/bin/bash\necho ready > /var/tmp/ready\n"
 
 
@@ -117,7 +118,8 @@ def test_the_template_carries_a_secure_parameter_never_the_data(az):
     assert template["parameters"]["customData"]["type"] == "securestring"
     assert "@secure()\nparam customData string" in bicep
     vmss = next(r for r in template["resources"] if r["type"].endswith("virtualMachineScaleSets"))
-    assert vmss["properties"]["virtualMachineProfile"]["osProfile"]["customData"] == "[base64(parameters('customData'))]"
+    os_profile = vmss["properties"]["virtualMachineProfile"]["osProfile"]
+    assert os_profile["customData"] == "[base64(parameters('customData'))]"
     assert "customData: base64(customData)" in bicep
     for text in (json.dumps(template), bicep):
         assert "s3cr3t-token" not in text
@@ -145,6 +147,7 @@ def test_without_custom_data_the_ofed_install_stays_inline(az):
 
 @pytest.mark.parametrize("first,kind", [("#cloud-config", "cloud-config"), ("#!/bin/sh", "x-shellscript"),
                                         ("#cloud-boothook", "cloud-boothook"), ("#include", "x-include-url"),
-                                        ("## template: jinja", "jinja2"), ("#cloud-config-archive", "cloud-config-archive")])
+                                        ("## template: jinja", "jinja2"),
+                                        ("#cloud-config-archive", "cloud-config-archive")])
 def test_cloud_init_headers_name_their_part_type(first, kind):
     assert cloud_init.subtype(first + "\nrest") == kind

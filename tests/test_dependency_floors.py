@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-REQUIREMENT = re.compile(r"^([A-Za-z0-9_.\-]+)\s*>=\s*([0-9][0-9.]*)$")
+# name>=VERSION (a floor), or name==VERSION for a tool pinned exactly (ruff: its rules change between releases),
+# whose floor is that version.
+REQUIREMENT = re.compile(r"^([A-Za-z0-9_.\-]+)\s*(?:>=|==)\s*([0-9][0-9.]*)$")
 # Floors whose exact version was never published: the lowest release they allow is pinned instead.
 UNPUBLISHED = {"build": "1.2.1"}  # build 1.2.0 does not exist on PyPI
 
@@ -24,7 +26,7 @@ def _floors() -> dict[str, str]:
     out = {}
     for requirement in [*project["dependencies"], *project["optional-dependencies"]["test"]]:
         match = REQUIREMENT.match(requirement.strip())
-        assert match, f"{requirement!r}: give every dependency a floor, as name>=VERSION"
+        assert match, f"{requirement!r}: give every dependency a floor, as name>=VERSION (or an exact name==VERSION)"
         out[_norm(match.group(1))] = match.group(2)
     return out
 
@@ -52,7 +54,8 @@ def test_every_floor_is_pinned_exactly(name, floor):
         return
     pin, low = _release(pins[name]), _release(floor)
     width = max(len(pin), len(low))
-    assert pin + (0,) * (width - len(pin)) == low + (0,) * (width - len(low)), f"{name}: pinned {pins[name]}, floor {floor}"
+    padded = pin + (0,) * (width - len(pin)), low + (0,) * (width - len(low))
+    assert padded[0] == padded[1], f"{name}: pinned {pins[name]}, floor {floor}"
 
 
 def test_nothing_is_pinned_that_pyproject_does_not_ask_for():

@@ -12,13 +12,16 @@ from pathlib import Path
 import pytest
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg azgpu-test"
-PRIVATE = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
-           "QyNTUxOQAAACDSECRETSECRETSECRETSECRETSECRETSECRETSECRETAAAA\n-----END OPENSSH PRIVATE KEY-----\n")
+PRIVATE = ("-----BEGIN OPENSSH PRIVATE KEY-----\n"
+           "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+           "QyNTUxOQAAACDSECRETSECRETSECRETSECRETSECRETSECRETSECRETAAAA\n"
+           "-----END OPENSSH PRIVATE KEY-----\n")
 SECRET = "SECRETSECRET"  # a piece of the private key above that must never be printed
 
 RENDER = ["render", "--profile", "nd-a100-v4", "-n", "demo", "-l", "eastus", "--ssh-key", KEY, "--out-dir", "{out}"]
 SIM = ["--simulate", "--simulate-latency", "0", "--simulate-state", "{state}"]
-CREATE = ["create", "--profile", "ndv2", "-n", "demo", "-g", "rg", "-l", "eastus", "--nodes", "1", "--ssh-key", KEY, *SIM]
+CREATE = ["create", "--profile", "ndv2", "-n", "demo", "-g", "rg", "-l", "eastus", "--nodes", "1", "--ssh-key", KEY,
+          *SIM]
 CLUSTER = ["-n", "demo", "-g", "rg", *SIM]
 
 
@@ -34,7 +37,8 @@ def files(tmp: Path) -> dict[str, str]:
     write("latin1.pub", "ssh-ed25519 AAAA caf\xe9".encode("latin-1"))
     write("big.pub", b"ssh-ed25519 " + b"A" * (70 * 1024))
     write("id_ed25519", PRIVATE.encode())
-    write("putty.ppk", b"PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 1\nAAAA" + SECRET.encode())
+    write("putty.ppk",
+          b"PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 1\nAAAA" + SECRET.encode())
     write("control.pub", (KEY + " \x1b[2J").encode())
     write("empty.pub", b"")
     write("tags5.toml", b'profile = "ndv2"\ntags = 5\n')
@@ -110,7 +114,8 @@ CORPUS = {
     "group with a slash on wait": (["wait", *CLUSTER, "-g", "bad/rg"], 2, "INVALID_RESOURCE_GROUP"),
     "group with a slash on destroy": (["destroy", *CLUSTER, "-g", "../rg", "--yes"], 2, "INVALID_RESOURCE_GROUP"),
     "name with a path on status": (["status", *CLUSTER, "-n", "../other"], 2, "INVALID_NAME"),
-    "subnet ID with a quote": ([*RENDER, "--subnet-id", "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Network/"
+    "subnet ID with a quote": ([*RENDER, "--subnet-id",
+                                "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Network/"
                                 "virtualNetworks/v'/subnets/s"], 2, "INVALID_SUBNET_ID"),
     "subnet ID with a space": ([*RENDER, "--subnet-id", "/subscriptions/0/resourceGroups/my rg/providers/"
                                 "Microsoft.Network/virtualNetworks/v/subnets/s"], 2, "INVALID_SUBNET_ID"),
@@ -276,7 +281,8 @@ def test_text_keys_of_other_types_are_findings_not_coercions(az, value):
 def test_every_bad_zone_and_location_is_reported_with_the_request_errors(run, tmp_path):
     rc, _, err = run("create", "--profile", "ndv2", "-n", "demo", "-g", "rg", "-l", "eastus", "--nodes", "0",
                      "--ssh-key", KEY, "--zones", "7", "x", "--fallback-locations", "mars", "westus2",
-                     "--timeout", "-1", "--simulate", "--simulate-latency", "0", "--simulate-state", tmp_path / "s.json")
+                     "--timeout", "-1", "--simulate", "--simulate-latency", "0", "--simulate-state",
+                     tmp_path / "s.json")
     assert rc == 2
     codes = [line.split("]")[0][8:] for line in err.splitlines() if line.startswith("ERROR: ")]
     assert codes == ["INVALID_NODES", "INVALID_ZONES", "INVALID_ZONES", "INVALID_FALLBACK_LOCATIONS", "INVALID_TIMEOUT"]
@@ -312,7 +318,8 @@ def test_messages_show_a_newline_in_a_value_escaped_on_one_line(run):
 
 
 def render_to(run, out_dir, *extra):
-    return run("render", "--profile", "ndv2", "-n", "demo", "--ssh-key", KEY, "--out-dir", out_dir, "-o", "none", *extra)
+    return run("render", "--profile", "ndv2", "-n", "demo", "--ssh-key", KEY, "--out-dir", out_dir, "-o", "none",
+               *extra)
 
 
 def test_symlinked_target_is_replaced_not_followed(run, tmp_path):
@@ -385,7 +392,8 @@ FLAGS = ["--profile", "--size", "--nodes", "-l", "-g", "-n", "--image", "--admin
          "--os-disk-size-gb", "--data-disks", "--max-price", "--zone", "--vnet-address-prefix", "--subnet-id",
          "--ssh-source", "--security-type", "--max-ib-domain", "--tag", "-f", "--query", "-o", "--format", "--timeout",
          "--zones", "--fallback-locations", "--simulate-latency", "--subscription"]
-COMMANDS = [["validate"], ["plan"], ["render", "--out-dir", "out"], ["create", *SIM], ["status", *SIM], ["outputs", *SIM],
+COMMANDS = [["validate"], ["plan"], ["render", "--out-dir", "out"], ["create", *SIM], ["status", *SIM],
+            ["outputs", *SIM],
             ["destroy", "--yes", *SIM], ["wait", *SIM], ["profiles", "show"], ["images", "list"]]
 
 
@@ -396,7 +404,8 @@ COMMANDS = [["validate"], ["plan"], ["render", "--out-dir", "out"], ["create", *
 def test_no_argument_list_gives_a_traceback(run, tmp_path, command, base, pairs):
     argv = [a.replace("{state}", str(tmp_path / "state.json")) for a in command]
     if base:
-        argv += ["--profile", "ndv2", "-n", "demo", "-g", "rg", "-l", "eastus", "--ssh-key", KEY, "--simulate-latency", "0"]
+        argv += ["--profile", "ndv2", "-n", "demo", "-g", "rg", "-l", "eastus", "--ssh-key", KEY, "--simulate-latency",
+                 "0"]
     argv += [a for pair in pairs for a in pair]
     rc, out, err = run(*argv)  # an exception out of main() fails the test with its traceback
     assert rc in (0, 1, 2, 3), (rc, err)

@@ -81,7 +81,8 @@ def test_a_name_with_hostlist_syntax_is_refused():
         compress(["node[1]"])
 
 
-@pytest.mark.skipif(not shutil.which("scontrol"), reason="Slurm's scontrol is not installed (apt-get install slurm-client)")
+@pytest.mark.skipif(not shutil.which("scontrol"),
+                    reason="Slurm's scontrol is not installed (apt-get install slurm-client)")
 def test_slurm_itself_expands_the_expression_to_the_same_names(tmp_path):
     conf = tmp_path / "slurm.conf"  # scontrol reads a configuration before it expands anything
     conf.write_text("ClusterName=check\nSlurmctldHost=localhost\nNodeName=dummy CPUs=1\nPartitionName=p Nodes=dummy\n")

@@ -40,7 +40,8 @@ def test_plan_table_has_readable_headers_and_no_empty_rows(run):
     assert {"GPUs", "vCPUs", "IB domain", "Quota family"} <= heads
     assert not {"Gpus", "Vcpus", "Ib Domain"} & heads
     # Findings and notes show only when there are some (a plan with a NAT gateway has a note on it).
-    assert all(len(line.split(None, 1)) == 2 for line in out.splitlines() if line.split("  ")[0] in ("Notes", "Findings"))
+    assert all(len(line.split(None, 1)) == 2
+               for line in out.splitlines() if line.split("  ")[0] in ("Notes", "Findings"))
 
 
 def test_images_list_table_is_a_table(run):

@@ -287,8 +287,9 @@ def test_ephemeral_placement_follows_the_spec_when_preflight_chose_one(az):
 def test_teardown_goes_scale_sets_then_network_then_nat_gateway_then_its_public_ip():
     from azgpu import resource_types as rt
 
-    order = [rt.of(t).teardown for t in ("Microsoft.Compute/virtualMachineScaleSets", "Microsoft.Network/virtualNetworks",
-                                         "Microsoft.Network/natGateways", "Microsoft.Network/publicIPAddresses")]
+    order = [rt.of(t).teardown
+             for t in ("Microsoft.Compute/virtualMachineScaleSets", "Microsoft.Network/virtualNetworks",
+                       "Microsoft.Network/natGateways", "Microsoft.Network/publicIPAddresses")]
     assert order == sorted(order) and len(set(order)) == 4
     assert rt.of("microsoft.network/natgateways") is rt.NAT_GATEWAY
 

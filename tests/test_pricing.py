@@ -92,7 +92,8 @@ def test_the_query_filters_size_region_and_price_type(api):
     query = requests.utils.urlparse(call.request.url).query
     params = dict(p.split("=", 1) for p in requests.utils.unquote(query).split("&"))
     assert params["$filter"].replace("+", " ") == ("serviceName eq 'Virtual Machines' and armRegionName eq 'eastus' "
-                                                    "and armSkuName eq 'Standard_ND96asr_v4' and priceType eq 'Consumption'")
+                                                    "and armSkuName eq 'Standard_ND96asr_v4' "
+                                                    "and priceType eq 'Consumption'")
     assert params["currencyCode"] == "'EUR'" and params["api-version"] == pricing.API_VERSION
 
 

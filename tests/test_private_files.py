@@ -30,7 +30,8 @@ def test_render_writes_the_parameter_files_0600(run, tmp_path, ssh_key, umask_02
     assert mode(out_dir / "main.json") == 0o644 and mode(out_dir / "main.bicep") == 0o644
 
 
-@pytest.mark.parametrize("command", [["list"], ["status", "-n", "c1", "-g", "rg1"], ["destroy", "-n", "c1", "-g", "rg1", "--yes"]])
+@pytest.mark.parametrize("command",
+                         [["list"], ["status", "-n", "c1", "-g", "rg1"], ["destroy", "-n", "c1", "-g", "rg1", "--yes"]])
 def test_a_subscription_that_is_not_a_guid_is_refused_under_simulate_too(run, tmp_path, command):
     state = tmp_path / "state.json"
     rc, out, err = run(*command, "--simulate", "--simulate-state", state, "--subscription", "my-sub/../x")

@@ -164,7 +164,8 @@ def show(run, profile_id: str) -> dict:
 
 def test_profiles_show_lists_the_sizes(run):
     detail = show(run, "nd")
-    assert [s["name"] for s in detail["sizes"]] == ["Standard_ND6s", "Standard_ND12s", "Standard_ND24s", "Standard_ND24rs"]
+    assert [s["name"] for s in detail["sizes"]] == ["Standard_ND6s", "Standard_ND12s", "Standard_ND24s",
+                                                    "Standard_ND24rs"]
     assert detail["sizes"][0]["aliases"] == ["ND6"]
     assert detail["sizes"][0]["gpu_model"] == "NVIDIA Tesla P40"
 
@@ -221,11 +222,14 @@ BROKEN = {
                            'ephemeral_os_disk = { value = true, source = "D-nowhere" }', ["ndv2.toml", "D-nowhere"]),
     "wrong type": ("ndv2.toml", "vcpus = 40", 'vcpus = "forty"', ["ndv2.toml", "vcpus"]),
     "wrong capability type": ("ndv2.toml", 'ephemeral_os_disk = { value = true, source = "D-ndv2" }',
-                              'ephemeral_os_disk = { value = "yes", source = "D-ndv2" }', ["ndv2.toml", "ephemeral_os_disk"]),
+                              'ephemeral_os_disk = { value = "yes", source = "D-ndv2" }',
+                              ["ndv2.toml", "ephemeral_os_disk"]),
     "unknown rule": ("ndv2.toml", 'rule = "cuda_max"', 'rule = "cuda_maximum"', ["ndv2.toml", "cuda_maximum"]),
-    "unknown rule argument": ("ndv2.toml", "max_major = 12", "max_major = 12\nmin_major = 1", ["ndv2.toml", "min_major"]),
+    "unknown rule argument": ("ndv2.toml", "max_major = 12", "max_major = 12\nmin_major = 1",
+                              ["ndv2.toml", "min_major"]),
     "missing size key": ("ndv2.toml", "max_nics = 8\n", "", ["ndv2.toml", "max_nics"]),
-    "default size not a size": ("ndv2.toml", 'default_size = "Standard_ND40rs_v2"', 'default_size = "Standard_ND41rs_v2"',
+    "default size not a size": ("ndv2.toml", 'default_size = "Standard_ND40rs_v2"',
+                                'default_size = "Standard_ND41rs_v2"',
                                 ["ndv2.toml", "default_size"]),
     "id does not match the file": ("ndv2.toml", 'id = "ndv2"', 'id = "nd-v2"', ["ndv2.toml", "'id'"]),
     "invalid toml": ("ndv2.toml", 'id = "ndv2"', 'id = "ndv2', ["ndv2.toml", "not valid TOML"]),
@@ -303,7 +307,8 @@ def test_broken_profile_on_the_command_line_is_a_clear_error(profile_copy, run):
 
 
 def test_image_plan_without_its_name_fails(profile_copy):
-    edit(profile_copy / "images.toml", 'product = "almalinux-hpc", name = "8_10-hpc-gen2" }', 'product = "almalinux-hpc" }')
+    edit(profile_copy / "images.toml", 'product = "almalinux-hpc", name = "8_10-hpc-gen2" }',
+         'product = "almalinux-hpc" }')
     with pytest.raises(ProfileError) as info:
         images.catalog()
     assert "'plan' must be a table with publisher, product and name" in str(info.value)
@@ -315,7 +320,8 @@ SEED_FILE_NAME = re.compile(r"\d{3}_[0-9a-f]{16}\.txt")
 
 
 @pytest.mark.parametrize("argv", [["profiles", "list"], ["profiles", "list", "-o", "table"],
-                                  *(["profiles", "show", p, "-o", fmt] for p in PROFILE_IDS for fmt in ("json", "table"))],
+                                  *(["profiles", "show", p, "-o", fmt]
+                                    for p in PROFILE_IDS for fmt in ("json", "table"))],
                          ids=lambda argv: " ".join(argv[1:]))
 def test_profiles_never_show_a_seed_by_its_file_name(run, argv):
     rc, out, err = run(*argv)
@@ -339,7 +345,8 @@ def test_every_cited_seed_has_a_title_and_a_role():
     assert all(entry["title"] and entry["role"] for entry in seeds().values())
 
 
-@pytest.mark.parametrize("argv", [("profiles", "list"), ("profiles", "list", "-o", "table"), ("profiles", "show", "--help"),
+@pytest.mark.parametrize("argv",
+                         [("profiles", "list"), ("profiles", "list", "-o", "table"), ("profiles", "show", "--help"),
                                   *[("profiles", "show", p, "-o", o) for p in PROFILE_IDS for o in ("json", "table")]])
 def test_no_user_is_told_of_seed_documents(run, argv):
     """The documents the project started from are named by what they are, never as "seeds"."""

@@ -31,7 +31,7 @@ def test_optional_arguments_are_keyword_only(name):
 def test_validate_takes_the_command_by_keyword_only(ssh_key):
     request = azgpu.build_request(profile="nd", name="demo", ssh_key=ssh_key)
     with pytest.raises(TypeError):
-        azgpu.validate(request, "render")  # noqa: the point is that this is refused
+        azgpu.validate(request, "render")  # the point is that this is refused
     assert azgpu.validate(request, command="render").command == "render"
 
 

@@ -98,7 +98,8 @@ class Walk:
 
 IDENTITY = "/subscriptions/s/resourceGroups/id-rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/reader"
 REQUESTS = {
-    "every option": dict(profile="nd-h100-v5", nodes=150, image="ubuntu-2204-gen2", custom_data="#!/bin/bash\necho hi\n",
+    "every option": dict(profile="nd-h100-v5", nodes=150, image="ubuntu-2204-gen2",
+                         custom_data="#!/bin/bash\necho hi\n",
                          assign_identity=True, identity=[IDENTITY], ppg="train-ppg", spot=True, max_price=2.5,
                          eviction_policy="Deallocate", public_ip=True, ssh_source="203.0.113.7/32", data_disks=2,
                          ephemeral_os_disk=True, zone="2", boot_diagnostics=False),
@@ -133,7 +134,8 @@ def test_every_property_set_exists_in_the_published_definitions(az, values):
 def test_the_walk_reaches_what_this_task_sets(az):
     walk = _walk(az.plan(**REQUESTS["every option"]))
     assert {"VirtualMachineScaleSetIdentity", "DiagnosticsProfile", "BootDiagnostics", "ProximityPlacementGroup",
-            "ProximityPlacementGroupPropertiesIntent", "ImageReference", "BillingProfile", "VirtualMachinePriorityTypes",
+            "ProximityPlacementGroupPropertiesIntent", "ImageReference", "BillingProfile",
+            "VirtualMachinePriorityTypes",
             "VirtualMachineScaleSetOSProfile"} <= walk.seen
 
 
@@ -163,6 +165,7 @@ def test_enums_outside_the_fragment_hold_values_the_sdk_publishes(az):
         vmss = next(r for r in plan.resources if r.stage == "scale-set")
         assert vmss.body["properties"]["virtualMachineProfile"]["evictionPolicy"] in {
             e.value for e in VirtualMachineEvictionPolicyTypes}
-    for values in ({"assign_identity": True}, {"identity": [IDENTITY]}, {"assign_identity": True, "identity": [IDENTITY]}):
+    for values in ({"assign_identity": True}, {"identity": [IDENTITY]},
+                   {"assign_identity": True, "identity": [IDENTITY]}):
         vmss = next(r for r in az.plan(profile="nd-a100-v4", **values).resources if r.stage == "scale-set")
         assert vmss.body["identity"]["type"] in {e.value for e in ResourceIdentityType}

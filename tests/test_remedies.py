@@ -93,7 +93,7 @@ def test_every_remedy_under_simulate_names_commands_of_the_simulation(code, reme
     shown = for_session(remedy, {"simulate": True})
     from azgpu.cli import COMMANDS
 
-    bare = re.findall(r"'((?:%s) [^']*)'" % "|".join(COMMANDS), shown)
+    bare = re.findall(r"'((?:" + "|".join(COMMANDS) + r") [^']*)'", shown)
     for command in QUOTED.findall(shown) + bare:
         if not command.startswith("az ") and _takes_simulate(command):
             assert "--simulate" in command.split(), f"{code}: {shown}"

@@ -41,7 +41,8 @@ def test_remedies_name_current_images_only(az, profile):
         suggestion = re.search(r"(?:--image|such as|e\.g\.)\s+([\w.:-]+)", remedy)
         if suggestion and suggestion.group(1) in images:
             assert suggestion.group(1) in current, f"{profile}: {code}: {remedy}"
-        assert not LEGACY_WORDS.search(remedy.replace(".1804", "")), f"{profile}: {code} recommends a legacy OS: {remedy}"
+        assert not LEGACY_WORDS.search(remedy.replace(".1804",
+                                                      "")), f"{profile}: {code} recommends a legacy OS: {remedy}"
     assert named_any or profile in ("nd",), f"{profile}: no remedy named an image; the test checked nothing"
 
 

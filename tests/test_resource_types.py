@@ -137,7 +137,8 @@ def test_a_plan_resource_carries_its_row_and_keeps_its_stage_label(az):
 
 
 @pytest.mark.parametrize("values", [dict(), dict(outbound=False), dict(ppg="p1", nodes=5),
-                                    dict(subnet_id="/subscriptions/s/resourceGroups/g" + rt.SUBNET.provider_path("vnet1", "s1"))],
+                                    dict(subnet_id="/subscriptions/s/resourceGroups/g"
+                                         + rt.SUBNET.provider_path("vnet1", "s1"))],
                          ids=["nat-gateway", "no-outbound", "new-ppg", "existing-subnet"])
 def test_the_plan_declares_what_resource_kinds_counts(az, values):
     from azgpu.layout import resource_kinds

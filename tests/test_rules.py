@@ -86,7 +86,8 @@ def test_unknown_urn_is_a_warning_not_an_error(az):
     f = az.only(spec.findings, "IMAGE_UNKNOWN")
     assert f.severity == "warning"
     assert f.remedy == "the deployer's preflight checks it live; or choose a catalog image ('provision images list')"
-    assert spec.image.reference() == {"publisher": "Contoso", "offer": "custom-offer", "sku": "gpu-sku", "version": "1.2.3"}
+    assert spec.image.reference() == {"publisher": "Contoso", "offer": "custom-offer", "sku": "gpu-sku",
+                                      "version": "1.2.3"}
 
 
 def test_catalog_urn_is_known(az):
@@ -308,7 +309,8 @@ def test_trusted_launch_on_h100_warns_undocumented(az):
     assert f.remedy == "azgpu sets secureBootEnabled=false; use --security-type Standard if the deployment fails"
     (vmss,) = az.plan(profile="nd-h100-v5", security_type="TrustedLaunch").scale_sets
     security = vmss.body["properties"]["virtualMachineProfile"]["securityProfile"]
-    assert security == {"securityType": "TrustedLaunch", "uefiSettings": {"secureBootEnabled": False, "vTpmEnabled": True}}
+    assert security == {"securityType": "TrustedLaunch",
+                        "uefiSettings": {"secureBootEnabled": False, "vTpmEnabled": True}}
 
 
 def test_trusted_launch_on_documented_series_has_no_finding(az):
@@ -328,7 +330,8 @@ def test_unknown_security_type_fails(az):
 def test_retired_series_is_an_error_when_it_would_be_deployed(az, command):
     f = az.only(az.errors(command, profile="nd", resource_group="ml-rg"), "SERIES_RETIRED")
     assert "2023-09-06" in f.message
-    assert f.remedy == "choose a current series, e.g. --profile nd-a100-v4 or --profile nd-h100-v5 ('provision profiles list')"
+    assert f.remedy == ("choose a current series, e.g. --profile nd-a100-v4 or --profile nd-h100-v5 "
+                        "('provision profiles list')")
 
 
 def test_retired_series_only_warns_when_rendered(az):
@@ -543,7 +546,8 @@ def test_ephemeral_os_disk_on_size_without_support_fails(az, profile_copy):
 
 
 def test_ephemeral_os_disk_on_size_with_support_passes(az):
-    assert "EPHEMERAL_OS_DISK_UNSUPPORTED" not in az.codes(az.spec(profile="nd-h100-v5", ephemeral_os_disk=True).findings)
+    assert "EPHEMERAL_OS_DISK_UNSUPPORTED" not in az.codes(az.spec(profile="nd-h100-v5",
+                                                                   ephemeral_os_disk=True).findings)
 
 
 def test_legacy_image_warns(az):
@@ -747,7 +751,8 @@ def test_no_outbound_with_subnet_id_is_a_note_that_it_changes_nothing(az):
 def test_nat_gateway_and_public_ip_names_follow_azures_rules():
     from azgpu import naming
 
-    assert naming.check("nat_gateway", "a" * 81) == "NAT gateway name '" + "a" * 81 + "' has 81 characters; Azure allows 1-80"
+    assert naming.check("nat_gateway",
+                        "a" * 81) == "NAT gateway name '" + "a" * 81 + "' has 81 characters; Azure allows 1-80"
     assert "not allowed" in naming.check("public_ip", "ip.")
     assert naming.check("public_ip", naming.Names("a" * 50).nat_public_ip) is None
 

@@ -16,8 +16,14 @@ import yaml
 
 from azgpu import racks
 from azgpu.errors import InputError
-from azgpu.scheduler_files import (mpich_machinefile, openmpi_hostfile, render_files, separator, slurm_files,
-                                   slurm_stream)
+from azgpu.scheduler_files import (
+    mpich_machinefile,
+    openmpi_hostfile,
+    render_files,
+    separator,
+    slurm_files,
+    slurm_stream,
+)
 from azgpu.testing.models.instances import base36
 
 
@@ -118,13 +124,14 @@ def node_address_pairs(text: str) -> list[tuple[str, str]]:
         if "nodename" in line:
             names, addresses = oracle.expand_hostlist(line["nodename"]), oracle.expand_hostlist(line["nodeaddr"])
             assert len(names) == len(addresses), line
-            pairs += zip(names, addresses)
+            pairs += zip(names, addresses, strict=True)
     return pairs
 
 
 def test_nodename_and_nodeaddr_hostlists_pair_every_node_with_its_ip():
     out = cluster((50, 7))  # past instance 35: Azure's base-36 names leave decimal order
-    assert node_address_pairs(slurm_files(out)["slurm.conf.nodes"]) == [(n["hostname"], n["ip"]) for n in every_node(out)]
+    assert node_address_pairs(slurm_files(out)["slurm.conf.nodes"]) == [(n["hostname"], n["ip"])
+                                                                        for n in every_node(out)]
 
 
 def test_node_lines_are_one_per_infiniband_domain():
@@ -225,7 +232,8 @@ def test_racks_make_a_block_topology_with_the_rack_as_base_block():
 
 def test_a_short_rack_is_flagged_for_slurm_before_25_05():
     text = slurm_files(cluster((20,), gpus=4, rack=18))["topology.conf"]
-    assert "# c1-rack001: c1-vmss000, assumed; SHORT: 2 of 18 VMs: blocks smaller than BlockSizes need Slurm 25.05+" in text
+    assert ("# c1-rack001: c1-vmss000, assumed; SHORT: 2 of 18 VMs: blocks smaller than BlockSizes need "
+            "Slurm 25.05+") in text
 
 
 def test_topology_yaml_holds_blocks_by_default_and_the_tree_beside_them():

@@ -64,7 +64,7 @@ class Listener:
         while not self._done.is_set():
             try:
                 conn, addr = self.sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -43,7 +43,8 @@ def seed_user(home: Path) -> tuple[dict[str, str], dict[Path, bytes]]:
     assert done.returncode == 0, done.stderr
     state = Path(env["AZGPU_SIMULATE_STATE"])
     prices = b'{"https://prices.azure.com/api/retail/prices|standard_nd96asr_v4|eastus|USD": {"items": [], "ttl": 1}}'
-    files = {state: state.read_bytes(), home / ".azure" / "config": b"[defaults]\ngroup = users-rg\nlocation = westus2\n"}
+    files = {state: state.read_bytes(),
+             home / ".azure" / "config": b"[defaults]\ngroup = users-rg\nlocation = westus2\n"}
     for cache in (home / "xdg-cache", home / ".cache"):
         files[cache / "azgpu" / pricing.CACHE_FILE] = prices
     for place in (home / "xdg-state", home / ".local" / "state"):

@@ -73,7 +73,8 @@ def test_installed_cli_renders_templates(installed, outside):
     out = outside["cwd"] / "out"
     sh(installed / "provision", "render", "--profile", "nd-a100-v4", "-n", "demo", "--nodes", "250", "-l", "eastus",
        "--ssh-key", KEY, "--out-dir", out, "-o", "none", **outside)
-    assert sorted(p.name for p in out.iterdir()) == ["main.bicep", "main.bicepparam", "main.json", "main.parameters.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["main.bicep", "main.bicepparam", "main.json",
+                                                     "main.parameters.json"]
     assert "resource vmss002 'Microsoft.Compute/virtualMachineScaleSets@" in (out / "main.bicep").read_text()
     assert len(json.loads((out / "main.json").read_text())["resources"]) == 7  # NSG, NAT gateway + IP, VNet, 3 sets
 
@@ -91,6 +92,7 @@ def test_installed_fake_azure_ships_its_catalog_data(installed, outside):
 def test_installed_package_ships_the_node_check_and_the_fakes_captures(installed, outside):
     done = sh(installed / "python", "-c", "from azgpu.health.script import node_script_text; "
               "from azgpu.testing.hardware import template; "
-              "print('AZGPU_MODE' in node_script_text(), template('h100-nvidia-smi-q.txt').startswith('$ nvidia-smi -q'))",
+              "print('AZGPU_MODE' in node_script_text(), "
+              "template('h100-nvidia-smi-q.txt').startswith('$ nvidia-smi -q'))",
               **outside)
     assert done.stdout.split() == ["True", "True"]

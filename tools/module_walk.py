@@ -85,7 +85,8 @@ def main() -> int:
         sys.setprofile(profile)
         threading.setprofile(profile)
         try:
-            rc = provision(["create", "--profile", "nd-a100-v4", "-n", "c1", "-g", "rg1", "-l", "eastus", "--nodes", "3",
+            rc = provision(["create", "--profile", "nd-a100-v4", "-n", "c1", "-g", "rg1", "-l", "eastus", "--nodes",
+                            "3",
                             "--ssh-key", str(KEY), "--check", "--replace-unhealthy", "--report-to-azure", "--yes",
                             "--insight-timeout", "60", "-o", "none", "--simulate", "--simulate-latency", "0",
                             "--simulate-state", state])

@@ -82,7 +82,8 @@ def error_codes() -> dict[str, list[dict]]:
 
     def add(codes: list[str], kind: str, message: ast.AST | None, remedy: ast.AST | None, module: str,
             constants: dict) -> None:
-        message, remedy = constants.get(getattr(message, "id", None), message), constants.get(getattr(remedy, "id", None), remedy)
+        message, remedy = constants.get(getattr(message, "id", None),
+                                        message), constants.get(getattr(remedy, "id", None), remedy)
         entry = {"kind": kind, "message": " ".join(_text(message).split()) if message is not None else "",
                  "remedy": " ".join(_text(remedy).split()) if remedy is not None else "", "module": module}
         for code in codes:
@@ -115,7 +116,7 @@ def error_codes() -> dict[str, list[dict]]:
                         add(codes, "error", None, _assigned(branch, "remedy", nested=True), module, constants)
             if isinstance(node, ast.Dict):
                 # azure_errors: Azure's error code -> Mapping(exception class, azgpu's code, remedy).
-                for key, value in zip(node.keys, node.values):
+                for key, value in zip(node.keys, node.values, strict=True):
                     if (isinstance(key, ast.Constant) and isinstance(value, ast.Call) and _name(value.func) == "Mapping"
                             and len(value.args) > 1):
                         add(_codes(value.args[1]), "error, exit " + str(EXIT.get(_name(value.args[0]), 1)),
@@ -131,7 +132,8 @@ def error_codes() -> dict[str, list[dict]]:
                 codes = class_codes[name]
             if codes and name in FINDING_MAKERS:
                 given = _kw(node, "severity")
-                severity = given.value if isinstance(given, ast.Constant) and given.value in ("warning", "note") else "error"
+                severity = given.value if isinstance(given, ast.Constant) and given.value in ("warning",
+                                                                                              "note") else "error"
                 kind = "warning" if severity == "warning" else "note" if severity == "note" else "error, exit 2"
             if codes:
                 add(codes, kind, message, remedy, module, constants)

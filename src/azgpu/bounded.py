@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -146,8 +146,8 @@ def retry_after(value: Any, *, default: float | None = None, maximum: float = MA
         if when is None:
             return default
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        delay = (when - datetime.now(timezone.utc)).total_seconds()
+            when = when.replace(tzinfo=UTC)
+        delay = (when - datetime.now(UTC)).total_seconds()
     return min(max(0.0, delay), maximum)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from .errors import Finding
 from .resource_types import CAPACITY_RESERVATION_GROUP
@@ -60,7 +60,8 @@ def group_option_findings(req, infiniband: bool, vertical_connect: bool = False)
     out: list[Finding] = []
     if parse_group_id(text) is None:
         out.append(Finding(code="INVALID_CAPACITY_RESERVATION_GROUP",
-                           message=f"--capacity-reservation-group '{text}' is not a capacity reservation group resource ID",
+                           message=f"--capacity-reservation-group '{text}' is "
+                                   "not a capacity reservation group resource ID",
                            remedy=f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')} "
                            "('az capacity reservation group list --query [].id')",
                            field="capacity_reservation_group", source=cite(("D-crg",))))
@@ -123,7 +124,7 @@ class Schedule:
 
 
 def _utc_now(now: datetime | None) -> datetime:
-    return (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return (now or datetime.now(UTC)).astimezone(UTC)
 
 
 def start_date(text: str, today: date) -> date | None:
@@ -272,6 +273,7 @@ def reserve_findings(*, reservation_type: str, count: int | None, name: str | No
     for flag, value in (("--group", group), ("--name", name)):
         if value is not None and not NAME.fullmatch(value):
             out.append(Finding(code="INVALID_NAME", message=f"{flag} {value!r} is not a valid reservation name",
-                               remedy="use letters, digits, '-', '_' or '.', up to 80 characters", field=flag.strip("-"),
+                               remedy="use letters, digits, '-', '_' or '.', up to 80 characters",
+                               field=flag.strip("-"),
                                source=cite(("D-crg",))))
     return out

@@ -110,5 +110,6 @@ def profile_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What `profiles list -o table` shows: one line per profile within 120 columns (-o json has every
     size and the other documents describing the series)."""
     return [{"id": r["id"], "series": r["series"],
-             "sizes": r["sizes"][0] + (f" +{len(r['sizes']) - 1}" if len(r["sizes"]) > 1 else ""), "gpus": r["gpus"], "infiniband": r["infiniband"], "arch": r["arch"], "retired": r["retired"]}
+             "sizes": r["sizes"][0] + (f" +{len(r['sizes']) - 1}" if len(r["sizes"]) > 1 else ""), "gpus": r["gpus"],
+             "infiniband": r["infiniband"], "arch": r["arch"], "retired": r["retired"]}
             for r in rows]

@@ -207,8 +207,8 @@ def diff(desired: Any, live: Any, path: str = "") -> list[PropertyChange]:
         if not isinstance(live, list) or len(live) != len(desired):
             return [PropertyChange(path, "Modify", live, desired)]
         out = []
-        for i, (d, l) in enumerate(zip(desired, live)):
-            out.extend(diff(d, l, f"{path}[{i}]"))
+        for i, (want, have) in enumerate(zip(desired, live, strict=True)):
+            out.extend(diff(want, have, f"{path}[{i}]"))
         return out
     return [] if _same(path, live, desired) else [PropertyChange(path, "Modify", live, desired)]
 

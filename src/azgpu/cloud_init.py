@@ -44,7 +44,8 @@ def read_custom_data(value: str, findings: list[Finding]) -> str | None:
             # A little more than Azure takes is enough to say the file is too large.
             raw = read_bounded(path, limit=4 * MAX_CUSTOM_DATA_BYTES)
         except FileNotFoundError:
-            findings.append(Finding(code="CUSTOM_DATA_NOT_FOUND", message=f"--custom-data file '{value}' does not exist",
+            findings.append(Finding(code="CUSTOM_DATA_NOT_FOUND",
+                                    message=f"--custom-data file '{value}' does not exist",
                                     remedy="pass the path of a cloud-config (#cloud-config) or script (#!) file",
                                     field="custom_data"))
             return None
@@ -62,8 +63,8 @@ def read_custom_data(value: str, findings: list[Finding]) -> str | None:
         if len(raw) > 4 * MAX_CUSTOM_DATA_BYTES:
             findings.append(Finding(code="CUSTOM_DATA_TOO_LARGE",
                                     message=f"--custom-data file '{value}' is larger than "
-                                    f"{4 * MAX_CUSTOM_DATA_BYTES:,} bytes; Azure takes at most {MAX_CUSTOM_DATA_BYTES:,} "
-                                    "bytes of custom data",
+                                    f"{4 * MAX_CUSTOM_DATA_BYTES:,} bytes; Azure takes at most "
+                                    f"{MAX_CUSTOM_DATA_BYTES:,} bytes of custom data",
                                     remedy="keep --custom-data small: download larger setup from "
                                     "storage in a script", field="custom_data"))
             return None
@@ -151,7 +152,8 @@ def check(azgpu_part: str | None, user_part: str | None) -> tuple[str | None, li
         first = user_part.lstrip().split("\n", 1)[0][:60]
         findings.append(Finding(
             code="CUSTOM_DATA_FORMAT",
-            message=f"--custom-data starts with {first!r}: cloud-init would not recognise it, and azgpu must merge it with "
+            message=f"--custom-data starts with {first!r}: cloud-init "
+            "would not recognise it, and azgpu must merge it with "
             "its own cloud-init (the OFED install) as MIME multipart",
             remedy="start the file with #cloud-config (a cloud-config) or #! (a script, e.g. #!/bin/bash)",
             source=cite(("U-cloud-init-formats",)), field="custom_data"))
@@ -162,9 +164,10 @@ def check(azgpu_part: str | None, user_part: str | None) -> tuple[str | None, li
         merged = " merged with azgpu's cloud-init" if azgpu_part is not None else ""
         findings.append(Finding(
             code="CUSTOM_DATA_TOO_LARGE",
-            message=f"--custom-data{merged} is {size:,} bytes; Azure takes at most {MAX_CUSTOM_DATA_BYTES:,} bytes of custom "
-            "data (before base64)",
-            remedy="move large files out of the cloud-config (download them at boot, e.g. from a storage account with the "
-            "nodes' managed identity), or bake them into a gallery image", source=cite((CUSTOM_DATA_SOURCE,)),
+            message=f"--custom-data{merged} is {size:,} bytes; Azure takes "
+            f"at most {MAX_CUSTOM_DATA_BYTES:,} bytes of custom data (before base64)",
+            remedy="move large files out of the cloud-config (download "
+            "them at boot, e.g. from a storage account with the nodes' "
+            "managed identity), or bake them into a gallery image", source=cite((CUSTOM_DATA_SOURCE,)),
             field="custom_data"))
     return composed, findings

@@ -56,11 +56,11 @@ def cloud_init_ofed(version: str) -> str:
         script = (
             f"# DOCA-OFED {number} from NVIDIA's repository (profile pin)\n"
             ". /etc/os-release\n"
-            f"curl -fsSL https://linux.mellanox.com/public/repo/doca/{number}/${{ID}}${{VERSION_ID}}/$(uname -m)/GPG-KEY-Mellanox.pub "
-            "| gpg --dearmor -o /usr/share/keyrings/mellanox.gpg || true\n"
-            f"echo \"deb [signed-by=/usr/share/keyrings/mellanox.gpg] https://linux.mellanox.com/public/repo/doca/{number}/"
-            "${ID}${VERSION_ID}/$(uname -m)/ ./\" > /etc/apt/sources.list.d/doca.list\n"
-            "apt-get update && apt-get install -y doca-ofed\n"
+            f"curl -fsSL https://linux.mellanox.com/public/repo/doca/{number}/${{ID}}${{VERSION_ID}}/$(uname "
+            "-m)/GPG-KEY-Mellanox.pub | gpg --dearmor -o /usr/share/keyrings/mellanox.gpg || true\n"
+            "echo \"deb [signed-by=/usr/share/keyrings/mellanox.gpg] "
+            f"https://linux.mellanox.com/public/repo/doca/{number}/${{ID}}${{VERSION_ID}}/$(uname -m)/ ./\" > "
+            "/etc/apt/sources.list.d/doca.list\napt-get update && apt-get install -y doca-ofed\n"
         )
     else:
         script = (

@@ -50,7 +50,8 @@ def fleets(out: dict[str, Any], *, user: str = DEFAULT_USER, identity_file: str 
     return result
 
 
-def fleet_files(out: dict[str, Any], *, user: str = DEFAULT_USER, identity_file: str = DEFAULT_IDENTITY) -> dict[str, str]:
+def fleet_files(out: dict[str, Any], *, user: str = DEFAULT_USER, identity_file: str = DEFAULT_IDENTITY) -> dict[str,
+                                                                                                                 str]:
     """`<fleet>.dstack.yml` per fleet ('dstack apply -f FILE' takes one configuration a file)."""
     import yaml
 
@@ -64,7 +65,8 @@ def fleet_files(out: dict[str, Any], *, user: str = DEFAULT_USER, identity_file:
                 + (" (InfiniBand within this scale set only)." if out.get("infiniband") else "."),
                 "# Apply with: dstack apply -f " + f"{fleet['name']}.dstack.yml"]
         if public:
-            head.append("# hostname: the public IP dstack's server connects to; internal_ip: the private IP the hosts use.")
+            head.append("# hostname: the public IP dstack's server connects "
+                        "to; internal_ip: the private IP the hosts use.")
         else:
             head.append("# hostname: private IPs: run the dstack server inside the virtual network (or add "
                         "ssh_config.proxy_jump).")

@@ -94,6 +94,7 @@ class AzureError(AzgpuError):
     exit_code = EXIT_AZURE
     default_code = "AZURE_ERROR"
 
-    def __init__(self, message: str, *, code: str | None = None, remedy: str = "", azure_code: str = "", source: str = ""):
+    def __init__(self, message: str, *, code: str | None = None, remedy: str = "", azure_code: str = "",
+                 source: str = ""):
         super().__init__(message, code=code, remedy=remedy, source=source)
         self.azure_code = azure_code

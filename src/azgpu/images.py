@@ -8,10 +8,11 @@ from functools import cache
 
 from .errors import InputError, ProfileError
 from .resource_types import GALLERY_IMAGE, MANAGED_IMAGE
-from .sources import known_source
 from .shipped_data import data_dir, read_toml
+from .sources import known_source
 
-URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
+URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*"
+                    r":[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Images that are not marketplace URNs, in the forms imageReference takes them (ImageReference, compute
 # api 2026-04-01): `id` for a gallery image definition (latest version) or version and for a managed
 # image; `communityGalleryImageId` and `sharedGalleryImageId` for community and direct-shared galleries.
@@ -56,7 +57,7 @@ class PurchasePlan:
         return {"name": self.name, "publisher": self.publisher, "product": self.product}
 
     @classmethod
-    def from_api(cls, plan) -> "PurchasePlan | None":
+    def from_api(cls, plan) -> PurchasePlan | None:
         """From the image API's plan (a dict or an SDK model), or None without one."""
         if plan is None:
             return None
@@ -174,7 +175,8 @@ def parse_image_id(text: str) -> ImageId | None:
             if version and version.lower() == "latest":
                 version = None
             return ImageId(kind=kind, text=text.strip(), definition=parts["definition"],
-                           subscription=parts.get("subscription") or "", resource_group=parts.get("resource_group") or "",
+                           subscription=parts.get("subscription") or "",
+                           resource_group=parts.get("resource_group") or "",
                            gallery=parts.get("gallery") or "", version=version)
     return None
 
@@ -203,7 +205,8 @@ def catalog() -> dict[str, Image]:
             fields[key] = tuple(fields.get(key, ()))
         if "plan" in fields:
             plan = fields["plan"]
-            if not isinstance(plan, dict) or set(plan) != set(PLAN_KEYS) or not all(isinstance(v, str) and v for v in plan.values()):
+            if (not isinstance(plan, dict) or set(plan) != set(PLAN_KEYS)
+                    or not all(isinstance(v, str) and v for v in plan.values())):
                 raise ProfileError(f"{where}: 'plan' must be a table with publisher, product and name")
             fields["plan"] = PurchasePlan(**plan)
         src = fields["source"]
@@ -249,8 +252,8 @@ def resolve(ref: str) -> Image:
     raise InputError(
         f"image '{ref}' is neither a catalog name, a URN (publisher:offer:sku:version) nor an image ID",
         code="INVALID_IMAGE",
-        remedy=f"{hint}use a catalog name ('provision images list'), a full URN such as microsoft-dsvm:ubuntu-hpc:2204:latest, "
-               f"or a gallery image ID such as {IMAGE_ID_EXAMPLES['gallery']}",
+        remedy=f"{hint}use a catalog name ('provision images list'), a full URN such as "
+               f"microsoft-dsvm:ubuntu-hpc:2204:latest, or a gallery image ID such as {IMAGE_ID_EXAMPLES['gallery']}",
     )
 
 

@@ -237,7 +237,8 @@ def _drop_order(columns: list[str], cells: list[list[str]]) -> list[int]:
     return empty + other + kept
 
 
-def _fit(columns: list[str], cells: list[list[str]], limit: int) -> tuple[list[str], list[list[str]], list[int], list[str]]:
+def _fit(columns: list[str], cells: list[list[str]], limit: int) -> tuple[list[str], list[list[str]], list[int],
+                                                                          list[str]]:
     """Columns and widths that fit `limit`: the widest columns wrap between words first, then columns are
     left out in _drop_order (named under the table; -o json has everything); a word is broken only when
     a single column is left."""
@@ -293,15 +294,17 @@ def _grid(rows: list[dict], top: bool = False, limit: int | None = None) -> str:
     if prose and not top:
         return _records(rows, columns)
     columns, cells, widths, dropped = _fit(columns, cells, limit or table_width())
-    titles = [_wrap(header(c), w) for c, w in zip(columns, widths)]
+    titles = [_wrap(header(c), w) for c, w in zip(columns, widths, strict=True)]
     lines = []
     for i in range(max(len(t) for t in titles) if titles else 0):
-        lines.append("  ".join((t[i] if i < len(t) else "").ljust(w) for t, w in zip(titles, widths)).rstrip())
+        lines.append("  ".join((t[i] if i < len(t) else "").ljust(w)
+                               for t, w in zip(titles, widths, strict=True)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     for r in cells:
-        wrapped = [_wrap(v, w) if len(v) > w else [v] for v, w in zip(r, widths)]
+        wrapped = [_wrap(v, w) if len(v) > w else [v] for v, w in zip(r, widths, strict=True)]
         for i in range(max(len(c) for c in wrapped) if wrapped else 0):
-            lines.append("  ".join((c[i] if i < len(c) else "").ljust(w) for c, w in zip(wrapped, widths)).rstrip())
+            lines.append("  ".join((c[i] if i < len(c) else "").ljust(w)
+                                   for c, w in zip(wrapped, widths, strict=True)).rstrip())
     if dropped:
         lines += _wrap(f"({len(dropped)} more column(s) left out to fit {limit or table_width()} characters: "
                        f"{', '.join(header(c) for c in dropped)}; -o json shows everything)", limit or table_width())

@@ -14,7 +14,6 @@ from typing import Any
 from .drivers import cloud_init_ofed
 from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
 from .images import ofed_display
-from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 from .layout import resource_kinds
 from .ownership import cluster_tags as ownership_tags
 from .spec import Spec
@@ -221,7 +220,8 @@ def _storage_profile(spec: Spec) -> dict:
         os_disk |= {"caching": "ReadOnly", "diffDiskSettings": {"option": "Local", "placement": placement},
                     "managedDisk": {"storageAccountType": "Standard_LRS"}}
     else:
-        os_disk |= {"caching": "ReadWrite", "managedDisk": {"storageAccountType": "Premium_LRS" if premium else "Standard_LRS"}}
+        os_disk |= {"caching": "ReadWrite",
+                    "managedDisk": {"storageAccountType": "Premium_LRS" if premium else "Standard_LRS"}}
     if req.os_disk_size_gb:
         os_disk["diskSizeGB"] = req.os_disk_size_gb
     profile: dict[str, Any] = {"imageReference": spec.image.reference(), "osDisk": os_disk}
@@ -406,12 +406,14 @@ def build_plan(spec: Spec) -> Plan:
         notes.append(f"extension {ext.type} {ext.type_handler_version} installs the GPU driver (non-HPC image)")
     if spec.custom_data is not None:
         notes.append("cloud-init: --custom-data" + (" merged after azgpu's OFED install (MIME multipart)"
-                                                    if spec.install_ofed else "") + ", in the secure parameter customData")
+                                                    if spec.install_ofed else "")
+                     + ", in the secure parameter customData")
     if spec.identity:
         notes.append(f"managed identity on the scale sets: {spec.identity['type']}")
     if spec.ppg_name or spec.ppg_id:
         notes.append(f"proximity placement group {spec.ppg_name or spec.ppg_id}"
                      + (" (created)" if spec.ppg_name else " (existing)"))
     if not spec.boot_diagnostics:
-        notes.append("boot diagnostics off (--no-boot-diagnostics): no serial log or console for a node that does not boot")
+        notes.append("boot diagnostics off (--no-boot-diagnostics): no "
+                     "serial log or console for a node that does not boot")
     return Plan(spec, parameters, resources, outputs, tags, notes)

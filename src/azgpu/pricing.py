@@ -173,7 +173,7 @@ def _within(fn, timeout: float):
     def run() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+        except BaseException as exc:  # handed to the caller
             box["error"] = exc
 
     thread = threading.Thread(target=run, name="azgpu-prices", daemon=True)
@@ -273,7 +273,7 @@ def lookup(size: str, location: str, *, spot: bool = False, currency: str = "USD
         try:
             items = _within(lambda: _fetch(size, location, currency, endpoint, deadline), timeout)
             entry = {"items": items, "ttl": PRICE_TTL}
-        except Exception as exc:  # noqa: BLE001 - any failure is an unknown price, never an error
+        except Exception as exc:  # any failure is an unknown price, never an error
             entry = {"error": _reason(exc), "ttl": FAILURE_TTL}
         if cache and not faked:
             _write_cache(key, entry)

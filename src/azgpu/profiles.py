@@ -285,7 +285,8 @@ class Profile:
         raise InputError(
             f"size '{name}' is not in profile '{self.id}'",
             code="UNKNOWN_SIZE",
-            remedy=f"{hint}choose one of: {', '.join(s.name for s in self.sizes)} (see 'provision profiles show {self.id}')",
+            remedy=f"{hint}choose one of: {', '.join(s.name for s in self.sizes)} "
+                   f"(see 'provision profiles show {self.id}')",
         )
 
     @property
@@ -303,7 +304,8 @@ def _sources(value: Any, where: str) -> tuple[str, ...]:
     if keys:
         unknown = [k for k in keys if not known_source(k)]
         if unknown:
-            raise ProfileError(f"{where}: unknown source(s) {unknown}: add them to profiles/sources.toml (seed:<file> to profiles/seeds.toml)")
+            raise ProfileError(f"{where}: unknown source(s) {unknown}: add them to profiles/sources.toml (seed:<file> "
+                               "to profiles/seeds.toml)")
         return keys
     raise ProfileError(f"{where}: 'source' must name a source (a key of profiles/sources.toml or seed:<file>)")
 
@@ -318,7 +320,8 @@ def _fact(raw: Any, name: str, where: str, table: dict | None = None) -> Fact:
     if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
         raise ProfileError(f"{where}: '{name}' must be written as {{ value = ..., source = \"...\" }}")
     types, _ = (table or CAPABILITIES)[name]
-    if not isinstance(raw["value"], types) or (isinstance(raw["value"], str) and types == (bool, str) and raw["value"] != "unknown"):
+    if not isinstance(raw["value"],
+                      types) or (isinstance(raw["value"], str) and types == (bool, str) and raw["value"] != "unknown"):
         raise ProfileError(f"{where}: '{name}' has value {raw['value']!r} of the wrong type")
     extra = set(raw) - {"value", "source", "note"}
     if extra:
@@ -330,7 +333,8 @@ def _require(table: dict, key: str, types: type | tuple[type, ...], where: str) 
     if key not in table:
         raise ProfileError(f"{where}: missing key '{key}'")
     value = table[key]
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
+    if not isinstance(value, types) or (isinstance(value, bool)
+                                        and bool not in (types if isinstance(types, tuple) else (types,))):
         raise ProfileError(f"{where}: key '{key}' has value {value!r} of the wrong type")
     return value
 
@@ -467,7 +471,9 @@ def parse_profile(data: dict, path: str) -> Profile:
     extensions = []
     for i, e in enumerate(data.get("extensions", [])):
         w = f"{where} [[extensions]] #{i + 1}"
-        _check_keys(e, {"name", "publisher", "type", "type_handler_version", "settings", "when", "os", "source", "notes"}, w)
+        _check_keys(e,
+                    {"name", "publisher", "type", "type_handler_version", "settings", "when", "os", "source", "notes"},
+                    w)
         when = e.get("when", "non-hpc-image")
         if when not in ("non-hpc-image", "always"):
             raise ProfileError(f"{w}: 'when' must be 'non-hpc-image' or 'always'")
@@ -511,7 +517,8 @@ def parse_profile(data: dict, path: str) -> Profile:
         _check_keys(nccl, {"topology_file", "env", "source", "notes"}, f"{where} [nccl]")
         nccl["source"] = _sources(nccl.get("source"), f"{where} [nccl].source")
     scale_set = dict(data.get("scale_set", {}))
-    _check_keys(scale_set, {"max_per_ib_domain", "max_per_ib_domain_raised", "max_per_scale_set", "source"}, f"{where} [scale_set]")
+    _check_keys(scale_set, {"max_per_ib_domain", "max_per_ib_domain_raised", "max_per_scale_set", "source"},
+                f"{where} [scale_set]")
     placement = dict(data.get("placement", {}))
     if placement:
         _check_keys(placement, {"ppg", "racks", "source"}, f"{where} [placement]")
@@ -553,7 +560,8 @@ def profiles_dir() -> Path:
 
 
 def profile_ids() -> list[str]:
-    return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.stem not in ("images", "sources", "regions", "seeds"))
+    return sorted(p.stem for p in profiles_dir().glob("*.toml")
+                  if p.stem not in ("images", "sources", "regions", "seeds"))
 
 
 def _read_toml(path: Path) -> dict:
@@ -594,7 +602,8 @@ def find_size(name: str) -> tuple[Profile, Size]:
             return profile, profile.size(name)
         except InputError:
             continue
-    names = [s.name for p in list_profiles() for s in p.sizes] + [a for p in list_profiles() for s in p.sizes for a in s.aliases]
+    names = [s.name for p in list_profiles() for s in p.sizes] + [a for p in list_profiles() for s in p.sizes
+                                                                  for a in s.aliases]
     import difflib  # only for suggestions on an error: not on every start
     near = difflib.get_close_matches(name, names, n=1, cutoff=0.4)
     hint = f"did you mean '{near[0]}'? " if near else ""

@@ -28,7 +28,8 @@ def _safe(part: str) -> str:
 def path(subscription: str, resource_group: str, cluster: str) -> Path:
     from platformdirs import user_state_dir
 
-    return Path(user_state_dir("azgpu")) / "racks" / _safe(subscription) / _safe(resource_group) / f"{_safe(cluster)}.json"
+    folder = Path(user_state_dir("azgpu")) / "racks" / _safe(subscription) / _safe(resource_group)
+    return folder / f"{_safe(cluster)}.json"
 
 
 def save(subscription: str, resource_group: str, cluster: str, nodes: list[Any], excluded: dict[str, str]) -> Path:

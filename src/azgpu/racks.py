@@ -166,7 +166,7 @@ def group(cluster: str, domains: list[dict[str, Any]], signals: dict[str, dict[s
             continue
         keys = _keys(nodes, signals, fabrics, rack_size)
         found: dict[str, dict[str, Any]] = {}
-        for node, (source, key, rack_id) in zip(nodes, keys):
+        for node, (source, key, rack_id) in zip(nodes, keys, strict=True):
             entry = found.setdefault(key, {"source": source, "id": rack_id, "members": []})
             entry["members"].append(node)
         disputed = disputes([domain], signals, fabrics, rack_size) if fabrics else {}

@@ -130,7 +130,8 @@ def _to_float(key: str, value: Any, findings: list[Finding]) -> float | None:
         return float(value)  # nan and inf too: the rules say why a price cannot be either
     if isinstance(value, str) and FLOAT_RE.fullmatch(value.strip()):
         return float(value.strip())
-    findings.append(Finding(code=f"INVALID_{key.upper()}", message=f"{_flag(key)} must be a number, not {_shown(value)}",
+    findings.append(Finding(code=f"INVALID_{key.upper()}",
+                            message=f"{_flag(key)} must be a number, not {_shown(value)}",
                             remedy=f"pass a number, e.g. {_flag(key)} -1 (pay up to the on-demand price)", field=key))
     return None
 
@@ -198,7 +199,8 @@ def read_ssh_key(value: str, findings: list[Finding]) -> str | None:
         findings.append(Finding(code="SSH_KEY_PRIVATE",
                                 message="the --ssh-key value looks like a private key; azgpu needs the "
                                 "public key (and never prints or stores a private one)",
-                                remedy="pass the public key file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key"))
+                                remedy="pass the public key file, e.g. --ssh-key ~/.ssh/id_ed25519.pub",
+                                field="ssh_key"))
         return None
     if text.startswith(("ssh-", "ecdsa-", "sk-")):
         return text
@@ -289,7 +291,8 @@ def _generate_ssh_keys(raw: dict[str, Any], findings: list[Finding]) -> None:
     if written:
         what = " and ".join(f"{p} (private key, mode 0600)" if p == private else str(p) for p in written)
         findings.append(Finding(code="SSH_KEYS_GENERATED", message=f"--generate-ssh-keys wrote {what}",
-                                remedy="keep the private key safe: it logs in to every node; the cluster uses the public key",
+                                remedy="keep the private key safe: it logs in to "
+                                       "every node; the cluster uses the public key",
                                 severity="warning", field="ssh_key"))
 
 
@@ -327,8 +330,9 @@ def build_request(mapping: dict[str, Any] | None = None, /, *, origin: str = "",
             import difflib  # only for suggestions on an error: not on every start
             near = difflib.get_close_matches(name, sorted(KEYS), n=1, cutoff=0.6)
             hint = f"did you mean '{near[0].replace('_', '-')}'? " if near else ""
+            allowed = ", ".join(sorted(k.replace("_", "-") for k in KEYS))
             findings.append(Finding(code="UNKNOWN_KEY", message=f"unknown key {_shown(key)}{where}",
-                                    remedy=f"{hint}allowed keys: {', '.join(sorted(k.replace('_', '-') for k in KEYS))}",
+                                    remedy=f"{hint}allowed keys: {allowed}",
                                     field=str(key)))
             continue
         if value is None:
@@ -384,7 +388,8 @@ def read_cluster_file(path: str) -> dict[str, Any]:
     try:
         raw = read_bounded(file, limit=MAX_CLUSTER_FILE)
         if len(raw) > MAX_CLUSTER_FILE:
-            raise InputError(f"cluster file {_shown(path)} is larger than {MAX_CLUSTER_FILE // 1024} KiB: not a cluster file",
+            raise InputError(f"cluster file {_shown(path)} is larger than "
+                             f"{MAX_CLUSTER_FILE // 1024} KiB: not a cluster file",
                              code="CLUSTER_FILE_INVALID", remedy="pass a cluster file such as examples/nd-a100-v4.toml")
         data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
@@ -409,6 +414,7 @@ def read_cluster_file(path: str) -> dict[str, Any]:
     nested = [k for k, v in data.items() if isinstance(v, dict) and k not in ("tags", "tag")]
     if nested:
         raise InputError(f"cluster file '{path}' has table(s) {nested}; only top-level keys and [tags] are allowed",
-                         code="CLUSTER_FILE_INVALID", remedy="write keys at the top level, e.g. nodes = 4 (see examples/)")
+                         code="CLUSTER_FILE_INVALID",
+                         remedy="write keys at the top level, e.g. nodes = 4 (see examples/)")
     return data
 

@@ -3,8 +3,9 @@
 The first section holds the types a plan deploys. The plan builds its resources from these rows,
 the ARM and Bicep renderers print their type and api-version, and the deployer, what-if, `status`,
 `destroy` and the health gate ask a row how to create, read or delete a resource, what Azure keeps
-or refuses to change on it, and whether it has instances; nothing branches on a type string. A new resource type (public IP, placement group ...) is one row here, a
-route module in the fake, and its place in the plan. `teardown` orders deletion: a resource goes
+or refuses to change on it, and whether it has instances; nothing branches on a type string. A new
+resource type (public IP, placement group ...) is one row here, a route module in the fake, and its
+place in the plan. `teardown` orders deletion: a resource goes
 before the ones it references (scale sets hold the NICs that use the subnet and the NSG; a subnet
 holds its NAT gateway, which holds its public IP), so lower numbers are deleted first and equal
 numbers in parallel.
@@ -69,7 +70,7 @@ class ArmType:
         """provider_path as a regular expression: the type's text escaped, `names` (patterns) where the names go."""
         _, *types = self.type.split("/")
         return "/".join(["/providers", re.escape(self.namespace),
-                         *[p for t, n in zip(types, names) for p in (re.escape(t), n)]])
+                         *[p for t, n in zip(types, names, strict=False) for p in (re.escape(t), n)]])
 
     def example_id(self, *names: str) -> str:
         """A resource ID as a remedy shows it, with SUB and RG to fill in."""

@@ -75,8 +75,8 @@ def hyperv_generation(ctx: Context) -> Iterator[Finding]:
         gens = "/".join(g.replace("V", "Generation ") for g in size.generations)
         yield Finding(
             code="IMAGE_GENERATION",
-            message=f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)} but {size.name} boots only {gens} "
-            f"images (Azure fails with 'cannot boot Hypervisor Generation 1')",
+            message=f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)} "
+            f"but {size.name} boots only {gens} images (Azure fails with 'cannot boot Hypervisor Generation 1')",
             remedy=f"use a Generation 2 image, e.g. --image {ctx.profile.default_image}",
             source=cite(size.facts["hyperv_generations"].source), field="image",
         )
@@ -100,8 +100,10 @@ def image_known(ctx: Context) -> Iterator[Finding]:
         return
     if not img.known:
         yield Finding(code="IMAGE_UNKNOWN",
-                      message=f"image '{img.urn}' is not in azgpu's catalog: its generation, architecture and OFED cannot be checked offline",
-                      remedy="the deployer's preflight checks it live; or choose a catalog image ('provision images list')",
+                      message=f"image '{img.urn}' is not in azgpu's catalog: its generation, architecture and OFED "
+                              "cannot be checked offline",
+                      remedy="the deployer's preflight checks it live; or "
+                             "choose a catalog image ('provision images list')",
                       source=cite(("D-findimage",)), severity="warning", field="image")
         return
     if not img.verified:
@@ -121,7 +123,8 @@ def linux_only(ctx: Context) -> Iterator[Finding]:
     img = ctx.image
     if img is not None and img.known and img.is_windows:
         yield Finding(code="WINDOWS_IMAGE_UNSUPPORTED",
-                      message=f"image '{img.name}' is Windows, but azgpu creates Linux nodes only (SSH keys, linuxConfiguration)",
+                      message=f"image '{img.name}' is Windows, but azgpu creates "
+                              "Linux nodes only (SSH keys, linuxConfiguration)",
                       remedy=f"use a Linux image, e.g. --image {ctx.profile.default_image}", field="image")
 
 
@@ -131,8 +134,10 @@ def retired(ctx: Context) -> Iterator[Finding]:
         return
     severity = "warning" if ctx.command == "render" else "error"
     yield Finding(code="SERIES_RETIRED",
-                  message=f"{ctx.size.name} ({ctx.profile.series}) was retired on {date} and can no longer be provisioned",
-                  remedy="choose a current series, e.g. --profile nd-a100-v4 or --profile nd-h100-v5 ('provision profiles list')",
+                  message=f"{ctx.size.name} ({ctx.profile.series}) was "
+                          f"retired on {date} and can no longer be provisioned",
+                  remedy="choose a current series, e.g. --profile nd-a100-v4 "
+                         "or --profile nd-h100-v5 ('provision profiles list')",
                   source=cite(ctx.size.facts["retired"].source), severity=severity, field="size")
 
 
@@ -204,8 +209,10 @@ def ephemeral_os_disk(ctx: Context) -> Iterator[Finding]:
     elif (req.os_disk_size_gb and ctx.size.temp_disk_gib and req.os_disk_size_gb > ctx.size.temp_disk_gib
           and not ctx.profile.vertical_connect):  # there the disk goes on CacheDisk, not the temp disks
         yield Finding(code="EPHEMERAL_OS_DISK_TOO_LARGE",
-                      message=f"an ephemeral OS disk of {req.os_disk_size_gb} GiB does not fit {ctx.size.name}'s {ctx.size.temp_disk_gib:g} GiB resource disk",
-                      remedy=f"pass --os-disk-size-gb {int(ctx.size.temp_disk_gib)} or less, or drop --ephemeral-os-disk",
+                      message=f"an ephemeral OS disk of {req.os_disk_size_gb} GiB does not fit {ctx.size.name}'s "
+                              f"{ctx.size.temp_disk_gib:g} GiB resource disk",
+                      remedy=f"pass --os-disk-size-gb {int(ctx.size.temp_disk_gib)} "
+                             "or less, or drop --ephemeral-os-disk",
                       source=cite(("D-ephemeral", *ctx.size.source)), field="os_disk_size_gb")
 
 
@@ -215,8 +222,8 @@ def imex(ctx: Context) -> Iterator[Finding]:
     if not ctx.profile.vertical_connect or img is None or not img.known or img.imex:
         return
     yield Finding(code="IMAGE_NO_IMEX",
-                  message=f"image '{img.name}' does not ship NVIDIA IMEX: GPUs of different VMs of an NVL72 rack cannot share memory "
-                  "over NVLink without the nvidia-imex service and its channel",
+                  message=f"image '{img.name}' does not ship NVIDIA IMEX: GPUs of different VMs of an NVL72 rack "
+                  "cannot share memory over NVLink without the nvidia-imex service and its channel",
                   remedy=f"use --image {ctx.profile.default_image}, or install nvidia-imex on the nodes",
                   source=cite(("R-azhpc-imex",)),
                   severity="warning", field="image")
@@ -238,12 +245,15 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
         domain, default, raised, src = lay.requested_domain, lay.default_domain, lay.raised_domain, lay.domain_source
         if not 1 <= domain <= raised:
             yield Finding(code="INVALID_MAX_IB_DOMAIN", message=f"--max-ib-domain must be 1-{raised}, not {domain}",
-                          remedy=f"pass --max-ib-domain {default} (the default) or up to {raised} once Azure support raised the limit",
+                          remedy=f"pass --max-ib-domain {default} (the default) or "
+                                 f"up to {raised} once Azure support raised the limit",
                           source=cite(src), field="max_ib_domain")
         elif domain > default:
             yield Finding(code="IB_DOMAIN_RAISED",
-                          message=f"--max-ib-domain {domain} exceeds Azure's default of {default} VMs per single-placement-group scale set",
-                          remedy="ask Azure support to raise the single placement group limit for this subscription first",
+                          message=f"--max-ib-domain {domain} exceeds Azure's default of {default} VMs per "
+                                  "single-placement-group scale set",
+                          remedy="ask Azure support to raise the single placement "
+                                 "group limit for this subscription first",
                           source=cite(src), severity="warning", field="max_ib_domain")
     elif req.max_ib_domain is not None:
         yield Finding(code="IB_NOT_AVAILABLE", message=f"{size.name} has no InfiniBand; --max-ib-domain is ignored",
@@ -253,8 +263,8 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
         rack, aligned = lay.rack, lay.ib_domain
         if req.max_ib_domain is not None or nodes > aligned:
             yield Finding(code="IB_DOMAIN_RACK_ALIGNED",
-                          message=f"InfiniBand domains of {lay.rack_cut} VMs would cut NVL72 racks ({rack[0]} VMs each): the plan splits "
-                          f"the cluster into scale sets of at most {aligned} VMs, whole racks",
+                          message=f"InfiniBand domains of {lay.rack_cut} VMs would cut NVL72 racks ({rack[0]} VMs "
+                          f"each): the plan splits the cluster into scale sets of at most {aligned} VMs, whole racks",
                           remedy=f"pass --max-ib-domain as a multiple of {rack[0]} to choose another size",
                           source=cite(rack[1]), severity="warning" if req.max_ib_domain is not None else "note",
                           field="max_ib_domain")
@@ -263,8 +273,9 @@ def infiniband(ctx: Context) -> Iterator[Finding]:
     if size.infiniband and len(lay.scale_sets) > 1:
         domain, raised = lay.ib_domain, lay.raised_domain
         yield Finding(code="IB_DOMAIN_SPLIT",
-                      message=f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates {len(lay.scale_sets)} scale sets "
-                      f"({_counts(lay.scale_sets)}); InfiniBand does not span scale sets",
+                      message=f"{nodes} nodes exceed one InfiniBand domain of {domain}: the plan creates "
+                      f"{len(lay.scale_sets)} scale sets ({_counts(lay.scale_sets)}); "
+                      "InfiniBand does not span scale sets",
                       remedy="schedule tightly coupled jobs within one scale set (the outputs group nodes per domain)"
                       + ("" if domain >= raised else
                          f", or raise --max-ib-domain (up to {raised}) after Azure support raised the limit"),
@@ -290,22 +301,22 @@ def ofed(ctx: Context) -> Iterator[Finding]:
             return
         pinned = ctx.drivers.install_ofed
         yield Finding(code="OFED_INSTALLED",
-                      message=f"image '{img.name}' has no OFED driver; the plan installs {ofed_display(pinned)} through cloud-init "
-                      f"so InfiniBand works on {ctx.size.name}",
+                      message=f"image '{img.name}' has no OFED driver; the plan "
+                      f"installs {ofed_display(pinned)} through cloud-init so InfiniBand works on {ctx.size.name}",
                       remedy=_ofed_remedy(ctx),
                       source=cite(src), severity="warning", field="image")
         return
     have = ofed_key(img.ofed)
     if "minimum" in spec and have < ofed_key(spec["minimum"]):
         yield Finding(code="OFED_TOO_OLD",
-                      message=f"image '{img.name}' ships {ofed_display(img.ofed)}, older than the {ofed_display(spec['minimum'])} "
-                      f"{ctx.size.name} needs",
+                      message=f"image '{img.name}' ships {ofed_display(img.ofed)}, older than the "
+                      f"{ofed_display(spec['minimum'])} {ctx.size.name} needs",
                       remedy=f"use a newer image, e.g. --image {ctx.profile.default_image}", source=cite(src),
                       field="image")
     if "maximum" in spec and have > ofed_key(spec["maximum"]):
         yield Finding(code="OFED_TOO_NEW",
-                      message=f"image '{img.name}' ships {ofed_display(img.ofed)}, newer than the {ofed_display(spec['maximum'])} "
-                      f"{ctx.size.name}'s adapter supports",
+                      message=f"image '{img.name}' ships {ofed_display(img.ofed)}, newer than the "
+                      f"{ofed_display(spec['maximum'])} {ctx.size.name}'s adapter supports",
                       remedy="use an image with MLNX_OFED 4.9 LTS (ConnectX-3 Pro) or a plain image and install it",
                       source=cite(src), field="image")
 
@@ -322,7 +333,8 @@ def gpu_extensions(ctx: Context) -> Iterator[Finding]:
     img = ctx.image
     for ext in ctx.drivers.extensions:  # none without an image
         yield Finding(code="EXTENSION_ADDED",
-                      message=f"image '{img.name}' is not an Azure HPC image: the plan adds the {ext.type} {ext.type_handler_version} extension",
+                      message=f"image '{img.name}' is not an Azure HPC image: the plan adds the {ext.type} "
+                              f"{ext.type_handler_version} extension",
                       remedy=f"or use an Azure HPC image, e.g. --image {ctx.profile.default_image}",
                       source=cite(ext.source), severity="note", field="image")
 
@@ -344,8 +356,8 @@ def outbound(ctx: Context) -> Iterator[Finding]:
     # Action Run Command needs outbound 443, or "the scripts might run successfully but not return the results".
     lost += ["Run Command results, so node health checks cannot report", "package mirrors and container registries"]
     yield Finding(code="OUTBOUND_DISABLED",
-                  message="--no-outbound: the nodes get no way to the internet (private subnet, no NAT gateway); this will not "
-                  "work: " + "; ".join(lost),
+                  message="--no-outbound: the nodes get no way to the internet "
+                  "(private subnet, no NAT gateway); this will not work: " + "; ".join(lost),
                   remedy="drop --no-outbound to give the subnet a NAT gateway, or provide an outbound path yourself "
                   "(a firewall route, or --subnet-id of a subnet that has one)",
                   source=cite(tuple(dict.fromkeys((*sources, "D-rc-linux")))), severity="warning", field="outbound")
@@ -364,9 +376,10 @@ def _hpc_image(ctx: Context, args: dict) -> Iterator[Finding]:
         # passes this rule when asked for, and is never suggested.
         others = [n for n in current_images(ctx.profile.recommended_images) if n != ctx.profile.default_image]
         yield Finding(code="IMAGE_NOT_RECOMMENDED",
-                      message=f"image '{img.name}' is not an Azure HPC image supported for {ctx.profile.series}: drivers, "
-                      "NCCL and Fabric Manager may be missing",
-                      remedy=f"use --image {ctx.profile.default_image}" + (f" (or one of {', '.join(others)})" if others else ""),
+                      message=f"image '{img.name}' is not an Azure HPC image "
+                      f"supported for {ctx.profile.series}: drivers, NCCL and Fabric Manager may be missing",
+                      remedy=f"use --image {ctx.profile.default_image}"
+                      + (f" (or one of {', '.join(others)})" if others else ""),
                       source=cite(ctx.rule_source), severity="warning", field="image")
 
 
@@ -380,7 +393,8 @@ def _rdma(ctx: Context, args: dict) -> Iterator[Finding]:
     reserved = ipaddress.ip_network(args.get("reserved", RDMA_RESERVED_DEFAULT))
     if ctx.vnet is not None and ctx.vnet.overlaps(reserved):
         yield Finding(code="VNET_RDMA_OVERLAP",
-                      message=f"address space {ctx.vnet} overlaps {reserved}, which the InfiniBand RDMA network reserves",
+                      message=f"address space {ctx.vnet} overlaps {reserved}, "
+                              "which the InfiniBand RDMA network reserves",
                       remedy="choose another range, e.g. --vnet-address-prefix 10.0.0.0/16",
                       source=cite(ctx.rule_source), field="vnet_address_prefix")
 
@@ -393,8 +407,9 @@ def _cuda_max(ctx: Context, args: dict) -> Iterator[Finding]:
     major = int(img.cuda.split(".")[0])
     if major > args["max_major"]:
         yield Finding(code="IMAGE_CUDA_UNSUPPORTED",
-                      message=f"image '{img.name}' ships CUDA {img.cuda}, which no longer supports the {ctx.size.gpu_model} "
-                      f"(CUDA 13 dropped Volta); {ctx.size.name} needs CUDA {args['max_major']} or older",
+                      message=f"image '{img.name}' ships CUDA {img.cuda}, which no longer supports the "
+                      f"{ctx.size.gpu_model} (CUDA 13 dropped Volta); "
+                      f"{ctx.size.name} needs CUDA {args['max_major']} or older",
                       remedy=f"use the V100 image: --image {ctx.profile.default_image}", source=cite(ctx.rule_source),
                       field="image")
 
@@ -421,8 +436,8 @@ def _gpu_vendor(ctx: Context, args: dict) -> Iterator[Finding]:
     want = "rocm" if args["vendor"] == "amd" else "cuda"
     if img.gpu_stack != want:
         yield Finding(code="IMAGE_GPU_STACK",
-                      message=f"image '{img.name}' carries the {img.gpu_stack.upper()} stack but {ctx.size.name} has {ctx.size.gpu_model} GPUs "
-                      f"that need {want.upper()}",
+                      message=f"image '{img.name}' carries the {img.gpu_stack.upper()} stack but {ctx.size.name} has "
+                      f"{ctx.size.gpu_model} GPUs that need {want.upper()}",
                       remedy=f"use --image {ctx.profile.default_image}", source=cite(ctx.rule_source), field="image")
 
 
@@ -443,16 +458,16 @@ def custom_image(ctx: Context) -> Iterator[Finding]:
     yield Finding(code="IMAGE_CHECKED_AT_PREFLIGHT",
                   message=f"{ref.label} '{ref.text}': its Hyper-V generation, architecture, OS type and state"
                   + (", security type and replication to the location" if ref.kind != "managed" else " and location")
-                  + " are read from Azure before anything is created; azgpu assumes it carries the GPU driver and OFED, "
-                  "as images built from the Azure HPC images do",
+                  + " are read from Azure before anything is created; "
+                  "azgpu assumes it carries the GPU driver and OFED, as images built from the Azure HPC images do",
                   remedy="run 'provision create --dry-run' to check it against the subscription",
                   source=cite(("D-sig",)), severity=severity, field="image")
     if ref.kind != "managed":
         return
     if ctx.size.arch == "Arm64":
         yield Finding(code="IMAGE_ARCHITECTURE",
-                      message=f"{ctx.size.name} has Arm64 CPUs, and managed images cannot be Arm64 (ARM64 images exist only in an "
-                      "Azure Compute Gallery)",
+                      message=f"{ctx.size.name} has Arm64 CPUs, and managed images "
+                      "cannot be Arm64 (ARM64 images exist only in an Azure Compute Gallery)",
                       remedy="publish the image to a gallery as an Arm64 image definition and pass its ID",
                       source=cite(("D-managed-image",)), field="image")
     if req.security_type == "TrustedLaunch":
@@ -463,8 +478,8 @@ def custom_image(ctx: Context) -> Iterator[Finding]:
                       "TrustedLaunchSupported", source=cite(("D-managed-image", "D-tl-portal")), field="security_type")
     if (req.nodes or 0) > MANAGED_IMAGE_CONCURRENCY:
         yield Finding(code="MANAGED_IMAGE_CONCURRENCY",
-                      message=f"{req.nodes} nodes from one managed image: a managed image supports {MANAGED_IMAGE_CONCURRENCY} "
-                      "simultaneous deployments, more may time out in provisioning",
+                      message=f"{req.nodes} nodes from one managed image: a managed image supports "
+                      f"{MANAGED_IMAGE_CONCURRENCY} simultaneous deployments, more may time out in provisioning",
                       remedy="use an Azure Compute Gallery image version (one replica per 50 VMs) for large clusters",
                       source=cite(("D-managed-image",)), severity="warning", field="image")
 
@@ -484,31 +499,36 @@ def spot_eviction(ctx: Context) -> Iterator[Finding]:
                           remedy="pass --eviction-policy Delete (azgpu's default) or Deallocate",
                           source=cite(("D-vmss-spot",)), field="eviction_policy")
         elif not req.spot:
-            yield Finding(code="EVICTION_POLICY_WITHOUT_SPOT", message="--eviction-policy applies only to spot capacity",
+            yield Finding(code="EVICTION_POLICY_WITHOUT_SPOT",
+                          message="--eviction-policy applies only to spot capacity",
                           remedy="add --spot, or drop --eviction-policy", source=cite(("D-vmss-spot",)),
                           field="eviction_policy")
     if not req.spot:
         return
     if ctx.eviction_policy == "Deallocate":
         yield Finding(code="SPOT_DEALLOCATE",
-                      message="evicted nodes stay deallocated: their disks are still billed, they count against the scale set's "
-                      "quota, and Azure does not guarantee they can be started again",
+                      message="evicted nodes stay deallocated: their disks are "
+                      "still billed, they count against the scale set's quota, "
+                      "and Azure does not guarantee they can be started again",
                       remedy="use --eviction-policy Delete and scale the set out again after an eviction",
                       source=cite(("D-vmss-spot",)),
                       severity="warning", field="eviction_policy")
     nodes = req.nodes or 0
     if size.infiniband and nodes > 1:
         yield Finding(code="SPOT_INFINIBAND",
-                      message=f"spot capacity for {nodes} InfiniBand nodes: Azure can evict any node at any time (30 seconds' "
-                      "notice through Scheduled Events), and one evicted node breaks a multi-node job across the domain",
+                      message=f"spot capacity for {nodes} InfiniBand nodes: Azure "
+                      "can evict any node at any time (30 seconds' notice through Scheduled Events), and one evicted "
+                      "node breaks a multi-node job across the domain",
                       remedy="checkpoint often and restart jobs on eviction, or drop --spot for tightly coupled jobs",
                       source=cite(("D-vmss-spot", "D-setupib")), severity="warning", field="spot")
     groups = len(ctx.layout.scale_sets) if size.infiniband else -(-nodes // PLACEMENT_GROUP_VMS)
     if groups > 1:
         yield Finding(code="SPOT_MULTIPLE_PLACEMENT_GROUPS",
-                      message=f"a spot cluster of {nodes} nodes spans {groups} placement groups: spot VMs have no SLA and capacity "
-                      "is found per placement group, so parts of the cluster can be missing or evicted while others run",
-                      remedy="size spot clusters to one placement group (--nodes 100 or fewer per cluster), or drop --spot",
+                      message=f"a spot cluster of {nodes} nodes spans {groups} "
+                      "placement groups: spot VMs have no SLA and capacity is found per placement group, so parts of "
+                      "the cluster can be missing or evicted while others run",
+                      remedy="size spot clusters to one placement group "
+                             "(--nodes 100 or fewer per cluster), or drop --spot",
                       source=cite(("D-vmss-spot", "D-vmss-pg")), severity="warning", field="spot")
 
 

@@ -128,8 +128,9 @@ def _node_lines(out: dict[str, Any]) -> str:
         f"# slurm.conf nodes and partitions for {_summary(out)}.",
         "# Include it from slurm.conf (\"Include slurm.conf.nodes\"), which also needs \"GresTypes=gpu\".",
         "# NodeName: the VMs' computer names (their hostnames); NodeAddr: their private IPs, in the same order.",
-        f"# RealMemory: {int(MEMORY_HEADROOM * 100)} % of the documented {out.get('memory_gib_per_node')} GiB: the guest "
-        "sees a little less, and Slurm drains a node that reports less than RealMemory.",
+        f"# RealMemory: {int(MEMORY_HEADROOM * 100)} % of the "
+        f"documented {out.get('memory_gib_per_node')} GiB: the guest sees a little less, and Slurm drains a node that "
+        "reports less than RealMemory.",
     ]
     for domain in domains:
         nodes = domain["nodes"]
@@ -140,12 +141,15 @@ def _node_lines(out: dict[str, Any]) -> str:
         lines.append("# One partition per InfiniBand domain: InfiniBand connects only the VMs of one scale set, so "
                      "a job stays in one.")
         for i, domain in enumerate(domains):
-            lines.append(f"PartitionName={domain['scale_set']} Nodes={compress((n['hostname'] for n in domain['nodes']), sort=True)}"
-                         f"{' Default=YES' if i == 0 else ''} MaxTime=INFINITE State=UP")
+            members = compress((n["hostname"] for n in domain["nodes"]), sort=True)
+            lines.append(f"PartitionName={domain['scale_set']} "
+                         f"Nodes={members}{' Default=YES' if i == 0 else ''} MaxTime=INFINITE State=UP")
     elif domains:
-        lines.append("# No InfiniBand: the nodes share the virtual network's Ethernet, so one partition holds them all.")
+        lines.append("# No InfiniBand: the nodes share the virtual network's Ethernet, so one partition holds "
+                     "them all.")
         every = (n["hostname"] for d in domains for n in d["nodes"])
-        lines.append(f"PartitionName={out['cluster']} Nodes={compress(every, sort=True)} Default=YES MaxTime=INFINITE State=UP")
+        lines.append(f"PartitionName={out['cluster']} Nodes={compress(every, sort=True)} "
+                     "Default=YES MaxTime=INFINITE State=UP")
     if out.get("racks"):
         lines += _imex_lines()
     return "\n".join(lines) + "\n"
@@ -167,7 +171,8 @@ def _gres(out: dict[str, Any]) -> str:
     lines = [f"# gres.conf for {_summary(out)}."]
     if not gpus or not nodes:
         return "\n".join(lines + ["# No GPUs to describe."]) + "\n"
-    lines.append("# File= names each GPU's device file, so that task/cgroup can confine a job to its GPUs (gres.conf(5)).")
+    lines.append("# File= names each GPU's device file, so that "
+                 "task/cgroup can confine a job to its GPUs (gres.conf(5)).")
     if out.get("gpu_vendor") == "amd":
         files = compress(f"/dev/dri/renderD{128 + i}" for i in range(gpus))
         lines += [
@@ -194,7 +199,8 @@ def _gres(out: dict[str, Any]) -> str:
 def _switches(out: dict[str, Any]) -> tuple[list[dict[str, str]], str | None]:
     """Leaf switches (one per scale set) and, where jobs may span them, the top switch's name."""
     domains = _domains(out)
-    leaves = [{"switch": d["scale_set"], "nodes": compress((n["hostname"] for n in d["nodes"]), sort=True)} for d in domains]
+    leaves = [{"switch": d["scale_set"], "nodes": compress((n["hostname"] for n in d["nodes"]), sort=True)}
+              for d in domains]
     top = f"{out['cluster']}-ethernet" if not out.get("infiniband") and len(leaves) > 1 else None
     return leaves, top
 
@@ -227,11 +233,14 @@ def _assumed_note(out: dict[str, Any]) -> list[str]:
     bases = {_basis(r) for r in out["racks"]}
     lines = []
     if "measured" in bases:
-        lines += ["# Blocks marked 'measured': grouped by the NVLink domain each node's GPUs reported to azgpu's health check",
-                  f"# (nvidia-smi -q, Fabric ClusterUUID and CliqueId){' at ' + out['racks_measured_at'] if out.get('racks_measured_at') else ''}."]
+        lines += ["# Blocks marked 'measured': grouped by the NVLink "
+                  "domain each node's GPUs reported to azgpu's health check",
+                  "# (nvidia-smi -q, Fabric ClusterUUID and "
+                  f"CliqueId){' at ' + out['racks_measured_at'] if out.get('racks_measured_at') else ''}."]
     if "assumed" in bases:
         lines += ["# Blocks marked 'assumed': neither the nodes nor Azure said which VMs share a rack, so they",
-                  f"# ASSUME that consecutive instances of a scale set fill one rack, {out['nodes_per_rack']} at a time. Check on",
+                  "# ASSUME that consecutive instances of a scale set fill "
+                  f"one rack, {out['nodes_per_rack']} at a time. Check on",
                   "# the nodes: `nvidia-smi -q | grep -E 'ClusterUUID|CliqueId'` must print one ClusterUUID per block,",
                   "# or run 'provision check' to measure them."]
     if "reported" in bases:
@@ -295,14 +304,16 @@ def _topology_yaml(out: dict[str, Any]) -> str:
     if out.get("racks"):
         topologies.append({"topology": f"{out['cluster']}-racks", "cluster_default": True, "block": {
             "block_sizes": [out["nodes_per_rack"]],
-            "blocks": [{"block": r["name"], "nodes": compress(r["nodes"], sort=True)} for r in out["racks"] if r["nodes"]]}})
+            "blocks": [{"block": r["name"], "nodes": compress(r["nodes"], sort=True)} for r in out["racks"]
+                       if r["nodes"]]}})
     topologies.append({"topology": f"{out['cluster']}-{'infiniband' if out.get('infiniband') else 'network'}",
                        "cluster_default": not topologies, "tree": {"switches": switches}})
     head = [f"# topology.yaml for {_summary(out)}.",
             "# Slurm 25.05+ reads this file (and then ignores topology.conf); a partition picks a topology with",
             "# Topology=NAME in slurm.conf, the others use the cluster_default one."]
     if out.get("racks"):
-        head += ["# Default: one block per NVLink rack (topology/block, see topology.conf); the tree topology holds the",
+        head += ["# Default: one block per NVLink rack (topology/block, see topology.conf); "
+                 "the tree topology holds the",
                  "# InfiniBand domains for partitions that want topology/tree.", *_assumed_note(out)]
     elif out.get("infiniband") and len(leaves) > 1:
         head.append("# No switch joins the InfiniBand domains: InfiniBand connects only the VMs of one scale set.")
@@ -330,7 +341,8 @@ def slurm_stream(files: dict[str, str]) -> str:
 # ------------------------------------------------------------------------------------ by format
 
 
-def render_files(out: dict[str, Any], fmt: str, *, address: str = "private", slots: int | None = None) -> dict[str, str]:
+def render_files(out: dict[str, Any], fmt: str, *, address: str = "private", slots: int | None = None) -> dict[str,
+                                                                                                               str]:
     """The file(s) of a text format by name: what --out-dir writes and stdout shows."""
     if fmt == "slurm":
         return slurm_files(out)

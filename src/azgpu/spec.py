@@ -12,16 +12,16 @@ from functools import cache
 from . import cloud_init, naming, rules
 from .capacity import group_option_findings
 from .drivers import cloud_init_ofed, decide_drivers
-from .eviction import decide_eviction
 from .errors import AzgpuError, Finding, ValidationFailed
+from .eviction import decide_eviction
 from .images import Image, resolve
 from .layout import decide_layout, resource_kinds
 from .ownership import RESERVED_TAGS
 from .profiles import Extension, Profile, Size, find_size, load_profile
-from .sources import cite
 from .request import DEFAULT_VNET_PREFIX, Request
 from .resource_types import PPG, SUBNET, USER_ASSIGNED_IDENTITY
 from .shipped_data import data_dir, read_toml
+from .sources import cite
 
 MAX_NODES = 100_000  # beyond any InfiniBand cluster Azure sells; catches typos such as 40000000
 ARM_MAX_RESOURCES = 800
@@ -102,7 +102,8 @@ def _check_location(loc: str | None, command: str) -> list[Finding]:
     near = [squashed] if squashed in regions() else difflib.get_close_matches(squashed, regions(), n=1, cutoff=0.6)
     hint = f"did you mean '{near[0]}'? " if near else ""
     return [Finding(code="INVALID_LOCATION", message=f"'{loc}' is not an Azure region name",
-                    remedy=f"{hint}use the lowercase name without spaces as 'az account list-locations -o table' shows it",
+                    remedy=f"{hint}use the lowercase name without spaces as "
+                           "'az account list-locations -o table' shows it",
                     field="location", source=cite(("D-regions",)))]
 
 
@@ -135,7 +136,8 @@ def _check_ssh_key(key: str | None, command: str, input_findings) -> list[Findin
             valid = False
     if not valid:
         return [Finding(code="INVALID_SSH_KEY",
-                        message="the SSH public key is not an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-... AAAA...)",
+                        message="the SSH public key is not an OpenSSH public "
+                                "key (ssh-ed25519/ssh-rsa/ecdsa-... AAAA...)",
                         remedy="pass the .pub file, e.g. --ssh-key ~/.ssh/id_ed25519.pub", field="ssh_key")]
     return []
 
@@ -166,7 +168,8 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
     if req.vnet_address_prefix and req.subnet_id:
         out.append(Finding(code="CONFLICTING_NETWORK",
                            message="--vnet-address-prefix and --subnet-id exclude each other",
-                           remedy="pass --subnet-id to use an existing subnet, or --vnet-address-prefix for a new network",
+                           remedy="pass --subnet-id to use an existing subnet, "
+                                  "or --vnet-address-prefix for a new network",
                            field="subnet_id"))
     if req.subnet_id:
         out += _check_subnet_id(req.subnet_id)
@@ -187,12 +190,14 @@ def _check_network(req: Request, nodes: int) -> tuple[list[Finding], ipaddress.I
         else:
             if vnet.prefixlen > 29:
                 out.append(Finding(code="INVALID_CIDR",
-                                   message=f"--vnet-address-prefix {vnet} is smaller than Azure's smallest subnet (/29)",
+                                   message=f"--vnet-address-prefix {vnet} is smaller than Azure's smallest subnet "
+                                   "(/29)",
                                    remedy="pass a larger network, e.g. 10.0.0.0/16", field="vnet_address_prefix",
                                    source=cite(("D-vnet-faq",))))
             elif nodes > vnet.num_addresses - 5:
                 out.append(Finding(code="SUBNET_TOO_SMALL",
-                                   message=f"{vnet} holds {vnet.num_addresses - 5} node addresses (Azure reserves 5 per subnet), {nodes} needed",
+                                   message=f"{vnet} holds {vnet.num_addresses - 5} node addresses (Azure reserves 5 "
+                                           f"per subnet), {nodes} needed",
                                    remedy="pass a larger --vnet-address-prefix, e.g. 10.0.0.0/16",
                                    field="vnet_address_prefix", source=cite(("D-vnet-faq",))))
     if req.ssh_source:
@@ -338,7 +343,8 @@ def _check_ppg(req: Request) -> tuple[list[Finding], str | None, str | None]:
     text = req.ppg.strip()
     if text.startswith("/"):
         if not PPG_ID_RE.match(text):
-            return [Finding(code="INVALID_PPG", message=f"--ppg '{text}' is not a proximity placement group resource ID",
+            return [Finding(code="INVALID_PPG",
+                            message=f"--ppg '{text}' is not a proximity placement group resource ID",
                             remedy=f"pass a name to create one, or {PPG.example_id('NAME')}", field="ppg",
                             source=cite(("D-ppg",)))], None, None
         return [], text, None
@@ -391,8 +397,9 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
                                 remedy="pass -n/--name, e.g. -n train01", field="name"))
     elif not naming.CLUSTER_NAME_RE.fullmatch(req.name):
         findings.append(Finding(code="INVALID_NAME",
-                                message=f"cluster name '{req.name}' must be 2-50 lowercase letters, digits or hyphens, start with a letter "
-                                "and end with a letter or digit", remedy="e.g. -n train01", field="name",
+                                message=f"cluster name '{req.name}' must be 2-50 lowercase letters, digits or hyphens, "
+                                "start with a letter and end with a letter or digit", remedy="e.g. -n train01",
+                                field="name",
                                 source=cite((naming.NAMING_SOURCE,))))
     findings += _check_location(req.location, command)
     if req.resource_group is None and command == "create":
@@ -405,8 +412,9 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
 
     if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", req.admin_username) or req.admin_username in RESERVED_USERNAMES:
         findings.append(Finding(code="INVALID_ADMIN_USERNAME",
-                                message=f"admin username '{req.admin_username}' is reserved or not a Linux user name (1-32 lowercase "
-                                "letters, digits, '_', '-')", remedy="e.g. --admin-username azureuser",
+                                message=f"admin username '{req.admin_username}' is reserved "
+                                "or not a Linux user name (1-32 lowercase letters, digits, '_', '-')",
+                                remedy="e.g. --admin-username azureuser",
                                 field="admin_username", source=cite(("D-linux-faq",))))
     findings += _check_ssh_key(req.ssh_key, command, req.input_findings)
 
@@ -452,12 +460,15 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
                     findings.append(Finding(code="INVALID_DERIVED_NAME", message=problem,
                                             remedy="choose a shorter -n/--name", field="name",
                                             source=cite((naming.NAMING_SOURCE,))))
-        kinds = resource_kinds(existing_subnet=bool(req.subnet_id), nat_gateway=bool(not req.subnet_id and req.outbound),
+        kinds = resource_kinds(existing_subnet=bool(req.subnet_id),
+                               nat_gateway=bool(not req.subnet_id and req.outbound),
                                new_ppg=bool(ppg_name), scale_sets=len(scale_sets))
         if len(kinds) > ARM_MAX_RESOURCES:
             findings.append(Finding(code="TEMPLATE_TOO_LARGE",
-                                    message=f"{len(scale_sets)} scale sets exceed ARM's {ARM_MAX_RESOURCES} resources per template",
-                                    remedy="use fewer --nodes or a larger --max-ib-domain, or split into several clusters",
+                                    message=f"{len(scale_sets)} scale sets exceed ARM's "
+                                            f"{ARM_MAX_RESOURCES} resources per template",
+                                    remedy="use fewer --nodes or a larger --max-ib-domain, "
+                                           "or split into several clusters",
                                     field="nodes",
                                     source=cite(("D-arm-limits",))))
 

@@ -4,6 +4,7 @@ A parser ends in a typed result or an OutputError, never a traceback."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -79,10 +80,9 @@ def test_dcgm_4_document_around_the_real_results():
 
 def test_dcgm_failure_categories_follow_dcgm_errors_table():
     def run(category: int, error_id: int = 40, test: str = "diagnostic", section: str = "Stress"):
-        text = ('{"DCGM Diagnostic": {"test_categories": [{"category": "%s", "tests": [{"name": "%s", "results": ['
-                '{"entity_group": "GPU", "entity_id": 3, "status": "Fail", "warnings": [{"warning": "w", '
-                '"error_id": %d, "error_category": %d, "error_severity": 1}]}]}]}]}}'
-                % (section, test, error_id, category))
+        text = json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": section, "tests": [{"name": test,
+            "results": [{"entity_group": "GPU", "entity_id": 3, "status": "Fail", "warnings": [
+                {"warning": "w", "error_id": error_id, "error_category": category, "error_severity": 1}]}]}]}]}})
         (result,) = dcgm.parse(text).failures
         return result.host_fault(), result.impact()
 

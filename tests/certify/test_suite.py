@@ -145,7 +145,7 @@ def test_a_node_slowing_its_racks_nvlink_is_found_inside_the_rack():
 
 def test_a_rack_where_no_node_clears_is_the_rack():
     nodes = racks()
-    for name, node in nodes.items():
+    for node in nodes.values():
         if node["rack"] == "rack-1":
             node["nvlink_degraded"] = 0.5
     result = certify_racks(nodes)
@@ -213,7 +213,7 @@ class _NotRun(fabric.ModelRunner):
     def fabric(self, jobs):
         out = super().fabric(jobs)
         return [fabric.Answer(None, error="not run (n03: refused)") if j.kind == "collective" else o
-                for j, o in zip(jobs, out)]
+                for j, o in zip(jobs, out, strict=True)]
 
 
 def test_a_collective_that_did_not_run_certifies_nothing_and_blames_nobody():
@@ -248,7 +248,7 @@ class _Garbled(fabric.ModelRunner):
     def fabric(self, jobs):
         out = super().fabric(jobs)
         return [fabric.Answer(self.garble(o.text), o.seconds) if j.kind == "ibpair" and "n00" in j.nodes else o
-                for j, o in zip(jobs, out)]
+                for j, o in zip(jobs, out, strict=True)]
 
 
 def _nan_rail(text):

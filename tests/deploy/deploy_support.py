@@ -28,7 +28,8 @@ WRITES = ("PUT", "PATCH", "POST", "DELETE")
 
 
 def request(profile: str = "nd-a100-v4", **values: Any) -> azgpu.Request:
-    base = {"profile": profile, "name": NAME, "resource_group": RG, "location": LOCATION, "ssh_key": SSH_KEY, "nodes": 2}
+    base = {"profile": profile, "name": NAME, "resource_group": RG, "location": LOCATION, "ssh_key": SSH_KEY,
+            "nodes": 2}
     return azgpu.build_request(**{**base, **values})
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import RG, VMSS, arm_check, calls, create_args, request, writes
+from deploy_support import RG, VMSS, arm_check, calls, create, create_args, request, writes
 from test_azure_examples import SUB, example, live, serving, shape_differences  # noqa: F401 - live is a fixture
 
 from azgpu.deploy import CreateOptions, create
@@ -95,12 +95,13 @@ def test_fake_what_if_answers_in_the_examples_shape(azure, session):
     assert {"path": "sku.capacity", "propertyChangeType": "Modify", "before": 2, "after": 3} in vmss["delta"]
 
 
-def test_the_examples_validation_error_is_mapped_through_the_error_table(live):
+def test_the_examples_validation_error_is_mapped_through_the_error_table(live):  # noqa: F811 - the fixture imported above
     class Plain:  # what validate() needs of a deployer
         session, resource_group, cluster = live, "my-resource-group", "c1"
         plan = type("P", (), {"resources": []})()
 
-    path = r"/subscriptions/[^/]+/resourceGroups/my-resource-group/providers/Microsoft\.Resources/deployments/[^/]+/validate"
+    path = (r"/subscriptions/[^/]+/resourceGroups/my-resource-group/providers/Microsoft\.Resources/deployments/[^/]+"
+            r"/validate")
     with serving("POST", path, example(VALIDATE)["responses"]["400"]["body"], status=400):
         with pytest.raises(RequestError) as caught:
             arm_validate(live, Plain(), group_exists=True, location="eastus")
@@ -149,7 +150,8 @@ def test_an_existing_group_is_validated_at_its_own_scope(azure, session):
     result = create(session, request(nodes=3)).as_dict()
     assert result["azure_validation"] == {"scope": "resource group", "validated_resources": 5}
     posted = [r.path for r in azure.requests[before:] if arm_check(r)]
-    assert posted == [f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Resources/deployments/azgpu-c1/validate"]
+    assert posted == [f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Resources/deployments/azgpu-c1"
+                      "/validate"]
 
 
 def test_a_caller_without_the_validate_action_is_told_what_to_do(azure, session):
@@ -225,7 +227,8 @@ def test_arms_deltas_never_print_custom_data():
 
     change = {"resourceId": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/v",
               "changeType": "Modify", "delta": [{"path": "properties.virtualMachineProfile.osProfile.customData",
-                                                 "propertyChangeType": "Modify", "before": "c2VjcmV0", "after": "bmV3"}]}
+                                                 "propertyChangeType": "Modify", "before": "c2VjcmV0",
+                                                 "after": "bmV3"}]}
     text = "\n".join(arm_lines([change]))
     assert "c2VjcmV0" not in text and "bmV3" not in text and "(write-only, not shown)" in text
 

@@ -9,7 +9,7 @@ tests/fixtures/azure/errors with their source) are replayed through the fake, th
 from __future__ import annotations
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, azure_fixture, calls, create_args, request
+from deploy_support import VMSS, assert_cli_error, azure_fixture, calls, create, create_args, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import (AuthError, CapacityError, ConflictError, ImageError, MarketplaceError,
@@ -29,10 +29,12 @@ CASES = {
     "ZonalAllocationFailed": ({"operation_error": "ZonalAllocationFailed"}, CapacityError, "ZONE_CAPACITY_UNAVAILABLE",
                               "ZonalAllocationFailed", "--zones 1 2 3"),
     "OverconstrainedAllocationRequest": ({"operation_error": "OverconstrainedAllocationRequest"}, CapacityError,
-                                         "OVERCONSTRAINED", "OverconstrainedAllocationRequest", "relax the constraints"),
+                                         "OVERCONSTRAINED", "OverconstrainedAllocationRequest",
+                                         "relax the constraints"),
     # Microsoft also spells it with a capital C.
     "OverConstrainedAllocationRequest": ({"operation_error": "OverConstrainedAllocationRequest"}, CapacityError,
-                                         "OVERCONSTRAINED", "OverConstrainedAllocationRequest", "relax the constraints"),
+                                         "OVERCONSTRAINED", "OverConstrainedAllocationRequest",
+                                         "relax the constraints"),
     "SkuNotAvailable": ({"status": 409, "code": "SkuNotAvailable"}, CapacityError, "SKU_NOT_AVAILABLE",
                         "SkuNotAvailable", "'provision capacity'"),
     "skunotavailable (any case)": ({"status": 409, "code": "skunotavailable"}, CapacityError, "SKU_NOT_AVAILABLE",
@@ -44,9 +46,12 @@ CASES = {
     "OperationNotAllowed otherwise": ({"status": 409, "code": "OperationNotAllowed",
                                        "message": "The specified data disk count 9 exceeds the maximum allowed data "
                                                   "disk count 8 for the VM size."},
-                                      RequestError, "OPERATION_NOT_ALLOWED", "OperationNotAllowed", "change the request"),
-    "AuthorizationFailed 403": ({"status": 403}, AuthError, "NOT_AUTHORIZED", "AuthorizationFailed", "Contributor role"),
-    "InvalidAuthenticationToken 401": ({"status": 401}, AuthError, "AUTHENTICATION_FAILED", "InvalidAuthenticationToken",
+                                      RequestError, "OPERATION_NOT_ALLOWED", "OperationNotAllowed",
+                                      "change the request"),
+    "AuthorizationFailed 403": ({"status": 403}, AuthError, "NOT_AUTHORIZED", "AuthorizationFailed",
+                                "Contributor role"),
+    "InvalidAuthenticationToken 401": ({"status": 401}, AuthError, "AUTHENTICATION_FAILED",
+                                       "InvalidAuthenticationToken",
                                        "az login"),
     "ResourceGroupNotFound": ({"status": 404, "code": "ResourceGroupNotFound"}, AzureError, "RESOURCE_GROUP_NOT_FOUND",
                               "ResourceGroupNotFound", "-g/--resource-group"),

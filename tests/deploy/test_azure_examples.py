@@ -26,8 +26,8 @@ from azgpu.deploy.marketplace import terms
 from azgpu.deploy.session import Session
 from azgpu.images import PurchasePlan
 from azgpu.plan import build_plan
-from azgpu.testing import FakeCredential
 from azgpu.spec import validate
+from azgpu.testing import FakeCredential
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
 SUB = "00000000-0000-0000-0000-000000000000"
@@ -62,7 +62,8 @@ def spec(**values):
 # -- shape comparison ----------------------------------------------------------------------------
 
 def _type(value) -> str:
-    return {bool: "bool", int: "number", float: "number", str: "string", type(None): "null"}.get(type(value), type(value).__name__)
+    return {bool: "bool", int: "number", float: "number", str: "string", type(None): "null"}.get(type(value),
+                                                                                                 type(value).__name__)
 
 
 def _merged(items: list) -> object:
@@ -73,7 +74,8 @@ def _merged(items: list) -> object:
         for d in dicts:
             for k, v in d.items():
                 out.setdefault(k, []).append(v)
-        return {k: _merged(v) if all(isinstance(x, (dict, list)) for x in v) and len(v) > 1 else v[0] for k, v in out.items()}
+        return {k: _merged(v) if all(isinstance(x, (dict, list)) for x in v) and len(v) > 1 else v[0]
+                for k, v in out.items()}
     return items[0]
 
 
@@ -137,12 +139,14 @@ def test_replayed_sku_list_is_read_with_its_zones_and_capabilities(live):
 def test_replayed_sku_list_without_the_size_is_not_offered(live):
     pf = preflight.Preflight()
     with serving("GET", r"/subscriptions/[^/]+/providers/Microsoft\.Compute/skus", body(SKUS)):
-        preflight.check_sku(pf, spec(location="westus"), list(live.compute.resource_skus.list(filter="location eq 'westus'")))
+        preflight.check_sku(pf, spec(location="westus"),
+                            list(live.compute.resource_skus.list(filter="location eq 'westus'")))
     assert [f.code for f in pf.findings] == ["SKU_NOT_OFFERED"]
 
 
 def test_fake_sku_list_has_the_examples_shape(azure):
-    fake = fake_get(azure, "/providers/Microsoft.Compute/skus", "2021-07-01", **{"$filter": f"location eq '{LOCATION}'"})
+    fake = fake_get(azure, "/providers/Microsoft.Compute/skus", "2021-07-01",
+                    **{"$filter": f"location eq '{LOCATION}'"})
     assert shape_differences(body(SKUS), fake, only_real={
         "nextLink",  # a last page may leave it out; the fake never pages
         "value[].locationInfo[].zoneDetails",  # per-zone capabilities: the fake serves them only where recorded
@@ -186,7 +190,8 @@ def test_fake_usages_have_the_examples_shape(azure):
 
 IMAGE_LIST = "compute/VirtualMachineImage_List_MinimumSet_Gen"
 IMAGE_GET = "compute/VirtualMachineImage_Get_MaximumSet_Gen"
-VERSIONS = r"/subscriptions/[^/]+/providers/Microsoft\.Compute/locations/[^/]+/publishers/[^/]+/artifacttypes/vmimage/offers/[^/]+/skus/[^/]+/versions"
+VERSIONS = (r"/subscriptions/[^/]+/providers/Microsoft\.Compute/locations/[^/]+/publishers/[^/]+/artifacttypes/vmimage"
+            r"/offers/[^/]+/skus/[^/]+/versions")
 
 
 def test_replayed_version_list_is_a_bare_array_azgpu_picks_from(live):
@@ -220,7 +225,8 @@ def test_fake_version_list_has_the_examples_shape(azure):
                                  "OpenLogic:CentOS-HPC:7_9-gen2:7.9.2022040101"], ids=["with plan", "deprecated"])
 def test_fake_image_has_the_examples_shape(azure, urn):
     publisher, offer, sku, version = urn.split(":")
-    fake = fake_get(azure, f"/providers/Microsoft.Compute/locations/{LOCATION}/publishers/{publisher}/artifacttypes/vmimage"
+    fake = fake_get(azure,
+                    f"/providers/Microsoft.Compute/locations/{LOCATION}/publishers/{publisher}/artifacttypes/vmimage"
                            f"/offers/{offer}/skus/{sku}/versions/{version}", "2026-04-01")
     assert shape_differences(body(IMAGE_GET), fake, only_real={
         "tags", "extendedLocation",  # the fake's images have no tags and no edge-zone location
@@ -237,7 +243,8 @@ def test_fake_image_has_the_examples_shape(azure, urn):
 # -- marketplace terms -----------------------------------------------------------------------------
 
 TERMS = "marketplaceordering/GetMarketplaceTerms"
-AGREEMENT = r"/subscriptions/[^/]+/providers/Microsoft\.MarketplaceOrdering/offerTypes/virtualmachine/publishers/[^/]+/offers/[^/]+/plans/[^/]+/agreements/current"
+AGREEMENT = (r"/subscriptions/[^/]+/providers/Microsoft\.MarketplaceOrdering/offerTypes/virtualmachine/publishers/[^/]+"
+             r"/offers/[^/]+/plans/[^/]+/agreements/current")
 
 
 def test_replayed_accepted_terms_let_the_preflight_pass(live):
@@ -292,7 +299,8 @@ def test_replayed_foreign_scale_set_is_not_changed_in_place(live):
     plan = build_plan(spec(nodes=4))
     r = plan.scale_sets[0]
     with serving("GET", VMSS_PATH, body(GET_VMSS)):
-        current = resource_types.of(r.type).get(live, "myResourceGroup", "myVirtualMachineScaleSet", api_version=r.api_version)
+        current = resource_types.of(r.type).get(live, "myResourceGroup", "myVirtualMachineScaleSet",
+                                                api_version=r.api_version)
     problem = Deployer(live, plan, RG)._immutable_problem(r, current)
     assert isinstance(problem, InputError) and problem.code == "CHANGE_NOT_ALLOWED"
     assert "size 'standard_d2s_v3'" in problem.message and "singlePlacementGroup False" in problem.message

@@ -10,7 +10,7 @@ compute), the sentences of Learn's pages quoted below, and the ScheduleProfile w
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -45,7 +45,7 @@ def example(name: str) -> dict:
 
 
 def tomorrow() -> date:
-    return datetime.now(timezone.utc).date() + timedelta(days=1)
+    return datetime.now(UTC).date() + timedelta(days=1)
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def reservable(azure, monkeypatch):
     azure.set_sku(LOCATION, A100, CapacityReservationSupported="True",
                   SupportedCapacityReservationTypes="Targeted,Block")
     # azgpu reads Block schedules against the wall clock; here that is the fake's, which tests move.
-    monkeypatch.setattr(reservations, "utc_now", lambda: datetime.fromtimestamp(azure.now(), timezone.utc))
+    monkeypatch.setattr(reservations, "utc_now", lambda: datetime.fromtimestamp(azure.now(), UTC))
     return azure
 
 
@@ -64,7 +64,7 @@ def advance_to(azure, when: datetime) -> None:
 def window_start() -> datetime:
     """A Block reservation starting tomorrow holds VMs from 12:00 UTC that day (BlockCapacityReservation_
     CreateOrUpdate.json, 2025-04-01: start "2025-08-01" answered as "2025-08-01T12:00:00Z")."""
-    return datetime.combine(tomorrow(), datetime.min.time(), timezone.utc) + timedelta(hours=12)
+    return datetime.combine(tomorrow(), datetime.min.time(), UTC) + timedelta(hours=12)
 
 
 def reserve(session, count: int = 4, *, group: str = GROUP, name: str | None = "a100", size: str = A100,
@@ -139,8 +139,8 @@ def test_scale_sets_in_a_group_carry_a_fault_domain_count_azure_accepts(zone):
         plain["properties"]["virtualMachineProfile"] and "platformFaultDomainCount" not in plain["properties"]
 
 
-NOON = datetime(2026, 3, 2, 12, 0, tzinfo=timezone.utc)  # after 11:30 UTC
-MORNING = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+NOON = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # after 11:30 UTC
+MORNING = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("now, start, days, weeks, code", [

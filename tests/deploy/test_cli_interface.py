@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create_args, request
+from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create, create_args, request
 
 from azgpu.deploy import CreateOptions, create, lifecycle
 from azgpu.errors import ValidationFailed
@@ -105,7 +105,8 @@ def test_create_table_has_readable_headers_and_no_empty_rows(azure, cli):
     assert {"GPUs", "vCPUs", "IB domain", "InfiniBand"} <= set(heads)
     assert not {"Gpus", "Vcpus", "Ib Domain"} & set(heads)
     # Findings and notes show only when there are some (a plan with a NAT gateway has a note on it).
-    assert all(len(line.split(None, 1)) == 2 for line in out.splitlines() if line.split("  ")[0] in ("Notes", "Findings"))
+    assert all(len(line.split(None, 1)) == 2
+               for line in out.splitlines() if line.split("  ")[0] in ("Notes", "Findings"))
 
 
 # ------------------------------------------------------------------------------ progress without a terminal

@@ -4,8 +4,25 @@ a finished cluster is only read; what cannot be changed in place, or is not ours
 from __future__ import annotations
 
 import pytest
-from deploy_support import (LOCATION, NAT, arm_check, NIC, NSG, PIP, RG, VM, VMSS, VNET, assert_cli_error, calls, create_args,
-                            names, request, writes)
+from deploy_support import (
+    LOCATION,
+    NAT,
+    NIC,
+    NSG,
+    PIP,
+    RG,
+    VM,
+    VMSS,
+    VNET,
+    arm_check,
+    assert_cli_error,
+    calls,
+    create,
+    create_args,
+    names,
+    request,
+    writes,
+)
 
 from azgpu.deploy import create
 from azgpu.deploy.azure_errors import CapacityError

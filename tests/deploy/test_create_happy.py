@@ -5,8 +5,24 @@ from __future__ import annotations
 import time
 
 import pytest
-from deploy_support import (ALL_SERIES, LOCATION, NAME, NAT, NIC, NSG, PIP, RG, RG_TYPE, VM, VMSS, VNET, calls,
-                            request, writes)
+from deploy_support import (
+    ALL_SERIES,
+    LOCATION,
+    NAME,
+    NAT,
+    NIC,
+    NSG,
+    PIP,
+    RG,
+    RG_TYPE,
+    VM,
+    VMSS,
+    VNET,
+    calls,
+    create,
+    request,
+    writes,
+)
 
 from azgpu.deploy import create
 from azgpu.errors import ValidationFailed

@@ -14,8 +14,9 @@ from azgpu.testing import DEFAULT_SUBSCRIPTION, FakeCredential
 
 class BrokenCredential:
     def get_token(self, *scopes, **kwargs):
-        raise ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token from the included credentials.\n"
-                                        "Attempted credentials: EnvironmentCredential ...")
+        raise ClientAuthenticationError("DefaultAzureCredential failed to retrieve "
+                                        "a token from the included credentials.\nAttempted credentials: "
+                                        "EnvironmentCredential ...")
 
     def get_token_info(self, *scopes, options=None):
         return self.get_token(*scopes)

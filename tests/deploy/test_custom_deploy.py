@@ -7,7 +7,19 @@ import base64
 import email
 
 import pytest
-from deploy_support import LOCATION, NAME, RG, SSH_KEY, VMSS, assert_cli_error, calls, create_args, request, writes
+from deploy_support import (
+    LOCATION,
+    NAME,
+    RG,
+    SSH_KEY,
+    VMSS,
+    assert_cli_error,
+    calls,
+    create,
+    create_args,
+    request,
+    writes,
+)
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
@@ -83,12 +95,13 @@ def test_the_latest_version_replicated_here_deploys(azure, session):
     azure.add_gallery_image_version(image_id, "1.2.0", regions=(LOCATION,))
     result = create(session, request(image=image_id)).as_dict()
     assert result["image_kind"] == "gallery"
-    assert _vmss_body(azure)["properties"]["virtualMachineProfile"]["storageProfile"]["imageReference"] == {"id": image_id}
+    profile = _vmss_body(azure)["properties"]["virtualMachineProfile"]
+    assert profile["storageProfile"]["imageReference"] == {"id": image_id}
 
 
 def test_a_gallery_image_that_does_not_exist_is_not_found(azure, session):
-    missing = "/subscriptions/{}/resourceGroups/img-rg/providers/Microsoft.Compute/galleries/g/images/none".format(
-        azure.subscription_id)
+    missing = (f"/subscriptions/{azure.subscription_id}/resourceGroups/img-rg/providers/Microsoft.Compute/galleries/g"
+               "/images/none")
     azure.add_gallery_image("img-rg", "g", "other")
     assert _codes(_preflight_errors(session, image=missing)) == {"IMAGE_NOT_FOUND"}
 
@@ -157,7 +170,8 @@ def test_a_community_gallery_image_deploys_through_its_public_name(azure, sessio
 
 def test_a_community_version_not_in_the_location_is_refused(azure, session):
     _gallery(azure, community_name="hpc-pub-1234", regions=("westus2",))
-    f = next(iter(_preflight_errors(session, image="/CommunityGalleries/hpc-pub-1234/Images/ubuntu-hpc/Versions/1.0.0")))
+    f = next(iter(_preflight_errors(session,
+                                    image="/CommunityGalleries/hpc-pub-1234/Images/ubuntu-hpc/Versions/1.0.0")))
     assert f.code == "IMAGE_NOT_REPLICATED" and LOCATION in f.message
     assert not writes(azure)
 
@@ -178,7 +192,8 @@ def test_a_managed_image_in_another_region_is_refused(azure, session):
 def test_a_managed_image_in_the_region_deploys(azure, session):
     image_id = azure.add_managed_image("img-rg", "golden", location=LOCATION)
     create(session, request(image=image_id))
-    assert _vmss_body(azure)["properties"]["virtualMachineProfile"]["storageProfile"]["imageReference"] == {"id": image_id}
+    profile = _vmss_body(azure)["properties"]["virtualMachineProfile"]
+    assert profile["storageProfile"]["imageReference"] == {"id": image_id}
 
 
 def test_a_generation_1_managed_image_is_refused(azure, session):
@@ -200,7 +215,8 @@ def test_a_missing_user_assigned_identity_is_refused_before_any_write(azure, ses
 def test_the_identities_reach_the_scale_set(azure, session):
     rid = azure.add_user_assigned_identity("id-rg", "reader")
     create(session, request(identity=[rid], assign_identity=True))
-    assert _vmss_body(azure)["identity"] == {"type": "SystemAssigned, UserAssigned", "userAssignedIdentities": {rid: {}}}
+    assert _vmss_body(azure)["identity"] == {"type": "SystemAssigned, UserAssigned",
+                                             "userAssignedIdentities": {rid: {}}}
 
 
 def test_the_fake_refuses_a_scale_set_with_a_missing_identity_as_azure_does(azure, session):
@@ -291,11 +307,13 @@ CLOUD_CONFIG = "#cloud-config\nruncmd:\n  - [touch, /var/tmp/joined]\n"
 def test_custom_data_deploys_in_simulation_merged_with_the_ofed_install(sim, state_file, tmp_path):
     path = tmp_path / "init.yaml"
     path.write_text(CLOUD_CONFIG)
-    rc, out, err = sim(*create_args("nd-a100-v4", "--image", "ubuntu-2204-gen2", "--custom-data", path)[0:], "-o", "json")
+    rc, out, err = sim(*create_args("nd-a100-v4", "--image", "ubuntu-2204-gen2", "--custom-data", path)[0:], "-o",
+                       "json")
     assert rc == 0, err
     vmss = next(r for r in FakeAzure.load(state_file).resources(type=VMSS, resource_group=RG))
     sent = base64.b64decode(vmss["properties"]["virtualMachineProfile"]["osProfile"]["customData"]).decode()
-    parts = [p.get_payload(decode=True).decode() for p in email.message_from_string(sent).walk() if not p.is_multipart()]
+    parts = [p.get_payload(decode=True).decode() for p in email.message_from_string(sent).walk()
+             if not p.is_multipart()]
     assert "doca-ofed" in parts[0] and parts[1] == CLOUD_CONFIG
     assert "/var/tmp/joined" not in out  # the result printed on stdout does not carry it
 
@@ -307,7 +325,8 @@ def test_custom_data_on_the_wire_is_the_rendered_parameter_base64_encoded(azure,
     put = next(r for r in calls(azure, "PUT") if "virtualMachineScaleSets" in r.path)
     rendered = render_arm_parameters(build_plan(validate(request(image="ubuntu-2204-gen2", custom_data=CLOUD_CONFIG),
                                                          command="create")))["parameters"]["customData"]["value"]
-    assert base64.b64decode(put.body["properties"]["virtualMachineProfile"]["osProfile"]["customData"]).decode() == rendered
+    custom_data = put.body["properties"]["virtualMachineProfile"]["osProfile"]["customData"]
+    assert base64.b64decode(custom_data).decode() == rendered
 
 
 def test_boot_diagnostics_and_the_eviction_policy_reach_the_wire(azure, session):

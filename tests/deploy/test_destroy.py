@@ -6,8 +6,23 @@ import io
 import sys
 
 import pytest
-from deploy_support import (LOCATION, NAME, NAT, NSG, PIP, RG, RG_TYPE, VMSS, VNET, assert_cli_error, calls,
-                            cluster_args, ours, request)
+from deploy_support import (
+    LOCATION,
+    NAME,
+    NAT,
+    NSG,
+    PIP,
+    RG,
+    RG_TYPE,
+    VMSS,
+    VNET,
+    assert_cli_error,
+    calls,
+    cluster_args,
+    create,
+    ours,
+    request,
+)
 
 from azgpu.deploy import create
 from azgpu.deploy.lifecycle import destroy

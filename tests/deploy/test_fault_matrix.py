@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET
+from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET, create
 
 import azgpu
 from azgpu.deploy import CreateOptions, create
@@ -212,7 +212,8 @@ def _not_converged(azure: FakeAzure, plan: azgpu.Plan) -> list[str]:
     for r in plan.resources:
         found = azure.get(_id(sub, RG, r.type, r.name))
         state = (found or {}).get("properties", {}).get("provisioningState")
-        capacity_ok = r.stage != "scale-set" or (found or {}).get("sku", {}).get("capacity") == r.body["sku"]["capacity"]
+        capacity_ok = r.stage != "scale-set" or (found or {}).get("sku",
+                                                                  {}).get("capacity") == r.body["sku"]["capacity"]
         if state != "Succeeded" or not capacity_ok:
             out.append(r.name)
     return sorted(out)
@@ -251,7 +252,7 @@ def run_cell(stage: str, kind: str) -> Cell:
             cell.azure_code = getattr(exc, "azure_code", "")
             cell.remedy = exc.remedy
             cell.message = exc.message
-        except Exception as exc:  # noqa: BLE001 - an untyped error is a finding, not a crash of the matrix
+        except Exception as exc:  # an untyped error is a finding, not a crash of the matrix
             cell.outcome = "crashed"
             cell.error_type = type(exc).__name__
             cell.message = str(exc)
@@ -266,7 +267,7 @@ def run_cell(stage: str, kind: str) -> Cell:
         since = len(azure.requests)
         try:
             create(session, request)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             cell.rerun_error = f"{type(exc).__name__}: {getattr(exc, 'code', '')} {exc}"
         cell.rerun_fired = fault.fired - cell.fired
         cell.rerun_writes = _written(azure, since)
@@ -295,7 +296,8 @@ def problems(cell: Cell) -> list[str]:
         if cell.fired != TRANSIENT_TIMES:
             out.append(f"fault fired {cell.fired} times, expected {TRANSIENT_TIMES}")
         if cell.kind == "429" and cell.retry_after_waits != cell.fired:
-            out.append(f"{cell.fired} throttled answers but {cell.retry_after_waits} waits of Retry-After {RETRY_AFTER} s")
+            out.append(f"{cell.fired} throttled answers but {cell.retry_after_waits} "
+                       f"waits of Retry-After {RETRY_AFTER} s")
     elif cell.not_applicable:
         if cell.fired != 0 or cell.outcome != "succeeded":
             out.append(f"a synchronous PUT cannot fail an operation: fired {cell.fired}, outcome {cell.outcome}")
@@ -356,7 +358,8 @@ def format_matrix(cells: list[Cell]) -> str:
     first = max(len("stage"), *(len(s) for s in stages))
     lines = ["  ".join(["stage".ljust(first), *(k.ljust(width[k]) for k in kinds)])]
     for s in stages:
-        lines.append("  ".join([s.ljust(first), *(_label(by[s, k]).ljust(width[k]) if (s, k) in by else "".ljust(width[k])
+        lines.append("  ".join([s.ljust(first),
+                                *(_label(by[s, k]).ljust(width[k]) if (s, k) in by else "".ljust(width[k])
                                                   for k in kinds)]))
     ok = sum(1 for c in cells if not problems(c))
     converged = sum(1 for c in cells if not c.rerun_error and not c.rerun_not_succeeded)
@@ -411,7 +414,8 @@ def test_the_extension_stage_really_carries_an_inline_extension():
 
 
 def test_format_matrix_prints_every_stage_and_the_totals():
-    cells = [run_cell("nsg", "429"), run_cell("vmss001", "AllocationFailed"), run_cell("resource-group", "AllocationFailed")]
+    cells = [run_cell("nsg", "429"), run_cell("vmss001", "AllocationFailed"),
+             run_cell("resource-group", "AllocationFailed")]
     text = format_matrix(cells)
     assert "retried" in text and "CAPACITY_UNAVAILABLE" in text and "n/a" in text
     assert "3 cells: 3 as required, re-run converged in 3, leaked 0, wrongly deleted 0" in text.splitlines()
@@ -468,7 +472,8 @@ def test_capacity_fallback_deletes_only_this_clusters_resources(fallback):
         azure.add_resource(_id(sub, RG, NSG, "other-nsg"),
                            _nsg_body({"managed-by": "azgpu", "azgpu-cluster": "other", "azgpu-profile": "ndv2"}))
         foreign = _snapshot(azure)
-        fault = azure.inject(method="PUT", path=STAGES["vmss001"].path, operation_error="ZonalAllocationFailed", times=1)
+        fault = azure.inject(method="PUT", path=STAGES["vmss001"].path, operation_error="ZonalAllocationFailed",
+                             times=1)
         notices: list[str] = []
         result = create(session, request, CreateOptions(on_notice=notices.append, **fallback)).as_dict()
         assert fault.fired == 1 and len(notices) == 1
@@ -499,7 +504,6 @@ def test_a_run_command_error_never_deletes_or_reports_a_node(azure, session, fau
     from deploy_support import request as health_request
 
     from azgpu.deploy import ghr
-
     from azgpu.deploy import health_gate as health
     from azgpu.health.outcome import unhealthy_error
 

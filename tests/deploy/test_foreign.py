@@ -5,7 +5,7 @@ cluster in it, in either order of destroying them."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, request
+from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, create, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.arm import rest_shape
@@ -17,7 +17,8 @@ def add_user_subnet(session, prefix: str = "10.1.0.0/24") -> None:
     vnet = session.network.virtual_networks.get(RG, "c1-vnet")
     vnet.address_space.address_prefixes.append("10.1.0.0/16")
     session.network.virtual_networks.begin_create_or_update(RG, "c1-vnet", vnet).result()
-    session.network.subnets.begin_create_or_update(RG, "c1-vnet", "user-subnet", {"properties": {"addressPrefix": prefix}}).result()
+    session.network.subnets.begin_create_or_update(RG, "c1-vnet", "user-subnet",
+                                                   {"properties": {"addressPrefix": prefix}}).result()
 
 
 def subnets(azure) -> list[str]:
@@ -64,7 +65,8 @@ def test_destroy_leaves_azgpus_subnet_and_nat_gateway_while_a_foreign_nic_uses_t
     create(session, request(nodes=1))
     subnet_id = f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/{VNET}/c1-vnet/subnets/compute"
     # A NIC of the user's own VM in azgpu's subnet (seeded: the fake has no NIC PUT).
-    nic = f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Network/networkInterfaces/user-nic"
+    nic = (f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Network/networkInterfaces"
+           "/user-nic")
     azure.add_resource(nic, {"location": "eastus", "properties": {"ipConfigurations": [
         {"name": "ipc", "id": f"{nic}/ipConfigurations/ipc", "properties": {"subnet": {"id": subnet_id}}}]}})
     result = destroy(session, "c1", RG)
@@ -93,7 +95,8 @@ def test_a_rerun_keeps_a_hand_added_nsg_rule(azure, session):
                            "destinationAddressPrefix": "*", "destinationPortRange": "8888"}}
     nsg = rest_shape(session.network.network_security_groups.get(RG, "c1-nsg"))
     body = {"location": "eastus", "tags": nsg.get("tags"), "properties": {
-        "securityRules": [*[{"name": r["name"], "properties": r["properties"]} for r in nsg["properties"]["securityRules"]],
+        "securityRules": [*[{"name": r["name"], "properties": r["properties"]}
+                            for r in nsg["properties"]["securityRules"]],
                           {"name": "jupyter-from-vpn", **rule}]}}
     session.network.network_security_groups.begin_create_or_update(RG, "c1-nsg", body).result()
     notices = []

@@ -10,7 +10,6 @@ import pytest
 import requests
 from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args
 
-
 GB300_FAMILY = "standardNDISRGB300V6Family"
 REPORT = ("--check", "--replace-unhealthy", "--report-to-azure", "--yes", "--insight-timeout", "60")
 # Azure reports each instance's interconnect subgroup (Compute 2026-03-01, read from the REST answer): the
@@ -142,7 +141,7 @@ def test_simulate_rack_breaks_a_nodes_fabric_and_queues_a_short_rack(run, sim, s
 
 def test_the_sku_api_without_a_gpu_count_is_not_drift(azure, session, racks_quota):
     # Microsoft's GB300 test notes the Compute SKU metadata lacks the GPUs capability (R-agentbaker-gb300).
-    from deploy_support import request
+    from deploy_support import create, request
 
     from azgpu.deploy import create
     from azgpu.testing.skus import capability, catalog_data

@@ -5,11 +5,11 @@ and the caller's permissions; nothing is deleted when reporting was asked for an
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import requests
-from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
+from deploy_support import NAME, RG, VM, assert_cli_error, calls, create, create_args, request
 
 from azgpu.deploy import CheckOptions, CreateOptions, GateOptions, arm, create, ghr
 from azgpu.deploy import health_gate as health
@@ -17,7 +17,7 @@ from azgpu.errors import AzgpuError, ValidationFailed
 from azgpu.health.outcome import UnhealthyNodes
 
 IMPACTS = "Microsoft.Impact/workloadImpacts"
-NOW = datetime(2026, 3, 14, 9, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 MISSING_GPU = "Resource.Hpc.Unhealthy.HpcMissingGpu"
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import re
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import responses
-from deploy_support import NAME, RG, request
+from deploy_support import NAME, RG, create, request
 
 from azgpu.deploy import arm, create, ghr
 from azgpu.deploy import health_gate as health
@@ -23,8 +23,9 @@ from azgpu.testing import FakeCredential
 IMPACT = Path(__file__).resolve().parents[1] / "fixtures" / "azure" / "impact"
 SUB = "00000000-0000-0000-0000-000000000000"
 ARM = "https://management.azure.com"
-NOW = datetime(2026, 3, 14, 9, 0, tzinfo=timezone.utc)
-VM_ID = f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/c1-vmss000/virtualMachines/4"
+NOW = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
+VM_ID = (f"/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/c1-vmss000"
+         "/virtualMachines/4")
 
 
 def example(name: str) -> dict:

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, request
+from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, create, request
 
 from azgpu import find_size
 from azgpu.deploy import create
 from azgpu.deploy import health_gate as health
-from azgpu.deploy.interface import CheckOptions
 from azgpu.deploy import run_command
 
 @pytest.fixture
@@ -204,7 +203,8 @@ def test_the_table_has_one_row_per_node(azure, cli, three):
 
 def test_check_runs_in_simulation_from_the_state_file(sim):
     rc, out, err = sim("create", "--profile", "nd-a100-v4", "-n", NAME, "-g", RG, "-l", "eastus", "--nodes", "2",
-                       "--ssh-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg x",
+                       "--ssh-key",
+                       "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJOgAYClhajeh3m7rJp5Bf+XHzOywcIepjITM9B6OJMg x",
                        "-o", "none")
     assert rc == 0, err
     rc, out, err = sim("check", *cluster_args())

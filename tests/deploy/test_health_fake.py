@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import responses
-from deploy_support import RG, VM, request
+from deploy_support import RG, VM, create, request
 
 from azgpu import find_size
 from azgpu.deploy import create
@@ -171,7 +171,8 @@ def test_deleting_instances_removes_vms_nics_nodes_and_lowers_capacity(azure, se
     session.compute.virtual_machine_scale_sets.begin_delete_instances(RG, cluster, {"instanceIds": ["0", "2"]}).result()
     assert sorted(vm["instanceId"] for vm in azure.resources(type=VM)) == ["1"]
     assert session.compute.virtual_machine_scale_sets.get(RG, cluster).sku.capacity == 1
-    assert all("/virtualMachines/0/" not in n["id"] for n in azure.resources(type="Microsoft.Network/networkInterfaces"))
+    assert all("/virtualMachines/0/" not in n["id"]
+               for n in azure.resources(type="Microsoft.Network/networkInterfaces"))
     with pytest.raises(KeyError):
         azure.node("c1-vmss000/0")
 
@@ -257,7 +258,8 @@ def test_the_spec_example_body_is_read_as_stdout(bare_session):
 def test_a_real_409_is_waited_out_and_retried(bare_session):
     session, slept = bare_session
     conflict = json.loads((AZURE / "run-command-conflict-409.json").read_text())
-    body = {"value": [{"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded",
+    body = {"value": [{"code": "ProvisioningState/succeeded", "level": "Info",
+                       "displayStatus": "Provisioning succeeded",
                        "message": "Enable succeeded: \n[stdout]\n" + json.dumps(
                            {"azgpu_health": 1, "mode": "check", "checker": "fallback", "failures": [], "more": 0,
                             "host": {"physical_host": "AMS081063509028"}}) + "\n\n[stderr]\n"}]}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, calls, request
+from deploy_support import NAME, RG, calls, create, request
 
 from azgpu.deploy import CreateOptions, GateOptions, create, ghr
 from azgpu.deploy import health_gate as health
@@ -80,9 +80,9 @@ def test_the_watchdog_and_nhcna_only_are_inconclusive_and_only_the_host_fault_is
 def test_a_one_node_cluster_without_the_drivers_tools_is_neither_replaced_nor_reported(azure, session, monkeypatch):
     missing = ('{"azgpu_health":1,"mode":"check","checker":"fallback","aznhc":"missing","host":{"computer":"x",'
                '"physical_host":"AMS081063509028","vm_id":"","vm_id_source":"","vm_size":""},"failures":[{"check":'
-               '"nvidia-smi","kind":"tool_missing","message":"nvidia-smi is not installed or not executable (exit 127)",'
-               '"expected":"nvidia-smi","measured":"exit 127"}],"more":0,"dropped":{},"log":"/var/log/azgpu/h.log",'
-               '"seconds":1}\n')
+               '"nvidia-smi","kind":"tool_missing","message":"nvidia-smi '
+               'is not installed or not executable (exit 127)","expected":"nvidia-smi","measured":"exit '
+               '127"}],"more":0,"dropped":{},"log":"/var/log/azgpu/h.log","seconds":1}\n')
     node_says(monkeypatch, {"c1-000-000000": missing})
     reporter = ghr.Reporter(session)
     result = create(session, request("nd-a100-v4", nodes=1), CreateOptions(
@@ -186,14 +186,15 @@ def test_check_shows_progress_in_a_pipe(cli, azure, session):
     rc, out, err = cli("check", "-n", NAME, "-g", RG, "-o", "json")
     assert rc == 1
     assert "checking 3 node(s)" in err and "3 of 3 node(s) answered (2 passed, 1 failed), 0 pending" in err
-    (line,) = [l for l in err.splitlines() if l.startswith("ERROR: [UNHEALTHY_NODES]")]
+    (line,) = [e for e in err.splitlines() if e.startswith("ERROR: [UNHEALTHY_NODES]")]
     # the check and its code once each, not the message's copy of them again
     assert line.count("check_gpu_count") == 1 and line.count("NHC2009") == 1
 
 
 def test_control_characters_from_a_node_never_reach_the_terminal(cli, azure, session, aznhc_says):
     create(session, request("nd-a100-v4", nodes=1))
-    aznhc_says["c1-000-000000"] = ["check_hw_ib:  No IB port mlx5_ib0:1 is ACTIVE (LinkUp 200 Gb/sec). \x1b]0;x\x07\x1b[2J"]
+    aznhc_says["c1-000-000000"] = ["check_hw_ib:  No IB port mlx5_ib0:1 is ACTIVE "
+                                   "(LinkUp 200 Gb/sec). \x1b]0;x\x07\x1b[2J"]
     for fmt in ("table", "tsv"):
         rc, out, err = cli("check", "-n", NAME, "-g", RG, "-o", fmt)
         assert "\x1b" not in out and "\x07" not in out and "\x1b" not in err

@@ -5,7 +5,7 @@ read from the permissions API (Permissions - List For Resource)."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, create_args, request, writes
+from deploy_support import VMSS, assert_cli_error, create, create_args, request, writes
 
 from azgpu.deploy import create
 from azgpu.errors import ValidationFailed
@@ -21,7 +21,8 @@ CONTRIBUTOR_LIKE = ["*"]
 
 def test_an_identity_the_caller_may_not_assign_is_refused_with_the_role_to_grant(azure, session):
     rid = azure.add_user_assigned_identity("id-rg", "trainer")
-    azure.set_permissions(CONTRIBUTOR_LIKE, not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
+    azure.set_permissions(CONTRIBUTOR_LIKE,
+                          not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
     with pytest.raises(ValidationFailed) as caught:
         create(session, request(identity=[rid]))
     (err,) = [f for f in caught.value.errors if f.code == "IDENTITY_NOT_ASSIGNABLE"]
@@ -49,15 +50,16 @@ def test_an_operator_of_the_identity_deploys(azure, session, actions):
 
 
 def test_the_fake_refuses_the_scale_set_put_as_azure_does_and_the_table_names_the_role(azure, session):
-    from azgpu.deploy.azure_errors import AuthError
     from azgpu.deploy.arm import to_azure_error
+    from azgpu.deploy.azure_errors import AuthError
     from azgpu.deploy.deployer import Deployer
     from azgpu.plan import build_plan
     from azgpu.spec import validate
 
     rid = azure.add_user_assigned_identity("id-rg", "trainer")
     azure.add_resource(f"/subscriptions/{azure.subscription_id}/resourceGroups/rg1", {"location": "eastus"})
-    azure.set_permissions(CONTRIBUTOR_LIKE, not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
+    azure.set_permissions(CONTRIBUTOR_LIKE,
+                          not_actions=["Microsoft.ManagedIdentity/userAssignedIdentities/*/assign/action"])
     plan = build_plan(validate(request(identity=[rid]), command="create"))  # no preflight
     deployer = Deployer(session, plan, "rg1")
     for r in plan.resources[:-1]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, request, writes
+from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create, create_args, request, writes
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
@@ -130,8 +130,10 @@ def test_image_scheduled_for_deprecation_warns_and_deploys(azure, session):
 
 
 def test_trusted_launch_on_an_image_without_it_is_an_error(azure, session):
-    azure.add_image(LOCATION, "contoso", "cvm", "1", "1.0.0", features=[{"name": "SecurityType", "value": "ConfidentialVmSupported"}])
-    (f,) = preflight_failure(azure, session, profile="nd-h100-v5", image="contoso:cvm:1:latest", security_type="TrustedLaunch")
+    azure.add_image(LOCATION, "contoso", "cvm", "1", "1.0.0",
+                    features=[{"name": "SecurityType", "value": "ConfidentialVmSupported"}])
+    (f,) = preflight_failure(azure, session, profile="nd-h100-v5", image="contoso:cvm:1:latest",
+                             security_type="TrustedLaunch")
     assert f.code == "IMAGE_SECURITY_TYPE" and "--security-type Standard" in f.remedy
 
 
@@ -151,7 +153,8 @@ def test_quota_is_counted_under_the_family_the_sku_api_reports(azure, session):
     findings = result["preflight"]["findings"]
     assert "QUOTA_UNKNOWN" not in {f["code"] for f in findings}
     assert result["preflight"]["quota"][0]["quota"] == "Standard NDisr MI300X v5 Family"  # the usage name
-    assert [f["severity"] for f in findings if f["code"] == "SKU_DRIFT" and "quota family" in f["message"]] == ["warning"]
+    assert [f["severity"] for f in findings if f["code"] == "SKU_DRIFT"
+            and "quota family" in f["message"]] == ["warning"]
 
 
 def test_family_shortfall_under_the_live_family_stops_the_preflight(azure, session):
@@ -179,7 +182,8 @@ def test_scale_set_without_the_images_plan_maps_to_marketplace_plan_missing(azur
 
     azure.accept_terms("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
     spec = validate(request(image=ALMA), command="create")
-    err = _deploy_without_preflight(session, dataclasses.replace(spec, image=dataclasses.replace(spec.image, plan=None)))
+    err = _deploy_without_preflight(session,
+                                    dataclasses.replace(spec, image=dataclasses.replace(spec.image, plan=None)))
     assert (err.code, err.azure_code) == ("MARKETPLACE_PLAN_MISSING", "VMMarketplaceInvalidInput")
 
 

@@ -6,7 +6,7 @@ AnotherOperationInProgress (the fake answers both as Azure does)."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAME, RG, VMSS, calls, request
+from deploy_support import NAME, RG, VMSS, calls, create, request
 
 import azgpu
 from azgpu.deploy import CreateOptions, create
@@ -55,7 +55,8 @@ def test_network_refused_while_running_is_followed_too(slow):
     azure, session = slow
     create(session, request())
     vnet = session.network.virtual_networks.get(RG, f"{NAME}-vnet")
-    session.network.virtual_networks.begin_create_or_update(RG, f"{NAME}-vnet", vnet, polling=False)  # someone updates it
+    session.network.virtual_networks.begin_create_or_update(RG, f"{NAME}-vnet", vnet,
+                                                            polling=False)  # someone updates it
     Deployer(session, _plan(request()), RG).deploy(listed=[])
     statuses = [r.status for r in calls(azure, "PUT", path=f"/virtualNetworks/{NAME}-vnet")]
     assert statuses == [201, 200, 409]  # ours, theirs, ours refused and then followed instead of put again

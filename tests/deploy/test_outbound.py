@@ -7,8 +7,26 @@ import json
 from pathlib import Path
 
 import pytest
-from deploy_support import (LOCATION, NAME, NAT, NIC, NSG, PIP, RG, VMSS, VNET, assert_cli_error, calls, cluster_args,
-                            create_args, names, ours, request, writes)
+from deploy_support import (
+    LOCATION,
+    NAME,
+    NAT,
+    NIC,
+    NSG,
+    PIP,
+    RG,
+    VMSS,
+    VNET,
+    assert_cli_error,
+    calls,
+    cluster_args,
+    create,
+    create_args,
+    names,
+    ours,
+    request,
+    writes,
+)
 
 import azgpu
 from azgpu.deploy import CreateOptions, create

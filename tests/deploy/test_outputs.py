@@ -13,7 +13,7 @@ from pathlib import Path
 
 import hostlist as oracle
 import pytest
-from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create_args, model, request
+from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create, create_args, model, request
 
 from azgpu import racks
 from azgpu.deploy import create
@@ -52,7 +52,8 @@ def entries(text: str) -> list[str]:
 
 def slurm_lines(text: str) -> list[dict[str, str]]:
     """topology.conf(5) / slurm.conf(5): one entry per line, `Key=Value` pairs, case-insensitive keys, `#` comments."""
-    return [{k.lower(): v for k, v in (p.split("=", 1) for p in line.split("#", 1)[0].split())} for line in entries(text)]
+    return [{k.lower(): v for k, v in (p.split("=", 1) for p in line.split("#", 1)[0].split())}
+            for line in entries(text)]
 
 
 def sections(stream: str) -> dict[str, str]:
@@ -69,12 +70,14 @@ def sections(stream: str) -> dict[str, str]:
 
 
 def private_ips(azure) -> set[str]:
-    return {c["properties"]["privateIPAddress"] for n in azure.resources(type=NIC) for c in n["properties"]["ipConfigurations"]}
+    return {c["properties"]["privateIPAddress"] for n in azure.resources(type=NIC)
+            for c in n["properties"]["ipConfigurations"]}
 
 
 def node_public_ips(azure) -> list[dict]:
     """The nodes' public IPs: those below a scale set (the NAT gateway's is a resource of the group)."""
-    return [r for r in azure.resources(type="Microsoft.Network/publicIPAddresses") if "/virtualMachineScaleSets/" in r["id"]]
+    return [r for r in azure.resources(type="Microsoft.Network/publicIPAddresses")
+            if "/virtualMachineScaleSets/" in r["id"]]
 
 
 def public_addresses(azure) -> set[str]:
@@ -183,7 +186,8 @@ def test_slurm_prints_its_four_files_after_separators(cluster, cli):
 
 def test_slurm_node_lines_pair_each_hostname_with_its_ip(cluster, cli):
     nodes = [x for x in slurm_lines(sections(outputs(cli, "--format", "slurm"))["slurm.conf.nodes"]) if "nodename" in x]
-    pairs = {pair for x in nodes for pair in zip(oracle.expand_hostlist(x["nodename"]), oracle.expand_hostlist(x["nodeaddr"]))}
+    pairs = {pair for x in nodes
+             for pair in zip(oracle.expand_hostlist(x["nodename"]), oracle.expand_hostlist(x["nodeaddr"]), strict=True)}
     vms = cluster.resources(type=VM)
     assert len(pairs) == len(vms) == 5
     for vm in vms:
@@ -251,7 +255,8 @@ def test_two_gb300_racks_are_two_blocks_of_18(azure, session, cli):
     files = sections(outputs(cli, "--format", "slurm"))
     lines = slurm_lines(files["topology.conf"])
     blocks = [x for x in lines if "blockname" in x]
-    assert [set(x) for x in lines] == [{"blockname", "nodes"}] * 2 + [{"blocksizes"}]  # topology.conf(5), topology/block
+    # topology.conf(5), topology/block
+    assert [set(x) for x in lines] == [{"blockname", "nodes"}] * 2 + [{"blocksizes"}]
     assert lines[-1]["blocksizes"] == "18"
     members = [oracle.expand_hostlist(b["nodes"]) for b in blocks]
     assert [len(m) for m in members] == [18, 18] and not set(members[0]) & set(members[1])
@@ -290,7 +295,8 @@ def test_racks_follow_the_interconnect_block_of_each_instance(azure, session, cl
         body["sku"] = {**vmss["sku"], "capacity": 3}
         body["properties"] = {"virtualMachineProfile": {
             **vmss["properties"]["virtualMachineProfile"],
-            "osProfile": {**vmss["properties"]["virtualMachineProfile"]["osProfile"], "computerNamePrefix": f"c1-icb{index}-"},
+            "osProfile": {**vmss["properties"]["virtualMachineProfile"]["osProfile"],
+                          "computerNamePrefix": f"c1-icb{index}-"},
             "interconnectBlockProfile": {"interconnectBlock": {"id": f"{base}/interconnectBlocks/icb{index}"}}}}
         azure.add_resource(f"{base}/virtualMachineScaleSets/c1-vmss10{index}", body)
     out = json.loads(outputs(cli))
@@ -333,9 +339,11 @@ def test_fake_public_ips_have_the_spec_examples_shape(azure, session):
     example = json.loads((FIXTURES / "vmss_public_ip_get.json").read_text())["responses"]["200"]["body"]
     (fake,) = node_public_ips(azure)
     assert {"id", "name", "properties"} <= set(fake)
-    for key in ("ipAddress", "ipConfiguration", "publicIPAddressVersion", "publicIPAllocationMethod", "provisioningState"):
+    for key in ("ipAddress", "ipConfiguration", "publicIPAddressVersion", "publicIPAllocationMethod",
+                "provisioningState"):
         assert key in fake["properties"] and key in example["properties"]
-    below_instance = r"/virtualMachineScaleSets/[^/]+/virtualMachines/\d+/networkInterfaces/[^/]+/ipConfigurations/[^/]+$"
+    below_instance = (r"/virtualMachineScaleSets/[^/]+/virtualMachines/\d+/networkInterfaces/[^/]+"
+                      r"/ipConfigurations/[^/]+$")
     assert re.search(below_instance, example["properties"]["ipConfiguration"]["id"])
     assert re.search(below_instance, fake["properties"]["ipConfiguration"]["id"])
 

@@ -169,7 +169,7 @@ def test_slurm_bindings_are_paced_under_the_instances_run_command_bucket():
         azure.stop()
     put = shape("PUT", "https://management.azure.com/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/"
                        "virtualMachineScaleSets/a/virtualMachines/0/runCommands/azgpu-slurm-node?api-version=1")
-    assert "Microsoft.Compute/UpdateVMScaleSetVM" in session.pacer._policies[put]  # noqa: SLF001 - learnt from Azure
+    assert "Microsoft.Compute/UpdateVMScaleSetVM" in session.pacer._policies[put]  # learnt from Azure
     assert 60 <= took < 130  # the 13th after the first refill, a minute after the bucket was made
     assert throttled.get("UpdateVMScaleSetVM", 0) <= 1
 
@@ -186,7 +186,7 @@ def test_reservation_reads_go_through_the_sessions_pace():
                 "capacityReservationGroups/g1"
         for _ in range(5):
             assert reservations.read_group(session, group) is None
-        reads = session.pacer._buckets["arm:reads"]  # noqa: SLF001 - what the pacer learnt
+        reads = session.pacer._buckets["arm:reads"]  # what the pacer learnt
         assert reads.tokens is not None and reads.tokens <= 250 - 5
     finally:
         azure.stop()

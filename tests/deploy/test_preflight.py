@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, error_lines, request, writes
+from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create, create_args, error_lines, request, writes
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
@@ -224,7 +224,8 @@ def test_cli_prints_every_preflight_error_and_exits_2_without_writing(azure, cli
     azure.set_sku(LOCATION, A100, MaxDataDiskCount=1)
     rc, out, err = cli(*create_args("nd-a100-v4", "--data-disks", 4))
     assert rc == 2 and "Traceback" not in err
-    assert {line.split("]")[0] for line in error_lines(err)} == {"ERROR: [QUOTA_INSUFFICIENT", "ERROR: [DATA_DISKS_OVER_LIMIT"}
+    assert {line.split("]")[0] for line in error_lines(err)} == {"ERROR: [QUOTA_INSUFFICIENT",
+                                                                 "ERROR: [DATA_DISKS_OVER_LIMIT"}
     assert "  remedy: request an increase to 192" in err
     assert writes(azure) == []
 

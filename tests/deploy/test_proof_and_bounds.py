@@ -27,7 +27,8 @@ def test_two_nodes_naming_one_physical_host_are_neither_reported(cli, azure, ses
     line = json.dumps({"azgpu_health": 1, "mode": "check", "checker": "fallback", "aznhc": "missing",
                        "host": {"computer": stolen.computer_name, "physical_host": host, "vm_id": stolen.vm_id,
                                 "vm_id_source": "imds", "vm_size": "Standard_ND96asr_v4"},
-                       "failures": [{"check": "gpu_count", "kind": "missing_gpu", "message": "nvidia-smi lists 7 of 8 GPUs",
+                       "failures": [{"check": "gpu_count", "kind": "missing_gpu",
+                                     "message": "nvidia-smi lists 7 of 8 GPUs",
                                      "expected": "8", "measured": "7"}],
                        "more": 0, "dropped": {}}, separators=(",", ":"))
     azure.forge_output("c1-vmss000/2", line + "\n")

@@ -103,7 +103,9 @@ def test_replay_patch_answer_gives_the_request_id(live):
     ex = example("patchComputeQuotaRequest")
     answer = ex["responses"]["200"]
     with responses.RequestsMock() as mock:
-        mock.add("PATCH", re.compile(re.escape(ARM) + r"/subscriptions/.*/providers/Microsoft\.Quota/quotas/standardFSv2Family.*"),
+        mock.add("PATCH",
+                 re.compile(re.escape(ARM)
+                            + r"/subscriptions/.*/providers/Microsoft\.Quota/quotas/standardFSv2Family.*"),
                  json=answer["body"], headers={"Location": answer["headers"]["location"]})
         filed = qr.file(live, qr.Shortfall("eastus", "standardFSv2Family", "Standard FSv2 Family vCPUs", 0, 0, 10))
         sent = json.loads(mock.calls[0].request.body)
@@ -114,7 +116,8 @@ def test_replay_patch_answer_gives_the_request_id(live):
 def test_replay_202_answer_gives_the_request_id_from_the_operation_status(live):
     answer = example("patchComputeQuotaRequest")["responses"]["202"]
     with responses.RequestsMock() as mock:
-        mock.add("PATCH", re.compile(re.escape(ARM) + r"/.*"), status=202, headers={"Location": answer["headers"]["location"]})
+        mock.add("PATCH", re.compile(re.escape(ARM) + r"/.*"), status=202,
+                 headers={"Location": answer["headers"]["location"]})
         filed = qr.file(live, qr.Shortfall("eastus", "standardFSv2Family", "x", 0, 0, 10))
     assert filed.id == "2B5C8515-37D8-4B6A-879B-CD641A2CF605"
 
@@ -199,7 +202,8 @@ def test_simulated_create_blocked_then_request_then_status_then_create(sim, shap
 def test_simulated_escalation_exits_1_with_id_and_remedy(sim, shape):
     shape("quota", "set", "-l", LOCATION, "--name", A100_FAMILY, "--limit", "96")
     shape("quota", "outcome", "-l", LOCATION, "--name", A100_FAMILY, "--outcome", "escalate")
-    rc, out, err = sim("quota", "request", "--profile", "nd-a100-v4", "-n", "c1", "-g", RG, "-l", LOCATION, "--nodes", "2",
+    rc, out, err = sim("quota", "request", "--profile", "nd-a100-v4", "-n", "c1", "-g", RG, "-l", LOCATION, "--nodes",
+                       "2",
                        "--yes", "-o", "json")
     assert rc == 1
     request_id = json.loads(out)["requests"][0]["id"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, calls, create_args, request
+from deploy_support import VMSS, assert_cli_error, calls, create, create_args, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import ThrottledError
@@ -84,7 +84,8 @@ def test_a_retry_after_beyond_the_budget_is_not_waited(azure, session):
 
 
 def test_the_budget_counts_every_wait_of_the_session(azure):
-    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep, throttle_budget=10)
+    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
+                      throttle_budget=10)
     azure.inject(method="GET", path="/usages", status=429, retry_after=7, times=1)
     azure.inject(**VMSS_PUT, status=429, retry_after=7, times=1)
     with pytest.raises(ThrottledError) as info:
@@ -94,7 +95,8 @@ def test_the_budget_counts_every_wait_of_the_session(azure):
 
 
 def test_a_budget_that_fits_waits_every_retry_after(azure):
-    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep, throttle_budget=15)
+    session = Session(azure.subscription_id, FakeCredential(), polling_interval=0, sleep=azure.sleep,
+                      throttle_budget=15)
     azure.inject(**VMSS_PUT, status=429, retry_after=7, times=2)
     create(session, request())
     assert azure.sleeps.count(7) == 2 and session.throttling.spent == 14

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from deploy_support import NAME, RG, VM, VMSS, calls, cluster_args, create_args, request
 
 from azgpu.deploy import CreateOptions, GateOptions, create, ghr

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from deploy_support import (LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create_args, request, writes)
+from deploy_support import LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create, create_args, request, writes
 
 from azgpu.deploy import create
 from azgpu.errors import ValidationFailed
@@ -74,7 +74,8 @@ def test_a_missing_virtual_network_is_refused_before_the_nsg_is_created(azure, s
 
 def test_a_missing_subnet_names_the_ones_that_exist(azure, session):
     seed_network(azure)
-    f = only(refused(azure, session, subnet_id=net_id(azure, VNET_TYPE, "hub", "subnets", "absent")), "SUBNET_NOT_FOUND")
+    f = only(refused(azure, session, subnet_id=net_id(azure, VNET_TYPE, "hub", "subnets", "absent")),
+             "SUBNET_NOT_FOUND")
     assert "its subnets: gpu" in f.message
 
 

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 import pytest
-from deploy_support import ALL_SERIES, LOCATION, RG, calls, request
+from deploy_support import ALL_SERIES, LOCATION, RG, calls, create, request
 
 import azgpu
 from azgpu.deploy import create
@@ -46,7 +46,8 @@ class ArmEvaluator:
             m = TOKEN.match(text, pos)
             assert m and m.end() > pos, f"cannot parse {text[pos:]!r}"
             string, name, punct = m.groups()
-            out.append(("str", string.replace("''", "'")) if string is not None else ("name", name) if name else ("p", punct))
+            out.append(("str", string.replace("''", "'")) if string is not None else ("name", name) if name
+                       else ("p", punct))
             pos = m.end()
         return out
 
@@ -69,7 +70,7 @@ class ArmEvaluator:
     def fn_resourceId(self, type_: str, *names: str) -> str:
         namespace, *types = type_.split("/")
         assert len(types) == len(names), (type_, names)
-        path = "/".join(f"{t}/{n}" for t, n in zip(types, names))
+        path = "/".join(f"{t}/{n}" for t, n in zip(types, names, strict=True))
         return f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/{namespace}/{path}"
 
     def fn_format(self, template: str, *args: Any) -> str:
@@ -102,7 +103,8 @@ def _template_and_puts(azure, session, req: azgpu.Request):
     ev = ArmEvaluator(azure.subscription_id, RG, parameters)
     expected = {}
     for resource in template["resources"]:
-        path = f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/{resource['type']}/{resource['name']}"
+        path = (f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/{resource['type']}"
+                f"/{resource['name']}")
         body = {k: v for k, v in resource.items() if k not in ("type", "apiVersion", "name", "dependsOn")}
         expected[path.lower()] = (resource["apiVersion"], ev.value(body))
     puts = [r for r in calls(azure, "PUT") if "/providers/" in r.path]  # the resource group is not in the template
@@ -143,7 +145,8 @@ def test_wire_body_of_a_scale_set_has_expressions_resolved(azure, session):
     body = next(r.body for r in puts if "virtualMachineScaleSets" in r.path)
     profile = body["properties"]["virtualMachineProfile"]
     assert body["location"] == LOCATION
-    assert profile["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["path"] == "/home/ops/.ssh/authorized_keys"
+    ssh = profile["osProfile"]["linuxConfiguration"]["ssh"]
+    assert ssh["publicKeys"][0]["path"] == "/home/ops/.ssh/authorized_keys"
     subnet = profile["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]["ipConfigurations"][0][
         "properties"]["subnet"]["id"]
     assert subnet.endswith(f"/resourceGroups/{RG}/providers/Microsoft.Network/virtualNetworks/c1-vnet/subnets/compute")

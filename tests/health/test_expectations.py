@@ -95,7 +95,7 @@ def test_an_expectation_without_source_fails_loading(profile_copy):
 
 def test_an_infiniband_size_without_bandwidth_expectation_fails_loading(profile_copy):
     text = (profile_copy / "ndv2.toml").read_text()
-    line = next(l for l in text.splitlines() if l.startswith("nccl_busbw_gbps"))
+    line = next(t for t in text.splitlines() if t.startswith("nccl_busbw_gbps"))
     edit(profile_copy / "ndv2.toml", line + "\n", "")
     with pytest.raises(ProfileError) as info:
         load_profile("ndv2")

@@ -5,7 +5,7 @@ and what the insights say. Pure: no Azure."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from azgpu.health.impact import LEARN_CATEGORIES, impact_category, possible_cate
 from azgpu.health.results import Failure, GpuRef, NodeResult, failure_of
 
 AZURE = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
-NOW = datetime(2026, 3, 14, 9, 26, 53, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)
 RID = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/ml-rg/providers/Microsoft.Compute/"
        "virtualMachineScaleSets/train01-vmss000/virtualMachines/7")
 U = "Resource.Hpc.Unhealthy."
@@ -227,7 +227,8 @@ def test_learns_insight_example_ends_in_node_removed_from_service():
 
 def test_the_latest_insight_is_the_latest_event_not_the_last_listed():
     def insight(code, when, terminal=False):
-        return {"properties": {"eventTime": when, "additionalDetails": {"statusCode": code, "terminalInsight": terminal}}}
+        return {"properties": {"eventTime": when,
+                               "additionalDetails": {"statusCode": code, "terminalInsight": terminal}}}
 
     state = insight_state([insight("UpdatingNodeHealthState", "2025-07-15T17:50:16.7183274Z"),
                            insight("AcknowledgedUnhealthy", "2025-06-15T04:00:00.009223Z")])

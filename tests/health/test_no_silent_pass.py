@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import resource
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from node_support import Node, capture, fixture, nvidia_q
@@ -87,7 +87,7 @@ def gb_q_per_gpu(fields: list[tuple[str, str, str, str]]) -> str:
     out = []
     for block in blocks:
         if block.startswith("GPU "):
-            for field, value in zip(("State", "Status", "CliqueId", "ClusterUUID"), next(values)):
+            for field, value in zip(("State", "Status", "CliqueId", "ClusterUUID"), next(values), strict=True):
                 block = re.sub(rf"(?m)^(        {field}\s+: )N/A", lambda m, v=value: m.group(1) + v, block)
         out.append(block)
     return "".join(out)
@@ -138,7 +138,7 @@ def test_an_aznhc_finding_names_its_gpus_serial_for_guest_health_reporting(node)
     node.aznhc("\n".join(lines) + "\n", rc=1)
     result = judge(json.dumps(node.check()), "Standard_ND96isr_H100_v5")
     assert result.status == "failed"
-    now = datetime(2026, 3, 14, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 14, tzinfo=UTC)
     reports = {r.category.rsplit(".", 1)[-1]: r.body["properties"]["additionalProperties"]
                for r in ghr.reports_for(result, now=now, gpu_vendor="nvidia")}
     # nvidia_q numbers the serials from the real capture's 1753024030845, GPU 0 on bus 0001.

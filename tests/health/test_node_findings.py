@@ -42,7 +42,8 @@ def test_a_24_failure_aznhc_log_keeps_the_missing_gpu_with_its_values(node):
     assert len(line) <= 4000
     assert len(verdict["failures"]) + verdict["more"] == 24
     (gpu,) = [f for f in verdict["failures"] if f["check"] == "check_gpu_count"]
-    assert (gpu["expected"], gpu["measured"], gpu["fault_code"], category(gpu)) == ("8", "1", "NHC2009", "HpcMissingGpu")
+    assert (gpu["expected"], gpu["measured"], gpu["fault_code"], category(gpu)) == ("8", "1", "NHC2009",
+                                                                                    "HpcMissingGpu")
     # Host faults with a category of their own come first, whatever AzNHC's log order.
     assert verdict["failures"][0]["check"] in ("check_hw_ib", "check_gpu_count", "check_ib_bw_gdr")
     assert verdict["failures"][-1]["fault_code"] == "NHCNA"
@@ -60,7 +61,8 @@ def test_when_findings_must_be_dropped_each_category_is_still_counted(node):
 
 
 def test_the_watchdog_line_is_not_a_failure_of_the_check_it_interrupted(node):
-    node.aznhc(AZNHC_HEAD + 'ERROR:  nhc:  Health check failed:  Script timed out while executing "check_ib_bw_gdr 380".\n',
+    node.aznhc(AZNHC_HEAD
+               + 'ERROR:  nhc:  Health check failed:  Script timed out while executing "check_ib_bw_gdr 380".\n',
                rc=1)
     (f,) = node.check()["failures"]
     assert (f["check"], f["kind"]) == ("check_ib_bw_gdr", "aznhc_watchdog") and category(f) is None
@@ -81,7 +83,8 @@ def test_a_line_seen_in_the_log_and_on_stdout_counts_once(node):
 
 def test_not_supported_text_does_not_hide_real_failures(node):
     node.aznhc(AZNHC_HEAD + "The vm SKU 'x' is currently not supported by Azure health checks.\n"
-               "ERROR:  nhc:  Health check failed:  check_hw_ib:  No IB port mlx5_ib0:1 is ACTIVE (LinkUp 400 Gb/sec).\n",
+               "ERROR:  nhc:  Health check failed:  check_hw_ib:  No "
+               "IB port mlx5_ib0:1 is ACTIVE (LinkUp 400 Gb/sec).\n",
                rc=1)
     verdict = node.check()
     assert verdict["aznhc"] == "ran" and verdict["failures"][0]["check"] == "check_hw_ib"
@@ -125,7 +128,8 @@ def test_row_remapping_pending_or_failed_is_a_row_remap_failure(node, section, f
     assert f["gpus"][0]["bus"] == "0004:00:00.0" and f["gpus"][0]["serial"] == "1753024030848"
 
 
-@pytest.mark.parametrize("sub,field", [("Volatile", "SRAM Uncorrectable SEC-DED"), ("Aggregate", "SRAM Uncorrectable Parity")])
+@pytest.mark.parametrize("sub,field",
+                         [("Volatile", "SRAM Uncorrectable SEC-DED"), ("Aggregate", "SRAM Uncorrectable Parity")])
 def test_uncorrectable_sram_ecc_is_dbe_over_limit(node, sub, field):
     text = nvidia_q(8)
     parts = re.split(r"(?m)^(?=GPU [0-9A-F]{8}:)", text)
@@ -147,8 +151,10 @@ def test_dram_errors_above_aznhc_threshold_are_dbe_over_limit(node):
 
 def test_a_full_page_retirement_table_is_reported_where_the_gpu_retires_pages(node):
     text = q_with("Retired Pages", "Single Bit ECC", "40")
-    text = text.replace("Double Bit ECC                                 : N/A", "Double Bit ECC                                 : 22", 1)
-    text = text.replace("Pending Page Blacklist                         : N/A", "Pending Page Blacklist                         : Yes", 1)
+    text = text.replace("Double Bit ECC                                 : N/A",
+                        "Double Bit ECC                                 : 22", 1)
+    text = text.replace("Pending Page Blacklist                         : N/A",
+                        "Pending Page Blacklist                         : Yes", 1)
     node.nvidia(text)
     (f,) = node.check()["failures"]
     assert (f["kind"], f["fault_code"], category(f)) == ("gpu_retired_pages", "NHC2018", "ECCPageRetirementTableFull")
@@ -248,7 +254,7 @@ def test_a_tool_left_running_cannot_write_the_verdict(node):
     node.nvidia(nvidia_q(7))
     ran = node.box.run(__import__("azgpu.health.script", fromlist=["x"]).script_lines("check", {
         "AZGPU_EXPECT_GPUS": 8, "AZGPU_EXPECT_IB_PORTS": 8, "AZGPU_EXPECT_IB_RATE": 400}))
-    lines = [l for l in ran.stdout.splitlines() if l.strip()]
+    lines = [row for row in ran.stdout.splitlines() if row.strip()]
     assert len(lines) == 1 and json.loads(lines[0])["failures"][0]["kind"] == "missing_gpu"
 
 

@@ -272,7 +272,7 @@ def test_the_real_rocm_smi_output_counts_eight_gpus(node):
 
 
 def test_seven_amd_gpus_are_reported_missing(node):
-    text = "\n".join(l for l in fixture("rocm-smi-showbus-8xmi60.txt").splitlines() if "GPU[7]" not in l) + "\n"
+    text = "\n".join(row for row in fixture("rocm-smi-showbus-8xmi60.txt").splitlines() if "GPU[7]" not in row) + "\n"
     node.box.tool("rocm-smi", "", cases=[("--showbus", text, 0)])
     (failure,) = node.check(AZGPU_GPU_VENDOR="amd", AZGPU_GPU_MEMORY_MIB_MIN=0)["failures"]
     assert (failure["kind"], failure["measured"]) == ("missing_gpu", "7")

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from azgpu.health.impact import impact_category
-from azgpu.health.results import (Failure, GpuRef, NodeResult, VerdictError, failure_of, find_verdict,
-                                  output_streams)
+from azgpu.health.results import Failure, GpuRef, NodeResult, VerdictError, failure_of, find_verdict, output_streams
 from azgpu.health.script import MARKER, node_script_text, run_command_body, script_lines, settings_of
 
 AZURE = Path(__file__).resolve().parents[1] / "fixtures" / "azure"
@@ -106,7 +105,8 @@ def test_a_node_result_carries_what_guest_health_reporting_needs():
 def test_the_run_command_body_is_a_run_shell_script_with_the_settings_above_the_script():
     sent = run_command_body("check", {"AZGPU_EXPECT_GPUS": 8, "AZGPU_XIDS": "48 79"})
     assert sent["commandId"] == "RunShellScript" and "parameters" not in sent
-    assert sent["script"][:5] == ["#!/bin/bash", MARKER, "AZGPU_MODE=check", "AZGPU_EXPECT_GPUS=8", "AZGPU_XIDS='48 79'"]
+    assert sent["script"][:5] == ["#!/bin/bash", MARKER, "AZGPU_MODE=check", "AZGPU_EXPECT_GPUS=8",
+                                  "AZGPU_XIDS='48 79'"]
     assert sent["script"][5:] == node_script_text().splitlines()
     assert settings_of(sent["script"]) == {"AZGPU_MODE": "check", "AZGPU_EXPECT_GPUS": "8", "AZGPU_XIDS": "48 79"}
 

@@ -8,7 +8,7 @@ Resource Manager, and nothing is deleted unless the answer says it may be."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from corpus import FIXTURES, assert_clean, error_code, ids, load, mutated, writes
@@ -27,8 +27,8 @@ ARM = "https://management.azure.com"
 def block_group(azure, session, monkeypatch):
     """A Block group azgpu created holding one Block reservation azgpu created (from tomorrow, two days)."""
     azure.set_sku(LOCATION, SIZE, CapacityReservationSupported="True", SupportedCapacityReservationTypes="Block")
-    monkeypatch.setattr(reservations, "utc_now", lambda: datetime.fromtimestamp(azure.now(), timezone.utc))
-    today = datetime.fromtimestamp(azure.now(), timezone.utc).date()
+    monkeypatch.setattr(reservations, "utc_now", lambda: datetime.fromtimestamp(azure.now(), UTC))
+    today = datetime.fromtimestamp(azure.now(), UTC).date()
     schedule, bad = schedule_findings("Block", start=str(today + timedelta(days=1)), days=2, weeks=None)
     assert not bad
     plan = reservations.reserve_check(session, resource_group=RG, group=GROUP, name="h100", location=LOCATION,

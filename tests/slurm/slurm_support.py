@@ -35,7 +35,8 @@ def fake_scontrol(directory: Path) -> tuple[Path, Path]:
 
 
 def status(state: Path, name: str = "demo") -> dict:
-    done = provision("status", "-n", name, "-g", f"{name}-rg", "--simulate", "--simulate-state", str(state), "-o", "json")
+    done = provision("status", "-n", name, "-g", f"{name}-rg", "--simulate", "--simulate-state", str(state), "-o",
+                     "json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

@@ -20,7 +20,7 @@ from azgpu.profiles import find_size
 from azgpu.slurm import health_check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "health"))
-from node_support import Node, nvidia_q  # noqa: E402
+from node_support import Node, nvidia_q
 
 SIZE = find_size("Standard_ND96isr_H100_v5")[1]
 CHECK = {"AZGPU_EXPECT_GPUS": 8, "AZGPU_GPU_VENDOR": "nvidia", "AZGPU_GPU_MEMORY_MIB_MIN": 77824,

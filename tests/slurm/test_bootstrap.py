@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from slurm_support import cluster_file, fake_scontrol
 
 from azgpu.errors import InputError

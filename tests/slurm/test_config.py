@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from slurm_support import cluster_file
 
 from azgpu.hostlist import compress
@@ -41,8 +40,10 @@ def test_fragment_has_cloud_nodes_per_domain_and_power_saving(run, tmp_path):
     assert "Gres=gpu:8" in node and "Features=azgpu,nd-a100-v4," in node and node.endswith(",demo-vmss001")
     assert "PartitionName=demo-vmss000 Nodes=demo-d000-[0001-0100] Default=YES MaxTime=INFINITE State=UP" in lines
     assert "PartitionName=demo-vmss001 Nodes=demo-d001-[0001-0050] MaxTime=INFINITE State=UP" in lines
-    for setting in ("ResumeProgram=/etc/slurm/azgpu/azgpu-demo-resume", "SuspendProgram=/etc/slurm/azgpu/azgpu-demo-suspend",
-                    "ResumeFailProgram=/etc/slurm/azgpu/azgpu-demo-resume-fail", "ResumeTimeout=1800", "SuspendTime=900",
+    for setting in ("ResumeProgram=/etc/slurm/azgpu/azgpu-demo-resume",
+                    "SuspendProgram=/etc/slurm/azgpu/azgpu-demo-suspend",
+                    "ResumeFailProgram=/etc/slurm/azgpu/azgpu-demo-resume-fail", "ResumeTimeout=1800",
+                    "SuspendTime=900",
                     "SuspendTimeout=300"):
         assert setting in lines
     assert not any(line.startswith("HealthCheckProgram") for line in lines)

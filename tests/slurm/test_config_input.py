@@ -5,7 +5,6 @@ from its own directory is refused, with every finding at once, and nothing is wr
 from __future__ import annotations
 
 import pytest
-
 from slurm_support import KEY, cluster_file
 
 

@@ -17,7 +17,7 @@ from test_power import azure, session, slurm  # noqa: F401 - the power programs'
 from azgpu import resource_types as rt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostile"))
-from corpus import assert_clean, error_code, ids, load  # noqa: E402
+from corpus import assert_clean, error_code, ids, load
 
 CASES = load("slurm-bindings.json")["cases"]
 

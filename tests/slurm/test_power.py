@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from slurm_support import cluster_file
 
 from azgpu import resource_types as rt
@@ -169,7 +168,7 @@ def test_the_final_error_reaches_the_log_in_its_line_format(slurm):
     assert rc == 2
     lines = slurm.text().splitlines()
     assert len(lines) == 2
-    for line, what in zip(lines, ("ERROR: [INVALID_HOSTLIST]", "remedy: pass node names")):
+    for line, what in zip(lines, ("ERROR: [INVALID_HOSTLIST]", "remedy: pass node names"), strict=True):
         stamp, rest = line.split(" ", 1)
         assert stamp[:4].isdigit() and "T" in stamp
         assert rest.startswith("azgpu-slurm[") and "] suspend demo-d000-[0001: " + what in rest
@@ -586,8 +585,8 @@ def test_a_waiting_rack_is_priced_from_azgpus_pricing():
     from types import SimpleNamespace
 
     from azgpu.pricing import Price
-    from azgpu.slurm.power import _Run, _Set
     from azgpu.slurm.names import Domain
+    from azgpu.slurm.power import _Run, _Set
 
     asked = []
 

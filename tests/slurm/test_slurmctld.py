@@ -23,7 +23,6 @@ import subprocess
 import time
 
 import pytest
-
 from slurm_cluster import VERSIONS, Cluster, skip_reason, unavailable
 from slurm_support import cluster_file, instances, status
 

@@ -21,11 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from slurm_support import cluster_file, provision
 from lo_namespace import Daemons, NetNamespace
-from lo_namespace import missing as _missing, sbin as _sbin, wait as _wait
+from lo_namespace import missing as _missing
+from lo_namespace import sbin as _sbin
+from lo_namespace import wait as _wait
 from slurm_cluster import unavailable
+from slurm_support import cluster_file, provision
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_slurm]
 

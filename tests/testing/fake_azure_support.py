@@ -44,7 +44,8 @@ def build_network(c: Clients, *, prefix: str = "10.0.0.0/24") -> dict:
         "location": LOCATION,
         "properties": {
             "addressSpace": {"addressPrefixes": ["10.0.0.0/16"]},
-            "subnets": [{"name": "compute", "properties": {"addressPrefix": prefix, "networkSecurityGroup": {"id": nsg.id}}}],
+            "subnets": [{"name": "compute",
+                         "properties": {"addressPrefix": prefix, "networkSecurityGroup": {"id": nsg.id}}}],
         },
     }).result()
     return {"nsg": nsg.id, "vnet": vnet.id, "subnet": vnet.subnets[0].id}
@@ -56,8 +57,10 @@ def vmss_body(subnet_id: str, *, size: str = ND_A100, capacity: int = 3, image: 
     """A scale-set body in ARM's REST shape, as azgpu's plan produces it."""
     ip_config = {"name": "ipconfig", "properties": {"primary": True, "subnet": {"id": subnet_id}}}
     if public_ip:
-        ip_config["properties"]["publicIPAddressConfiguration"] = {"name": "pip", "properties": {"idleTimeoutInMinutes": 15}}
-    nic = {"name": "nic", "properties": {"primary": True, "enableAcceleratedNetworking": True, "ipConfigurations": [ip_config]}}
+        ip_config["properties"]["publicIPAddressConfiguration"] = {"name": "pip",
+                                                                   "properties": {"idleTimeoutInMinutes": 15}}
+    nic = {"name": "nic",
+           "properties": {"primary": True, "enableAcceleratedNetworking": True, "ipConfigurations": [ip_config]}}
     if nsg_id:
         nic["properties"]["networkSecurityGroup"] = {"id": nsg_id}
     profile = {
@@ -85,4 +88,5 @@ def vmss_body(subnet_id: str, *, size: str = ND_A100, capacity: int = 3, image: 
 
 
 def create_vmss(c: Clients, network: dict, name: str = "vmss", **kw):
-    return c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, name, vmss_body(network["subnet"], **kw)).result()
+    return c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, name,
+                                                                       vmss_body(network["subnet"], **kw)).result()

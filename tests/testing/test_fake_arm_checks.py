@@ -17,7 +17,8 @@ def _refused(clients, body, name="vmss") -> HttpResponseError:
 
 def test_scale_set_in_a_missing_group_is_resource_group_not_found(clients, network):
     with pytest.raises(ResourceNotFoundError) as err:
-        clients.compute.virtual_machine_scale_sets.begin_create_or_update("absent", "vmss", vmss_body(network["subnet"]))
+        clients.compute.virtual_machine_scale_sets.begin_create_or_update("absent", "vmss",
+                                                                          vmss_body(network["subnet"]))
     assert err.value.error.code == "ResourceGroupNotFound"
 
 
@@ -60,7 +61,8 @@ def test_size_not_offered_in_the_region_is_sku_not_available(clients, network):
 
 
 def test_location_restricted_size_is_sku_not_available(azure, clients, network):
-    azure.set_sku(LOCATION, "Standard_ND96asr_v4", restrictions=[{"type": "Location", "reasonCode": "NotAvailableForSubscription"}])
+    azure.set_sku(LOCATION, "Standard_ND96asr_v4",
+                  restrictions=[{"type": "Location", "reasonCode": "NotAvailableForSubscription"}])
     assert _refused(clients, vmss_body(network["subnet"])).error.code == "SkuNotAvailable"
 
 
@@ -108,7 +110,8 @@ def test_spot_does_not_count_against_the_regional_or_family_quota(azure, clients
 def test_scale_set_usage_counts_against_the_next_request(azure, clients, network):
     azure.set_quota(LOCATION, FAMILY, limit=300)
     create_vmss(clients, network, capacity=3)
-    assert _refused(clients, vmss_body(network["subnet"], capacity=1), name="second").error.code == "OperationNotAllowed"
+    assert _refused(clients, vmss_body(network["subnet"], capacity=1),
+                    name="second").error.code == "OperationNotAllowed"
 
 
 def test_unknown_platform_image_is_platform_image_not_found(clients, network):

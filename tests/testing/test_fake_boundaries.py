@@ -47,7 +47,8 @@ def test_every_call_is_logged_with_api_version_and_body(azure, clients):
     clients.resource.resource_groups.create_or_update(RG, {"location": "eastus", "tags": {"k": "v"}})
     logged = azure.requests[-1]
     assert (logged.method, logged.path, logged.body, logged.status) == (
-        "PUT", f"/subscriptions/{azure.subscription_id}/resourcegroups/{RG}", {"location": "eastus", "tags": {"k": "v"}}, 201)
+        "PUT", f"/subscriptions/{azure.subscription_id}/resourcegroups/{RG}",
+        {"location": "eastus", "tags": {"k": "v"}}, 201)
     assert logged.api_version and logged.query["api-version"] == logged.api_version
 
 
@@ -63,10 +64,12 @@ def test_add_resource_seeds_a_scale_set_with_instances(azure):
     vnet = azure.add_resource(
         f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Network/virtualNetworks/v",
         {"location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.1.0.0/16"]},
-                                              "subnets": [{"name": "s", "properties": {"addressPrefix": "10.1.0.0/24"}}]}})
+                                              "subnets": [{"name": "s",
+                                                           "properties": {"addressPrefix": "10.1.0.0/24"}}]}})
     azure.add_resource(
         f"/subscriptions/{azure.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/old",
-        {"location": "eastus", "sku": {"name": "Standard_D2s_v5", "capacity": 2}, "properties": {"virtualMachineProfile": {
+        {"location": "eastus", "sku": {"name": "Standard_D2s_v5", "capacity": 2},
+         "properties": {"virtualMachineProfile": {
             "networkProfile": {"networkInterfaceConfigurations": [{"name": "n", "properties": {"ipConfigurations": [
                 {"name": "i", "properties": {"subnet": {"id": vnet["properties"]["subnets"][0]["id"]}}}]}}]}}}})
     vms = azure.resources(type="Microsoft.Compute/virtualMachineScaleSets/virtualMachines")
@@ -106,7 +109,8 @@ def test_after_stop_its_requests_fail_in_process_and_never_open_a_socket(monkeyp
 def test_its_adapter_cannot_connect_even_when_the_mock_is_gone(azure):
     adapter = azure.requests_session().get_adapter("https://management.azure.com")
     with pytest.raises(OfflineError):
-        adapter.get_connection_with_tls_context(requests.Request("GET", "https://management.azure.com/").prepare(), True)
+        adapter.get_connection_with_tls_context(requests.Request("GET", "https://management.azure.com/").prepare(),
+                                                True)
 
 
 def test_stop_waits_for_the_requests_in_flight():
@@ -116,7 +120,8 @@ def test_stop_waits_for_the_requests_in_flight():
     order: list[str] = []
     azure._lock.acquire()  # the fake's answer waits for this lock: the request stays in flight
     try:
-        sender = threading.Thread(target=lambda: order.append(client.resource_groups.check_existence(RG) and "x" or "answered"))
+        sender = threading.Thread(target=lambda: order.append(client.resource_groups.check_existence(RG) and "x"
+                                                              or "answered"))
         sender.start()
         with azure._transport._flights:
             assert azure._transport._flights.wait_for(lambda: azure._transport._in_flight == 1, timeout=5)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 from azure.core.exceptions import HttpResponseError
@@ -35,7 +35,7 @@ def reservable(azure):
 
 
 def today(azure) -> date:
-    return datetime.fromtimestamp(azure.now(), timezone.utc).date()
+    return datetime.fromtimestamp(azure.now(), UTC).date()
 
 
 def group_id(azure, group: str = "g") -> str:
@@ -98,7 +98,7 @@ def test_a_targeted_reservation_takes_no_schedule(azure, clients):
 def test_the_block_window(azure, clients, start_in, days, ok):
     make_group(clients, block=True)
     if ok is None:  # today: only before 11:30 UTC
-        ok = datetime.fromtimestamp(azure.now(), timezone.utc).time() < time(11, 30)
+        ok = datetime.fromtimestamp(azure.now(), UTC).time() < time(11, 30)
     call = lambda: reserve(clients, schedule=schedule(azure, start_in=start_in, days=days))  # noqa: E731
     if ok:
         call()
@@ -119,7 +119,7 @@ def test_an_allocated_block_reservation_is_not_deleted_before_its_end(azure, cli
     make_group(clients, block=True)
     when = schedule(azure, days=2)
     reserve(clients, schedule=when)
-    start = datetime.combine(date.fromisoformat(when["start"]), time(12, 0), timezone.utc)
+    start = datetime.combine(date.fromisoformat(when["start"]), time(12, 0), UTC)
     azure.sleep(start.timestamp() - azure.now() + 3600)  # inside its window
     err = refused(lambda: clients.compute.capacity_reservations.begin_delete(RG, "g", "r").result(), 409)
     assert "until the schedule end time" in str(err)

@@ -66,10 +66,12 @@ def test_every_profile_size_has_an_entry_with_its_provenance():
 
 
 def test_mi300x_is_served_as_recorded_not_as_documented(clients):
-    # karpenter-provider-azure's fixture: MemoryGB 1920, 8 data disks, SMT, no ephemeral OS disk (docs: 1850, 16, no SMT, yes).
+    # karpenter-provider-azure's fixture: MemoryGB 1920, 8 data disks, SMT, no ephemeral OS disk
+    # (docs: 1850, 16, no SMT, yes).
     sku = _sku(clients, "westcentralus", MI300X)
     caps = _caps(sku)
-    assert (sku.family, caps["MemoryGB"], caps["MaxDataDiskCount"], caps["vCPUsPerCore"], caps["EphemeralOSDiskSupported"]) \
+    assert (sku.family, caps["MemoryGB"], caps["MaxDataDiskCount"], caps["vCPUsPerCore"],
+            caps["EphemeralOSDiskSupported"]) \
         == ("Standard NDisr MI300X v5 Family", "1920", "8", "2", "False")
     assert fake_skus.provenance(MI300X)["kind"] == "recorded"
 
@@ -117,7 +119,8 @@ def test_size_not_offered_in_some_regions(clients):
 
 
 def test_retired_nd_v1_sizes_are_restricted_everywhere(clients):
-    assert {r.reason_code for r in _sku(clients, "eastus", "Standard_ND24rs").restrictions} == {"NotAvailableForSubscription"}
+    restrictions = _sku(clients, "eastus", "Standard_ND24rs").restrictions
+    assert {r.reason_code for r in restrictions} == {"NotAvailableForSubscription"}
 
 
 def test_general_sizes_come_from_recordings_too(clients):
@@ -126,7 +129,8 @@ def test_general_sizes_come_from_recordings_too(clients):
 
 
 def test_filter_returns_only_that_location(clients):
-    assert {s.locations[0] for s in clients.compute.resource_skus.list(filter="location eq 'westeurope'")} == {"westeurope"}
+    assert {s.locations[0]
+            for s in clients.compute.resource_skus.list(filter="location eq 'westeurope'")} == {"westeurope"}
 
 
 def test_locations_argument_adds_a_region():
@@ -169,7 +173,8 @@ def test_set_sku_offers_a_catalog_size_where_it_is_not_offered(azure, clients):
 def test_usages_name_the_family_like_azure(clients):
     usage = {u.name.value: u for u in clients.compute.usage.list("eastus")}
     family = usage["Standard NDASv4_A100 Family"]
-    assert (family.name.localized_value, family.limit, family.current_value) == ("Standard NDASv4_A100 Family vCPUs", 1000, 0)
+    assert (family.name.localized_value, family.limit, family.current_value) == ("Standard NDASv4_A100 Family vCPUs",
+                                                                                 1000, 0)
     assert (usage["cores"].limit, usage["lowPriorityCores"].limit) == (5000, 1000)
 
 
@@ -198,7 +203,8 @@ def raw_get(azure, path: str, api_version: str = "2026-04-01"):
 
 
 def test_image_answer_carries_the_apis_field_names(azure):
-    body = raw_get(azure, "/providers/Microsoft.Compute/locations/eastus/publishers/microsoft-dsvm/artifacttypes/vmimage"
+    body = raw_get(azure,
+                   "/providers/Microsoft.Compute/locations/eastus/publishers/microsoft-dsvm/artifacttypes/vmimage"
                           "/offers/ubuntu-hpc/skus/2204/versions/22.04.2026072901")
     assert {"osDiskImage", "dataDiskImages", "features", "hyperVGeneration", "architecture",
             "automaticOSUpgradeProperties", "imageDeprecationStatus"} <= set(body["properties"])
@@ -220,7 +226,8 @@ def test_alma_linux_hpc_image_carries_its_purchase_plan(clients):
 
 
 def test_deprecated_image_says_so(clients):
-    image = clients.compute.virtual_machine_images.get("eastus", "OpenLogic", "CentOS-HPC", "7_9-gen2", "7.9.2022040101")
+    image = clients.compute.virtual_machine_images.get("eastus", "OpenLogic", "CentOS-HPC", "7_9-gen2",
+                                                       "7.9.2022040101")
     status = image.image_deprecation_status
     assert (status.image_state, status.alternative_option.value) == ("Deprecated", "almalinux-hpc")
 
@@ -233,13 +240,16 @@ def test_added_image_version_is_listed_in_order(azure, clients):
 
 def test_arm64_image_reports_its_architecture(azure, clients):
     azure.add_image("eastus", "contoso", "grace", "hpc", "1.0.0", architecture="Arm64")
-    assert clients.compute.virtual_machine_images.get("eastus", "contoso", "grace", "hpc", "1.0.0").architecture == "Arm64"
+    assert clients.compute.virtual_machine_images.get("eastus", "contoso", "grace", "hpc",
+                                                      "1.0.0").architecture == "Arm64"
 
 
 def test_added_image_with_plan_features_and_deprecation(azure, clients):
-    azure.add_image("eastus", "contoso", "hpc", "paid", "1.0.0", plan={"publisher": "contoso", "product": "hpc", "name": "paid"},
+    azure.add_image("eastus", "contoso", "hpc", "paid", "1.0.0",
+                    plan={"publisher": "contoso", "product": "hpc", "name": "paid"},
                     features=[{"name": "SecurityType", "value": "TrustedLaunchSupported"}],
-                    deprecation={"imageState": "ScheduledForDeprecation", "scheduledDeprecationTime": "2030-01-01T00:00:00+00:00"})
+                    deprecation={"imageState": "ScheduledForDeprecation",
+                                 "scheduledDeprecationTime": "2030-01-01T00:00:00+00:00"})
     props = clients.compute.virtual_machine_images.get("eastus", "contoso", "hpc", "paid", "1.0.0")  # flat: every SDK
     assert (props.plan.name, props.features[0].value, props.image_deprecation_status.image_state) == (
         "paid", "TrustedLaunchSupported", "ScheduledForDeprecation")

@@ -28,7 +28,9 @@ def test_resource_manager_throttling_answers_as_arm_does(azure, clients):
     with pytest.raises(HttpResponseError) as err:
         clients.resource.resource_groups.get(RG)
     headers = err.value.response.headers
-    assert (err.value.status_code, err.value.error.code, headers["Retry-After"]) == (429, "SubscriptionRequestsThrottled", "3")
+    assert (err.value.status_code, err.value.error.code, headers["Retry-After"]) == (429,
+                                                                                     "SubscriptionRequestsThrottled",
+                                                                                     "3")
     assert headers["x-ms-ratelimit-remaining-subscription-reads"] == "0"
     assert "operation 'GET/SUBSCRIPTIONS/RESOURCEGROUPS' exceeded" in err.value.error.message
 

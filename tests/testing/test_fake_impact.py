@@ -17,7 +17,8 @@ def vm(azure: FakeAzure, clients: Clients, network) -> str:
     """A scale-set instance's resource id (the fake's own scale set of one)."""
     clients.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "ss", {
         "location": "eastus", "sku": {"name": ND_A100, "capacity": 1},
-        "properties": {"orchestrationMode": "Uniform", "singlePlacementGroup": True, "upgradePolicy": {"mode": "Manual"},
+        "properties": {"orchestrationMode": "Uniform", "singlePlacementGroup": True,
+                       "upgradePolicy": {"mode": "Manual"},
                        "virtualMachineProfile": {
                            "storageProfile": {"imageReference": {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc",
                                                                  "sku": "2204", "version": "latest"}},
@@ -34,7 +35,8 @@ def vm(azure: FakeAzure, clients: Clients, network) -> str:
 
 
 def impact(azure: FakeAzure, name: str, body: dict, method: str = "PUT", api: str = V):
-    url = f"{ARM}/subscriptions/{azure.subscription_id}/providers/Microsoft.Impact/workloadImpacts/{name}?api-version={api}"
+    url = (f"{ARM}/subscriptions/{azure.subscription_id}/providers/Microsoft.Impact/workloadImpacts/{name}"
+           f"?api-version={api}")
     return azure.requests_session().request(method, url, json=body if method == "PUT" else None)
 
 

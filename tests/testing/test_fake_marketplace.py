@@ -39,7 +39,8 @@ def _refused(clients, body) -> HttpResponseError:
 
 def test_terms_of_a_fresh_subscription_are_not_accepted(agreements):
     terms = _terms(agreements)
-    assert (terms.accepted, terms.publisher, terms.product, terms.plan) == (False, "almalinux", "almalinux-hpc", "8_10-hpc-gen2")
+    assert (terms.accepted, terms.publisher, terms.product, terms.plan) == (False, "almalinux", "almalinux-hpc",
+                                                                            "8_10-hpc-gen2")
 
 
 def test_accepting_through_the_api_as_az_does(azure, agreements):

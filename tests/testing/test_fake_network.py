@@ -37,7 +37,8 @@ def test_subnet_get_reads_the_vnet_subnet(clients, network):
 
 
 def test_subnet_create_adds_it_to_the_vnet(clients, network):
-    clients.network.subnets.begin_create_or_update(RG, "vnet", "login", {"properties": {"addressPrefix": "10.0.1.0/24"}}).result()
+    clients.network.subnets.begin_create_or_update(RG, "vnet", "login",
+                                                   {"properties": {"addressPrefix": "10.0.1.0/24"}}).result()
     assert sorted(s.name for s in clients.network.virtual_networks.get(RG, "vnet").subnets) == ["compute", "login"]
 
 
@@ -66,10 +67,11 @@ def test_get_of_a_missing_vnet_is_resource_not_found(group, clients):
 
 
 def test_subnet_referencing_a_missing_nsg_is_an_invalid_reference(group, clients):
-    missing = f"/subscriptions/{clients.network._config.subscription_id}/resourceGroups/{RG}/providers/Microsoft.Network/networkSecurityGroups/absent"
+    missing = (f"/subscriptions/{clients.network._config.subscription_id}/resourceGroups/{RG}"
+               "/providers/Microsoft.Network/networkSecurityGroups/absent")
+    subnet = {"name": "s", "properties": {"addressPrefix": "10.0.0.0/24", "networkSecurityGroup": {"id": missing}}}
     body = {"location": LOCATION, "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]},
-                                                 "subnets": [{"name": "s", "properties": {"addressPrefix": "10.0.0.0/24",
-                                                                                          "networkSecurityGroup": {"id": missing}}}]}}
+                                                 "subnets": [subnet]}}
     with pytest.raises(HttpResponseError) as err:
         clients.network.virtual_networks.begin_create_or_update(RG, "vnet", body)
     assert (err.value.status_code, err.value.error.code) == (400, "InvalidResourceReference")
@@ -77,7 +79,8 @@ def test_subnet_referencing_a_missing_nsg_is_an_invalid_reference(group, clients
 
 def test_subnet_outside_the_address_space_is_refused(clients, network):
     with pytest.raises(HttpResponseError) as err:
-        clients.network.subnets.begin_create_or_update(RG, "vnet", "far", {"properties": {"addressPrefix": "192.168.0.0/24"}})
+        clients.network.subnets.begin_create_or_update(RG, "vnet", "far",
+                                                       {"properties": {"addressPrefix": "192.168.0.0/24"}})
     assert err.value.error.code == "NetcfgSubnetRangeOutsideVnet"
 
 

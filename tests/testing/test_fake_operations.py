@@ -42,7 +42,8 @@ def test_resource_is_creating_until_its_operation_finishes():
 
 
 def test_instances_exist_only_once_the_create_succeeded(azure, clients, network):
-    clients.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(network["subnet"]), polling=False)
+    clients.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(network["subnet"]),
+                                                                      polling=False)
     assert azure.resources(type="Microsoft.Compute/virtualMachineScaleSets/virtualMachines") == []
 
 
@@ -66,7 +67,8 @@ def test_delete_answers_202_with_a_location_header(azure, clients, network):
 
 def test_injected_operation_error_fails_result_with_the_arm_code(azure, clients, network):
     azure.inject(method="PUT", path="virtualMachineScaleSets", operation_error="AllocationFailed",
-                 message="Allocation failed. We do not have sufficient capacity for the requested VM size in this region.")
+                 message="Allocation failed. We do not have sufficient "
+                         "capacity for the requested VM size in this region.")
     poller = clients.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(network["subnet"]))
     with pytest.raises(HttpResponseError) as err:
         poller.result()
@@ -110,7 +112,8 @@ def test_injected_error_on_delete_fails_the_delete(azure, clients, network):
     with pytest.raises(HttpResponseError) as err:
         clients.compute.virtual_machine_scale_sets.begin_delete(RG, "vmss").result()
     assert err.value.error.code == "InternalOperationError"
-    assert azure.get(network["subnet"].split("/providers/")[0] + "/providers/Microsoft.Compute/virtualMachineScaleSets/vmss") is not None
+    assert azure.get(network["subnet"].split("/providers/")[0]
+                     + "/providers/Microsoft.Compute/virtualMachineScaleSets/vmss") is not None
 
 
 def test_duration_mode_finishes_after_lro_seconds_on_the_virtual_clock():
@@ -132,10 +135,12 @@ def test_a_second_put_while_the_first_runs_is_refused_as_compute_does():
         net = build_network(c)
         c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(net["subnet"]), polling=False)
         with pytest.raises(HttpResponseError) as err:
-            c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss", vmss_body(net["subnet"], capacity=4),
+            c.compute.virtual_machine_scale_sets.begin_create_or_update(RG, "vmss",
+                                                                        vmss_body(net["subnet"], capacity=4),
                                                                         polling=False)
         assert (err.value.status_code, err.value.error.code) == (409, "OperationNotAllowed")
-        assert "Virtual Machine Scale Set 'vmss'" in err.value.error.message and "in progress" in err.value.error.message
+        message = err.value.error.message
+        assert "Virtual Machine Scale Set 'vmss'" in message and "in progress" in message
         vmss = azure.get(_vmss_id(net))
         assert (vmss["properties"]["provisioningState"], vmss["sku"]["capacity"]) == ("Creating", 3)  # untouched
 

@@ -144,7 +144,8 @@ def test_nat_gateway_answer_has_the_shape_of_the_rest_example(group, clients, az
     make_ip(clients, "PublicIpAddress1")
     sample = example("NatGatewayCreateOrUpdate")
     body = json.loads(json.dumps(sample["parameters"]["parameters"]).replace(
-        "00000000-0000-0000-0000-000000000000", azure.subscription_id).replace("/resourceGroups/rg1/", f"/resourceGroups/{RG}/"))
+        "00000000-0000-0000-0000-000000000000", azure.subscription_id).replace("/resourceGroups/rg1/",
+                                                                               f"/resourceGroups/{RG}/"))
     del body["properties"]["publicIpPrefixes"]  # azgpu uses no prefix, and the fake has none
     body["location"] = LOCATION  # beside its public IP, as ARM requires
     nat = clients.network.nat_gateways.begin_create_or_update(RG, "test-natGateway", body).result()

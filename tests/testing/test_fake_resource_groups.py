@@ -16,7 +16,8 @@ def test_create_answers_201_then_200_on_update(azure, clients):
 def test_get_returns_location_and_tags(clients):
     clients.resource.resource_groups.create_or_update(RG, {"location": "East US", "tags": {"k": "v"}})
     group = clients.resource.resource_groups.get(RG)
-    assert (group.name, group.location, group.tags, group.properties.provisioning_state) == (RG, "eastus", {"k": "v"}, "Succeeded")
+    assert (group.name, group.location, group.tags, group.properties.provisioning_state) == (RG, "eastus", {"k": "v"},
+                                                                                             "Succeeded")
 
 
 def test_check_existence_is_a_head_request(azure, clients):
@@ -64,7 +65,8 @@ def test_list_by_resource_group_shows_top_level_resources_only(clients, network)
 
 def test_list_by_resource_group_filters_by_tag(clients, network):
     create_vmss(clients, network)
-    found = clients.resource.resources.list_by_resource_group(RG, filter="tagName eq 'azgpu-cluster' and tagValue eq 'c1'")
+    found = clients.resource.resources.list_by_resource_group(RG,
+                                                              filter="tagName eq 'azgpu-cluster' and tagValue eq 'c1'")
     assert [r.name for r in found] == ["vmss"]
 
 

@@ -23,7 +23,8 @@ def test_a_filtered_query_answers_the_recorded_rows_in_the_apis_shape(azure):
 
 
 def test_filter_values_compare_case_sensitively(azure):
-    body = requests.get(URL, params={"$filter": A100_EASTUS.replace("Standard_ND96asr_v4", "standard_nd96asr_v4")}).json()
+    body = requests.get(URL,
+                        params={"$filter": A100_EASTUS.replace("Standard_ND96asr_v4", "standard_nd96asr_v4")}).json()
     assert body["Items"] == []
 
 

@@ -39,7 +39,8 @@ def test_a_second_scale_set_continues_in_the_same_subnet(clients, network):
 
 def test_per_instance_nic_listing(clients, network):
     create_vmss(clients, network)
-    nics = list(clients.network.network_interfaces.list_virtual_machine_scale_set_vm_network_interfaces(RG, "vmss", "1"))
+    nics = list(clients.network.network_interfaces.list_virtual_machine_scale_set_vm_network_interfaces(RG, "vmss",
+                                                                                                        "1"))
     assert [(n.name, n.ip_configurations[0].private_ip_address) for n in nics] == [("nic", "10.0.0.5")]
     assert nics[0].virtual_machine.id.endswith("/virtualMachineScaleSets/vmss/virtualMachines/1")
 
@@ -52,7 +53,8 @@ def test_public_ips_exist_when_the_nic_config_asks_for_them(clients, network):
 
 def test_no_public_ips_without_a_public_ip_configuration(clients, network):
     create_vmss(clients, network)
-    assert list(clients.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(RG, "vmss")) == []
+    assert list(clients.network.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(RG,
+                                                                                                       "vmss")) == []
 
 
 def test_create_raises_family_and_regional_usage_by_capacity_times_vcpus(azure, clients, network):
@@ -127,10 +129,13 @@ EXTENSION = {"properties": {"publisher": "Microsoft.HpcCompute", "type": "Nvidia
 
 def test_extension_create_get_list(clients, network):
     create_vmss(clients, network)
-    created = clients.compute.virtual_machine_scale_set_extensions.begin_create_or_update(RG, "vmss", "gpu", EXTENSION).result()
+    created = clients.compute.virtual_machine_scale_set_extensions.begin_create_or_update(RG, "vmss", "gpu",
+                                                                                          EXTENSION).result()
     got = clients.compute.virtual_machine_scale_set_extensions.get(RG, "vmss", "gpu")
     listed = [e.name for e in clients.compute.virtual_machine_scale_set_extensions.list(RG, "vmss")]
-    assert (created.provisioning_state, rest_shape(got)["properties"]["type"], listed) == ("Succeeded", "NvidiaGpuDriverLinux", ["gpu"])
+    assert (created.provisioning_state, rest_shape(got)["properties"]["type"], listed) == ("Succeeded",
+                                                                                           "NvidiaGpuDriverLinux",
+                                                                                           ["gpu"])
 
 
 def test_extension_is_part_of_the_scale_set_model(clients, network):

@@ -62,7 +62,8 @@ def build_network_no_wait(c, now) -> dict:
     c.resource.resource_groups.create_or_update(RG, {"location": LOCATION})
     nsg = c.network.network_security_groups.begin_create_or_update(RG, "nsg", {"location": LOCATION}, polling=False)
     vnet_body = {"location": LOCATION, "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]},
-                                                      "subnets": [{"name": "compute", "properties": {"addressPrefix": "10.0.0.0/24"}}]}}
+                                                      "subnets": [{"name": "compute",
+                                                                   "properties": {"addressPrefix": "10.0.0.0/24"}}]}}
     c.network.virtual_networks.begin_create_or_update(RG, "vnet", vnet_body, polling=False)
     now[0] += 60
     vnet = c.network.virtual_networks.get(RG, "vnet")

@@ -131,7 +131,7 @@ def localise(groups: Sequence[tuple[str, Sequence[str]]], measure: Measure, pass
         values = measure([j[2] for j in jobs])
         out.rounds += 1
         halves: dict[tuple[int, Group], list[bool]] = {}
-        for (d, purpose, group, key), value in zip(jobs, values):
+        for (d, purpose, group, key), value in zip(jobs, values, strict=True):
             ok = passes(value)
             test = Test(out.rounds, group, value, ok, purpose, d.name)
             out.tests.append(test)

@@ -32,7 +32,7 @@ class Matrix:
         out = []
         square = self.square
         for source, row in self.rows:
-            for column, value in zip(self.columns, row):
+            for column, value in zip(self.columns, row, strict=True):
                 if value is not None and not (column == source and square):
                     out.append(value)
         return out
@@ -46,7 +46,7 @@ class Matrix:
         out: dict[int, float] = {}
         square = self.square
         for source, row in self.rows:
-            for column, value in zip(self.columns, row):
+            for column, value in zip(self.columns, row, strict=True):
                 if value is None or (square and column == source):
                     continue
                 for gpu in ((source, column) if square else (column,)):

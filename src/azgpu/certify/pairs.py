@@ -79,7 +79,7 @@ class PairResult:
 def run_round(fabric: Callable[[Sequence[Job]], list[Output]], pairs: list[tuple[str, str]], ports: Sequence[str],
               tests: PortTests, round_: int) -> float:
     outputs = fabric([Job("ibpair", pair) for pair in pairs])
-    for (a, b), output in zip(pairs, outputs):
+    for (a, b), output in zip(pairs, outputs, strict=True):
         if output.text is None:  # the pair did not run (no key, no address): no evidence either way
             continue
         try:
@@ -107,7 +107,7 @@ def certify_ports(fabric, nodes: Sequence[str], ports: Sequence[str], rounds: in
     result = PairResult(PortTests())
     plan = circle_rounds(nodes, rounds, seed)
     if partners:
-        plan = [list(zip(nodes, partners))] if len(partners) >= len(nodes) else plan + [
+        plan = [list(zip(nodes, partners, strict=False))] if len(partners) >= len(nodes) else plan + [
             [(n, partners[i % len(partners)]) for i, n in enumerate(nodes)]]
     for pairs in plan:
         result.rounds += 1
@@ -198,7 +198,7 @@ def _judge(tests: PortTests, floor, figure, confirm, findings: Findings, flapped
                                "Gb/s with GPUDirect, with two partners each", expected=expected,
                                measured=evidence[0][:120], source=source, evidence=evidence))
             continue
-        for port, text in zip(ports, evidence):
+        for port, text in zip(ports, evidence, strict=True):
             low = min((g for _, g, _ in tests.tests[(node, port)] if g is not None), default=None)
             findings.add(Fault("link", node, "ib_bandwidth", "ib_write_bw", f"{port} below {floor:g} Gb/s with "
                                "GPUDirect, with its first partner and with a known-good one", expected=expected,

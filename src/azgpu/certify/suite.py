@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from ..profiles import Figure
 from . import pairs as pairwise
+from .bounded import OutputError
 from .findings import FAIL, WARN, Fault, Findings, Measurement, Unattributed, shared_by_all
 from .levels import RUN_COMMAND, Level
 from .localise import Localisation, localise
 from .nccl_tests import parse as parse_nccl
-from .bounded import OutputError
 from .node_checks import NodeFacts, judge_dcgm, judge_loopback, judge_nvbandwidth, judge_thermal
 from .outliers import outliers
 from .runner import Job, NodeInfo, Output, RoundFailed, Runner
@@ -265,7 +265,7 @@ def _which_ports(runner: Runner, culprits: list[str], plan: SuitePlan, result: S
     """A culprit's ports against a known-good partner each: one port below = its link, all = the node."""
     good = [n for n in result.facts if n not in result.findings.faulty_nodes()]
     good += [n for loc in result.localisation for t in loc.tests if t.passed for n in t.group if n not in good]
-    pairs = [(c, g) for c, g in zip(culprits, [g for g in dict.fromkeys(good) if g not in culprits])]
+    pairs = [(c, g) for c, g in zip(culprits, [g for g in dict.fromkeys(good) if g not in culprits], strict=False)]
     if not pairs:
         return
     tests = pairwise.PortTests()
@@ -302,10 +302,10 @@ def _racks(runner: Runner, members: list[NodeInfo], plan: SuitePlan, result: Sui
     order = sorted(racks)
     outputs = runner.fabric([Job("collective", tuple(racks[r]), "all_reduce", "mnnvl", lv.max_bytes, lv.max_bytes)
                              for r in order])
-    result.timeline.add(f"rack NVLink all_reduce ({len(order)} rack(s))", list(zip(order, outputs)))
+    result.timeline.add(f"rack NVLink all_reduce ({len(order)} rack(s))", list(zip(order, outputs, strict=True)))
     failing = []
     measured: dict[str, Measurement] = {}
-    for rack, output in zip(order, outputs):
+    for rack, output in zip(order, outputs, strict=True):
         m = Measurement(f"rack {rack}", "mnnvl_all_reduce", _busbw(output), "GB/s", figure,
                         detail=f"{len(racks[rack])} nodes over multi-node NVLink")
         result.collectives.append(m)

@@ -14,12 +14,20 @@ import click
 
 from ..errors import Finding, InputError, ValidationFailed
 from ..naming import location_name
+from ..output import terminal_text
 from ..resource_types import CAPACITY_RESERVATION_GROUP, QUOTA
 from . import options
-from ..output import terminal_text
-from .options import (ListOption, azure_options, common, emit, log, make_request, print_findings, request_options,
-                      validated_with)
-
+from .options import (
+    ListOption,
+    azure_options,
+    common,
+    emit,
+    log,
+    make_request,
+    print_findings,
+    request_options,
+    validated_with,
+)
 
 # A quota request's id as Microsoft.Quota names it (a GUID in the REST spec's examples): it goes into the path.
 REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,127}")
@@ -159,7 +167,6 @@ def register(cli: click.Group) -> None:
         from ..capacity import parse_group_id
         from ..deploy.capacity_report import OK, capacity_for
         from ..errors import AzureError
-
         from ..spec import check_fallbacks, location_findings
 
         vm = _size_of(profile, size)
@@ -370,7 +377,8 @@ def _register_simulate(cli: click.Group) -> None:
     @click.option("--size", required=True, help="VM size, e.g. Standard_ND96isr_H100_v5.")
     @click.option("--name", "name", required=True,
                   help="Capability name, e.g. CapacityReservationSupported, SupportedCapacityReservationTypes.")
-    @click.option("--value", required=True, help="Its value as the Resource SKUs API writes it, e.g. True, Targeted,Block.")
+    @click.option("--value", required=True,
+                  help="Its value as the Resource SKUs API writes it, e.g. True, Targeted,Block.")
     @click.option("--simulate-state", "state", default=None, help="File holding the simulated cloud.")
     @common
     def capability(obj, location, size, name, value, state):

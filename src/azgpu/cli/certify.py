@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from . import options
 from ..certify.levels import LEVELS
 from ..errors import InputError
 from ..health.limits import INSIGHT_TIMEOUT, MAX_ROUNDS
+from . import options
 from .check import health_options
 from .options import azure_options, common, emit, log
 
@@ -209,9 +209,9 @@ def register(cli: click.Group) -> None:
             return
         if size or nodes is not None:
             raise InputError("--size and --nodes go with --dry-run", code="CONFLICTING_OPTIONS",
-                             remedy="certify a cluster by its name and group (e.g. -n demo -g demo-rg), or price a level "
-                                    "with --dry-run (e.g. 'provision certify --dry-run --size "
-                                    "Standard_ND96isr_H100_v5 --nodes 64')")
+                             remedy="certify a cluster by its name and group "
+                                    "(e.g. -n demo -g demo-rg), or price a level with --dry-run (e.g. 'provision "
+                                    "certify --dry-run --size Standard_ND96isr_H100_v5 --nodes 64')")
         opts = certify_request(certify, node_check)
         options.cluster_args(name, resource_group, latency=simulate_latency)
         from ..deploy import certify as run_certify

@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from . import options
 from ..health.limits import NODE_TIMEOUT, PARALLEL
+from . import options
 from .options import azure_options, cluster_args, common, emit, log
 
 

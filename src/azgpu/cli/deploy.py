@@ -18,8 +18,21 @@ from ..output import listing, terminal_text
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
 from .check import ALL_NODES, gate_findings, health_options, with_compact_health
-from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
-    print_finding, print_findings, request_options, validated_with
+from .options import (
+    DECLINED,
+    ListOption,
+    azure_options,
+    cluster_args,
+    common,
+    emit,
+    log,
+    make_request,
+    number_findings,
+    print_finding,
+    print_findings,
+    request_options,
+    validated_with,
+)
 from .progress import progress_for
 from .report import ask_to_report, report_findings, report_options, with_compact_reports
 
@@ -215,7 +228,8 @@ def register(cli: click.Group) -> None:
                         log(f"{vmss.name}: {state}")
 
             result = wait(session, name, resource_group, timeout=timeout, interval=interval, on_update=changed)
-            changed(SimpleNamespace(scale_sets=[SimpleNamespace(name=s["name"], provisioning_state=s["provisioning_state"])
+            changed(SimpleNamespace(scale_sets=[SimpleNamespace(name=s["name"],
+                                                                provisioning_state=s["provisioning_state"])
                                                 for s in result["scale_sets"]]))
             emit(result, obj)
 
@@ -241,7 +255,8 @@ def register(cli: click.Group) -> None:
     @azure_options
     @common
     def destroy_cmd(obj, name, resource_group, yes, subscription, simulate, simulate_latency, simulate_state):
-        """Delete only the resources azgpu created for this cluster (and its resource group if azgpu made it and it is empty)."""
+        """Delete only the resources azgpu created for this cluster (and its resource group if azgpu made it
+        and it is empty)."""
         from ..deploy.lifecycle import destroy, find_cluster, require
 
         cluster_args(name, resource_group, latency=simulate_latency)

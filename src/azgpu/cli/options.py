@@ -15,7 +15,6 @@ from ..errors import Finding, InputError
 from ..output import FORMATS, check_query, render, terminal_text
 from ..resource_types import IMPACT
 
-
 # ------------------------------------------------------------------------------------ printing
 
 
@@ -115,7 +114,7 @@ def for_session(remedy: str, obj: dict | None = None) -> str:
     from . import COMMANDS
 
     # A command quoted without its 'provision' ('create --replace-unhealthy') is one too.
-    bare = re.compile(r"'((?:%s) [^']*)'" % "|".join(sorted(COMMANDS)))
+    bare = re.compile(r"'((?:" + "|".join(sorted(COMMANDS)) + r") [^']*)'")
     return QUOTED_AZ.sub(az, bare.sub(provision, QUOTED_PROVISION.sub(provision, remedy)))
 
 
@@ -193,7 +192,8 @@ def _complete_profiles(incomplete: str) -> list[str]:
 
 
 REQUEST_OPTIONS = [
-    click.option("-f", "--file", "cluster_file", default=None, help="Cluster file (TOML) with the same keys as the flags."),
+    click.option("-f", "--file", "cluster_file", default=None,
+                 help="Cluster file (TOML) with the same keys as the flags."),
     click.option("--profile", default=None, help="Series profile id ('provision profiles list').",
                  shell_complete=lambda ctx, param, incomplete: _complete_profiles(incomplete)),
     click.option("--size", default=None, help="VM size or alias (default: the profile's)."),
@@ -205,7 +205,8 @@ REQUEST_OPTIONS = [
     click.option("--admin-username", default=None, help="Linux admin user [azureuser]."),
     click.option("--ssh-key", default=None, help="SSH public key file or the key itself [~/.ssh/id_ed25519.pub]."),
     click.option("--os-disk-size-gb", type=INTEGER, default=None, help="OS disk size in GiB."),
-    click.option("--ephemeral-os-disk", is_flag=True, default=None, help="Place the OS disk on the local resource disk."),
+    click.option("--ephemeral-os-disk", is_flag=True, default=None,
+                 help="Place the OS disk on the local resource disk."),
     click.option("--data-disks", type=INTEGER, default=None, help="Number of empty data disks per VM."),
     click.option("--data-disk-size-gb", type=INTEGER, default=None, help="Size of each data disk in GiB [1024]."),
     click.option("--spot", is_flag=True, default=None, help="Use spot (low-priority) capacity."),
@@ -219,11 +220,13 @@ REQUEST_OPTIONS = [
                       "locked-down networks (no downloads, no Run Command results)."),
     click.option("--ssh-source", default=None, help="CIDR allowed to reach SSH (22/tcp); none by default."),
     click.option("--security-type", default=None, help="Standard (default for GPU sizes) or TrustedLaunch."),
-    click.option("--max-ib-domain", type=INTEGER, default=None, help="VMs per InfiniBand scale set [100; up to 300 if raised]."),
+    click.option("--max-ib-domain", type=INTEGER, default=None,
+                 help="VMs per InfiniBand scale set [100; up to 300 if raised]."),
     click.option("--tag", "tags", multiple=True, help="Tag key=value (repeatable)."),
     click.option("--custom-data", default=None, metavar="FILE",
                  help="cloud-init for every node (a #cloud-config or a script), merged with azgpu's own."),
-    click.option("--assign-identity", is_flag=True, default=None, help="Give the nodes a system-assigned managed identity."),
+    click.option("--assign-identity", is_flag=True, default=None,
+                 help="Give the nodes a system-assigned managed identity."),
     click.option("--identity", "identities", multiple=True, metavar="ID",
                  help="User-assigned managed identity resource ID for the nodes (repeatable)."),
     click.option("--ppg", default=None, metavar="NAME|ID",
@@ -335,12 +338,14 @@ class ListOption(click.Option):
 
 def azure_options(fn):
     options = [
-        click.option("--subscription", default=None, help="Subscription ID (default: AZURE_SUBSCRIPTION_ID or az's default)."),
+        click.option("--subscription", default=None,
+                     help="Subscription ID (default: AZURE_SUBSCRIPTION_ID or az's default)."),
         click.option("--simulate", is_flag=True, help="Run against azgpu's simulated Azure (no account needed)."),
         click.option("--simulate-latency", type=float, default=None, envvar="AZGPU_SIMULATE_LATENCY",
                      help="Seconds each simulated long-running operation takes [3, or AZGPU_SIMULATE_LATENCY]; "
                           "0 = instant."),
-        click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir)."),
+        click.option("--simulate-state", default=None,
+                     help="File holding the simulated cloud (default: user state dir)."),
         click.option("--simulate-throttle", is_flag=True, expose_value=False, callback=_remember_simulate_throttle,
                      help="The simulated Azure throttles as Azure documents it (Compute's, Resource Manager's and "
                           "Network's request limits)."),

@@ -29,12 +29,15 @@ def _check(fmt: str, query: str | None, address: str | None, slots: int | None, 
                                 "--format json --query \"ib_domains[].nodes[].ip\"")
     for flag, value in (("--address", address), ("--slots", slots)):
         if value is not None and fmt not in HOSTS_FORMATS:
-            raise InputError(f"{flag} applies to --format hostfile or machinefile, not {fmt}", code="OPTION_NOT_FOR_FORMAT",
+            raise InputError(f"{flag} applies to --format hostfile or machinefile, not {fmt}",
+                             code="OPTION_NOT_FOR_FORMAT",
                              remedy=f"drop {flag}, or use --format hostfile or --format machinefile")
     if out_dir is not None:
         if fmt == "json":
-            raise InputError("--out-dir writes the text formats' files; JSON goes to stdout", code="OUT_DIR_NEEDS_TEXT_FORMAT",
-                             remedy="drop --out-dir and redirect the command's stdout to a file instead (> outputs.json)")
+            raise InputError("--out-dir writes the text formats' files; JSON goes to stdout",
+                             code="OUT_DIR_NEEDS_TEXT_FORMAT",
+                             remedy="drop --out-dir and redirect the command's "
+                                    "stdout to a file instead (> outputs.json)")
         if Path(out_dir).exists() and not Path(out_dir).is_dir():
             raise InputError(f"--out-dir '{out_dir}' is a file", code="INVALID_OUT_DIR", remedy="pass a directory path")
 
@@ -97,7 +100,8 @@ def register(cli: click.Group) -> None:
         cluster_args(name, resource_group, latency=simulate_latency)
         _check(fmt, obj["query"], address, slots, out_dir)
         if (ssh_user or identity_file) and fmt != "dstack-fleet":
-            raise InputError("--ssh-user and --identity-file apply to --format dstack-fleet", code="OPTION_NOT_FOR_FORMAT",
+            raise InputError("--ssh-user and --identity-file apply to --format dstack-fleet",
+                             code="OPTION_NOT_FOR_FORMAT",
                              remedy="drop them, or use --format dstack-fleet")
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
             out = lifecycle.outputs(session, name, resource_group)
@@ -112,7 +116,8 @@ def register(cli: click.Group) -> None:
             files = render_files(out, fmt, address=address or "private", slots=slots)
         if out_dir is not None:
             write_files(out_dir, files)
-            emit({"out_dir": str(Path(out_dir)), "files": [{"name": n, "bytes": len(t.encode())} for n, t in files.items()]},
+            emit({"out_dir": str(Path(out_dir)),
+                  "files": [{"name": n, "bytes": len(t.encode())} for n, t in files.items()]},
                  obj)
         else:
             click.echo(slurm_stream(files) if fmt in ("slurm", "dstack-fleet") else "".join(files.values()), nl=False)

@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from . import options
 from ..errors import AzgpuError, Finding, InputError
 from ..health.limits import INSIGHT_TIMEOUT
 from ..resource_types import IMPACT
+from . import options
 from .check import node_logger
 from .options import azure_options, cluster_args, common, emit, log
 
@@ -23,8 +23,9 @@ def report_options(fn):
     """--report-to-azure, --insight-timeout and -y/--yes of `create`."""
     for option in reversed([
         click.option("--report-to-azure", is_flag=True,
-                     help="With --replace-unhealthy: before deleting a failing node, file a Guest Health Report (preview) "
-                          "with Azure for its host (see 'provision report'). Asks first unless --yes."),
+                     help="With --replace-unhealthy: before deleting a "
+                          "failing node, file a Guest Health Report (preview) with Azure for its host (see 'provision "
+                          "report'). Asks first unless --yes."),
         click.option("--insight-timeout", type=float, default=INSIGHT_TIMEOUT, show_default=True,
                      help="Seconds to follow a report's insights before going on (0: read them once)."),
         click.option("-y", "--yes", is_flag=True, help="Answer yes to every prompt: delete the instances a scale-in "
@@ -136,7 +137,6 @@ def register(cli: click.Group) -> None:
         'provision create ... --check --replace-unhealthy'.
         """
         from ..deploy import CheckOptions, ReportOptions, ghr, report
-
         from ..health.limits import check_options
 
         # Every option of its own before Azure is asked anything (the reporting preflight comes first there).

@@ -134,7 +134,8 @@ def register(cli: click.Group) -> None:
         """Limit the simulated capacity of a size, as FakeAzure.set_capacity does."""
         if (max_vms is None) == (not unlimited):
             raise InputError("pass either --max-vms N or --unlimited", code="MISSING_ARGUMENT",
-                             remedy="e.g. --max-vms 0 to make every new scale set of the size fail with AllocationFailed")
+                             remedy="e.g. --max-vms 0 to make every new scale "
+                                    "set of the size fail with AllocationFailed")
         loc = _location(location)
         _azure(state).set_capacity(loc, _size(size), None if unlimited else max_vms, zone=zone)
         emit({"location": loc, "size": _size(size), "zone": zone, "max_vms": None if unlimited else max_vms}, obj)

@@ -24,8 +24,9 @@ def _fake(state: str | None, *, new: bool = False):
     path = state_file(state)
     if not new and not path.exists():
         raise InputError(f"no simulated cloud at {path}", code="NO_SIMULATED_CLOUD",
-                         remedy="create one first, e.g. 'provision create --profile nd-a100-v4 -n demo -g demo-rg -l eastus "
-                                "--nodes 4 --generate-ssh-keys --simulate' (or name it with --simulate-state)")
+                         remedy="create one first, e.g. 'provision create "
+                                "--profile nd-a100-v4 -n demo -g demo-rg -l eastus --nodes 4 --generate-ssh-keys "
+                                "--simulate' (or name it with --simulate-state)")
     return simulated_azure(state)
 
 
@@ -56,7 +57,8 @@ def register(cli: click.Group) -> None:
     @click.option("--next", "next_count", type=int, default=None,
                   help="Apply the fault to the next N instances created instead (e.g. before create --check).")
     @click.option("--gpus", type=int, default=None, help="GPUs the node still shows (e.g. 7 of 8).")
-    @click.option("--ib-down", "ib_down", default=None, help="InfiniBand device to take down (e.g. mlx5_ib3), or 'first'.")
+    @click.option("--ib-down", "ib_down", default=None,
+                  help="InfiniBand device to take down (e.g. mlx5_ib3), or 'first'.")
     @click.option("--ib-rate", type=int, default=None, help="Rate in Gb/s for --ib-port (or the first port).")
     @click.option("--ib-port", default=None, help="InfiniBand device for --ib-rate.")
     @click.option("--xid", type=int, default=None, help="An Xid in the kernel log (e.g. 79).")
@@ -72,7 +74,8 @@ def register(cli: click.Group) -> None:
                   help="nvidia-smi finds no GPU while the PCI bus still shows them.")
     @click.option("--driver-not-loaded", is_flag=True, default=None,
                   help="nvidia-smi answers that the NVIDIA driver is not loaded (exit 9).")
-    @click.option("--fabric-incomplete", is_flag=True, default=None, help="GB sizes: NVLink fabric state not Completed.")
+    @click.option("--fabric-incomplete", is_flag=True, default=None,
+                  help="GB sizes: NVLink fabric state not Completed.")
     @click.option("--imex-missing", is_flag=True, default=None, help="GB sizes: no IMEX channel.")
     @click.option("--ib-degraded", default=None, metavar="PORT[:SHARE]",
                   help="A port up at full rate that carries only SHARE of its bandwidth (default 0.6): what "
@@ -95,7 +98,8 @@ def register(cli: click.Group) -> None:
         the ways only 'provision certify' finds (a degraded or flapping port, a GPU throttling under load ...)."""
         if bool(instances) == (next_count is not None):
             raise InputError("name the nodes with --instance, or the next ones to be created with --next N",
-                             code="MISSING_ARGUMENT", remedy="e.g. --next 2 --gpus 7, or --instance c1-000-000003 --xid 79")
+                             code="MISSING_ARGUMENT",
+                             remedy="e.g. --next 2 --gpus 7, or --instance c1-000-000003 --xid 79")
         fault = {"gpus": gpus, "ib_down": True if ib_down == "first" else ib_down, "ib_rate": ib_rate,
                  "ib_port": ib_port, "xid": xid, "nvidia_smi_hang": nvidia_smi_hang, "nvlink_down": nvlink_down,
                  "run_command": run_command, "ecc": ecc, "row_remap": row_remap, "gpu_lost": gpu_lost,

@@ -202,7 +202,7 @@ def _reported(obj, command: str, hostlist: str, log_file: str | None, body):
         raise
     except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
         raise
-    except Exception as exc:  # noqa: BLE001 - slurmctld discards a traceback: the log must say it
+    except Exception as exc:  # slurmctld discards a traceback: the log must say it
         if obj.get("debug"):
             raise
         error = AzgpuError(f"{type(exc).__name__}: {exc}", code="SLURM_PROGRAM_FAILED",

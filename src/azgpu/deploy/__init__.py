@@ -23,19 +23,26 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .interface import (CertifyOptions, CertifyResult, CheckOptions, CreateOptions, CreateResult, GateOptions,
-                        ReportOptions, ReportResult)
+from .interface import (
+    CertifyOptions,
+    CertifyResult,
+    CheckOptions,
+    CreateOptions,
+    CreateResult,
+    GateOptions,
+    ReportOptions,
+    ReportResult,
+)
 
 if TYPE_CHECKING:
+    from .arm import to_azure_error
     from .certification import certify
     from .cluster_create import create
     from .cluster_list import list_clusters as list  # the verb's name, as `provision list`
     from .ghr import report
-    from .arm import to_azure_error
     from .health_gate import check, common_failures, replaceable, replacement_stop, signature
     from .lifecycle import destroy, outputs, status, wait
-    from .nodes import bind_node, cluster_nodes, delete_instances, node_bindings, run_on_node, set_capacity
-    from .nodes import unbind_node
+    from .nodes import bind_node, cluster_nodes, delete_instances, node_bindings, run_on_node, set_capacity, unbind_node
     from .whatif import what_if
 
 # verb -> (module, function)

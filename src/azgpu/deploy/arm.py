@@ -89,7 +89,7 @@ def wait_first_polling(interval: float | None, *, default: float = 30,
     from azure.mgmt.core.polling.arm_polling import ARMPolling, AzureAsyncOperationPolling, BodyContentPolling
 
     class StatusOnly(AzureAsyncOperationPolling):
-        def get_final_get_url(self, pipeline_response):  # noqa: D102 - azure-core's hook
+        def get_final_get_url(self, pipeline_response):  # azure-core's hook
             return None
 
     class WaitFirstPolling(ARMPolling):
@@ -136,7 +136,7 @@ def until_settled(session, rt: ResourceType, resource_group: str, name: str, *, 
     for _ in range(MAX_SETTLE_READS):
         try:
             current = rt.get(session, resource_group, name, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+        except Exception as exc:  # to_azure_error re-raises anything not from Azure
             if is_not_found(exc):
                 return None
             raise to_azure_error(exc, name) from None
@@ -163,7 +163,7 @@ def _rest_client(session):
         from azure.mgmt.core import ARMPipelineClient
         from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
 
-        settings = session._kwargs()  # noqa: SLF001 - the session's own client settings
+        settings = session._kwargs()  # the session's own client settings
         client = ARMPipelineClient(base_url=BASE, transport=settings["transport"], policies=[
             policies.RequestIdPolicy(), policies.HeadersPolicy(), policies.UserAgentPolicy(sdk_moniker="azgpu"),
             policies.ProxyPolicy(), policies.ContentDecodePolicy(), policies.RedirectPolicy(),

@@ -75,19 +75,21 @@ QUOTA_REMEDY = ("request a quota increase for the family in this region (portal:
 IMAGE_REMEDY = ("the image does not exist in this location: pick one from 'provision images list' (or from 'az vm "
                 "image list --all' with the location and the image's publisher, offer and SKU), then pass --image")
 THROTTLED_REMEDY = ("wait a few minutes and re-run (it continues where it stopped); other clients of the subscription "
-                    "share Azure's limits; allow longer waits with --throttle-budget SECONDS (or AZGPU_THROTTLE_BUDGET)")
+                    "share Azure's limits; allow longer waits with --throttle-budget SECONDS "
+                    "(or AZGPU_THROTTLE_BUDGET)")
 IN_PROGRESS_REMEDY = ("another operation is still running on the resource: wait for it ('provision wait') and re-run")
 
 # Keys are Azure's spelling; lookups ignore case (see `mapping_for`).
 TABLE: dict[str, Mapping] = {
     "AllocationFailed": Mapping(CapacityError, "CAPACITY_UNAVAILABLE",
-                                "Azure has no capacity for this size here now: retry later, try --fallback-locations or "
-                                "--zones, or split the cluster (InfiniBand needs one scale set per domain)"),
+                                "Azure has no capacity for this size here now: "
+                                "retry later, try --fallback-locations or --zones, or split the cluster (InfiniBand "
+                                "needs one scale set per domain)"),
     "ZonalAllocationFailed": Mapping(CapacityError, "ZONE_CAPACITY_UNAVAILABLE",
                                      "no capacity in this zone: try another --zone, --zones 1 2 3, or no zone"),
     "OverconstrainedAllocationRequest": Mapping(CapacityError, "OVERCONSTRAINED",
-                                                "relax the constraints (zone, accelerated networking, placement) or try "
-                                                "--fallback-locations"),
+                                                "relax the constraints (zone, accelerated "
+                                                "networking, placement) or try --fallback-locations"),
     "OverconstrainedZonalAllocationRequest": Mapping(CapacityError, "OVERCONSTRAINED",
                                                      "drop --zone or try another zone"),
     "SkuNotAvailable": Mapping(CapacityError, "SKU_NOT_AVAILABLE",
@@ -207,7 +209,7 @@ def error_body(exc: Exception) -> dict[str, Any]:
     if response is not None:
         try:
             body = json.loads(response.text())
-        except Exception:  # noqa: BLE001 - not JSON: fall back to what the SDK parsed
+        except Exception:  # not JSON: fall back to what the SDK parsed
             body = None
     if isinstance(body, dict):
         inner = body.get("error") if isinstance(body.get("error"), dict) else body
@@ -335,14 +337,15 @@ def rate_limit_headers(response: Any) -> dict[str, str]:
 
 def throttled_policies(body: dict[str, Any]) -> list[str]:
     """Compute's throttling policies (operation groups) named in the details' target, e.g. HighCostGet."""
-    return [d["target"] for d in _details(body) if (d.get("code") or "").lower() == "toomanyrequests" and d.get("target")]
+    return [d["target"] for d in _details(body) if (d.get("code") or "").lower() == "toomanyrequests"
+            and d.get("target")]
 
 
 def throttled(response: Any, *, operation: str, waited: float, reason: str) -> ThrottledError:
     """The error for throttling that outlasts what azgpu may wait, built from Azure's answer."""
     try:
         body = json.loads(response.text()) if response is not None else {}
-    except Exception:  # noqa: BLE001
+    except Exception:
         body = {}
     body = body.get("error", body) if isinstance(body, dict) else {}
     policies = throttled_policies(body)

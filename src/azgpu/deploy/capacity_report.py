@@ -166,7 +166,8 @@ def capacity_for(session, *, size: str, vcpus: int, nodes: int, locations: list[
             rows.append(_row(location, "", "spot", BLOCKED, f"{size} is not spot-capable here", "drop --spot"))
         elif spot:
             rows.append(_row(location, "", "spot placement score", INFO,
-                             "not read: Microsoft's only Python client for it is a beta (azure-mgmt-computerecommender)",
+                             "not read: Microsoft's only Python client for it is a beta "
+                             "(azure-mgmt-computerecommender)",
                              "see the score in the portal (Spot placement score) before relying on spot capacity"))
         rows += reserved_rows
     # The verdict is the location asked for: a fallback candidate that is blocked does not stop a cluster

@@ -30,7 +30,8 @@ from typing import Any
 
 from .. import resource_types
 from ..certify import certificate, node_step
-from ..certify.levels import RUN_COMMAND, level as level_of
+from ..certify.levels import RUN_COMMAND
+from ..certify.levels import level as level_of
 from ..certify.runner import NodeInfo, Output, RoundFailed
 from ..certify.suite import SuitePlan, SuiteResult
 from ..certify.suite import run as run_suite
@@ -40,8 +41,8 @@ from ..health.trust import valid_nccl_pubkey
 from ..ownership import live_profile
 from ..profiles import Figure, Size, find_size
 from ..racks import fabric_domain, fabric_of
-from .arm import to_azure_error
 from . import rack_gate
+from .arm import to_azure_error
 from .ghr import Reporter
 from .health_gate import HealthReport, _ips, check, replacement_stop, signature, validate_options
 from .interface import CertifyOptions, CertifyResult
@@ -115,7 +116,7 @@ class RunCommandRunner:
             return {}
         with ThreadPoolExecutor(max_workers=min(self.parallel, len(nodes))) as pool:
             outputs = list(pool.map(lambda n: self.step(n.name, mode, settings), nodes))
-        return {n.name: o for n, o in zip(nodes, outputs)}
+        return {n.name: o for n, o in zip(nodes, outputs, strict=True)}
 
     # -- the fabric ----------------------------------------------------------------------------
     def _settings(self) -> dict[str, object]:
@@ -139,13 +140,13 @@ class RunCommandRunner:
         wanted = sorted(n for n in names | {self.launcher} if n not in self.trusted and n not in self.refused)
         if not wanted:
             return
-        expiry = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=KEY_HOURS)
+        expiry = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=KEY_HOURS)
         settings = {**self._settings(), "AZGPU_NCCL_PUBKEY": self.pubkey, "AZGPU_NCCL_FROM": self.ips[self.launcher],
                     "AZGPU_NCCL_EXPIRY": expiry.strftime("%Y%m%d%H%M")}
         with ThreadPoolExecutor(max_workers=min(self.parallel, len(wanted))) as pool:
             results = list(pool.map(lambda n: check_node_raw(self.session, self.rg, self.instances[n], "nccl-trust",
                                                              settings, self.timeout), wanted))
-        for name, got in zip(wanted, results):
+        for name, got in zip(wanted, results, strict=True):
             if got.get("ok"):
                 self.trusted.add(name)
             else:
@@ -282,7 +283,7 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
         reporter = Reporter(session, insight_timeout=options.report.insight_timeout, confirm=options.report.confirm,
                             on_event=notice)
         reporter.preflight()  # before anything runs: a subscription that cannot report stops here
-    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     notice(f"certify {name}: the health gate first")
     report = check(session, name, resource_group, node)
     gate_seconds = max((n.seconds or 0 for n in report.nodes), default=0) + RUN_COMMAND

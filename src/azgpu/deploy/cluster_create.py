@@ -11,18 +11,18 @@ from ..errors import InputError, ValidationFailed
 from ..plan import Plan
 from ..profiles import load_profile
 from ..request import Request
+from ..resource_types import VMSS
 from ..spec import Spec, check_fallbacks, validate
 from . import health_gate, rack_gate
+from .arm import list_group, to_azure_error
 from .arm_preflight import validate as arm_check
 from .azure_errors import CapacityError
-from .arm import list_group, to_azure_error
 from .deployer import Deployer
 from .ghr import Reporter
 from .interface import CreateOptions, CreateResult, GateOptions
 from .lifecycle import destroy, find_cluster
 from .live_plan import prepare
 from .marketplace import accept_terms as accept_marketplace_terms
-from ..resource_types import VMSS
 from .whatif import analyse, cost_of, refusal, report_of
 
 
@@ -213,4 +213,5 @@ def _clean_for_retry(session, plan: Plan, resource_group: str, *, moving: bool) 
         for poller in pollers:
             poller.result()
     except Exception as exc:
-        raise to_azure_error(exc, f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None
+        raise to_azure_error(exc,
+                             f"removing the scale sets of {plan.spec.names.cluster} before the next zone") from None

@@ -12,9 +12,10 @@ scale set on top of the one listing.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from .. import resource_types
 from ..errors import NotFoundError
 from ..ownership import cluster_of, is_azgpu, profile_id_of
 from .. import resource_types
@@ -54,13 +55,13 @@ def _running(session, resource_group: str, scale_set: str) -> int:
 def _infiniband(profile_id: str, size: str) -> bool | None:
     try:
         return load_profile(profile_id).size(size).infiniband
-    except Exception:  # noqa: BLE001 - a profile this version does not know: say nothing
+    except Exception:  # a profile this version does not know: say nothing
         return None
 
 
 def _iso(value: Any) -> str | None:
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return str(value) if value else None
 
 

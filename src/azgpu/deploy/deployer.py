@@ -45,7 +45,7 @@ class Resolver:
 
     def resource_id(self, type_: str, *names: str) -> str:
         provider, *types = type_.split("/")
-        path = "/".join(f"{t}/{n}" for t, n in zip(types, names))
+        path = "/".join(f"{t}/{n}" for t, n in zip(types, names, strict=True))
         return f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}/providers/{provider}/{path}"
 
 
@@ -202,9 +202,11 @@ class Deployer:
                 continue
             if not is_ours(item.tags, self.cluster):
                 taken = InputError(
-                    f"{r.type.rsplit('/', 1)[-1]} '{r.name}' already exists in {self.resource_group} and was not created "
-                    f"by azgpu for cluster '{self.cluster}'", code="NAME_TAKEN",
-                    remedy="choose another -n/--name or -g/--resource-group; azgpu never modifies resources it did not create")
+                    f"{r.type.rsplit('/', 1)[-1]} '{r.name}' already "
+                    f"exists in {self.resource_group} and was not created by azgpu for cluster '{self.cluster}'",
+                    code="NAME_TAKEN",
+                    remedy="choose another -n/--name or -g/--resource-group; "
+                           "azgpu never modifies resources it did not create")
                 if strict:
                     raise taken
                 self.refused[r.key] = taken
@@ -340,7 +342,7 @@ class Deployer:
                     return False
             try:
                 poller = self.begin_put(r, wait=wait)
-            except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+            except Exception as exc:  # to_azure_error re-raises anything not from Azure
                 err = to_azure_error(exc, r.name)
                 if not isinstance(err, OperationInProgressError):
                     raise err from None

@@ -35,9 +35,10 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from ..bounded import retry_after_of
 from ..errors import EXIT_INPUT, AzgpuError, Finding, InputError, ValidationFailed
 from ..health.impact import LEARN_CATEGORIES, PREFIX, impact_category
 from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
@@ -45,7 +46,6 @@ from ..health.results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, Node
 from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
-from ..bounded import retry_after_of
 from .arm import allowed, answer, invalid_answer, json_body, pages, send, to_azure_error
 from .interface import CheckOptions, ReportOptions, ReportResult
 from .lifecycle import find_cluster, require
@@ -190,7 +190,7 @@ def impact_body(node: NodeResult, category: str, failures: tuple[Failure, ...], 
                 extra["SerialNumber"] = gpus[0].serial
             extra["Location"] = gpus[0].bus
     return {"properties": {
-        "startDateTime": start.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "startDateTime": start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "impactCategory": category,
         "impactDescription": description(node, failures),
         "impactedResourceId": node.resource_id,
@@ -202,7 +202,7 @@ def reports_for(node: NodeResult, *, now: datetime, gpu_vendor: str | None = Non
     """The reports a failed node files (none when not_reportable(node) says why)."""
     if not_reportable(node):
         return []
-    day = now.astimezone(timezone.utc).strftime("%Y%m%d")
+    day = now.astimezone(UTC).strftime("%Y%m%d")
     out = []
     for category, failures in categories_of(node).items():
         name = impact_name(node.resource_id, node.scale_set, node.instance_id, category, day)
@@ -267,15 +267,15 @@ def insights_of(response, what: str) -> list[dict[str, Any]]:
 
 def _when(text: Any) -> datetime:
     if not isinstance(text, str) or not text or len(text) > 64:
-        return datetime.min.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
     value = text.strip().replace("Z", "+00:00")
     # Insights carry up to 7 fractional digits (Learn's example: 2025-07-15T17:50:16.7183274Z).
     value = re.sub(r"(\.\d{6})\d+", r"\1", value)
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        return datetime.min.replace(tzinfo=timezone.utc)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # ------------------------------------------------------------------------------ the client
@@ -283,10 +283,10 @@ def _when(text: Any) -> datetime:
 NAMESPACE = IMPACT.namespace
 PERMISSIONS_API_VERSION = PERMISSIONS.api_version  # the caller's permissions on a subscription (resource_types)
 ONBOARDING_REMEDY = ("onboard the subscription as Learn's 'What is Guest Health Reporting (preview)?' says: register "
-                     f"the {IMPACT.namespace} resource provider ('az provider register --namespace {IMPACT.namespace}'), "
-                     "send the subscription ID and tenant ID to the Azure team member helping you onboard, and wait for "
-                     "their confirmation (until then, 'create --replace-unhealthy' without --report-to-azure replaces "
-                     "nodes without reporting them)")
+                     f"the {IMPACT.namespace} resource provider ('az provider register --namespace "
+                     f"{IMPACT.namespace}'), send the subscription ID and tenant ID to the Azure team member helping "
+                     "you onboard, and wait for their confirmation (until then, 'create --replace-unhealthy' without "
+                     "--report-to-azure replaces nodes without reporting them)")
 ROLE_REMEDY = (f"assign the \"{ROLE}\" role on the subscription to the identity azgpu runs as (portal: Subscriptions > "
                "Access control (IAM) > Add role assignment), as Learn's Guest Health Reporting overview says (until "
                "then, 'create --replace-unhealthy' without --report-to-azure replaces nodes without reporting them)")
@@ -342,13 +342,14 @@ def preflight(session) -> dict[str, Any]:
     findings: list[Finding] = []
     try:
         state = session.resources.providers.get(NAMESPACE).registration_state or "unknown"
-    except Exception as exc:  # noqa: BLE001 - an unreadable provider is reported like an unregistered one
+    except Exception as exc:  # an unreadable provider is reported like an unregistered one
         err = to_azure_error(exc, f"reading the {NAMESPACE} resource provider")
         state = f"unknown ({err.code})"
     if state.lower() != "registered":
         findings.append(Finding(code="GHR_NOT_ONBOARDED",
-                                message=f"subscription {session.subscription_id} is not onboarded to Guest Health Reporting "
-                                f"(preview): the {NAMESPACE} resource provider is {state}", remedy=ONBOARDING_REMEDY,
+                                message=f"subscription {session.subscription_id} is "
+                                "not onboarded to Guest Health Reporting (preview): "
+                                f"the {NAMESPACE} resource provider is {state}", remedy=ONBOARDING_REMEDY,
                                 source="D-ghr-overview"))
     path = f"/subscriptions/{session.subscription_id}{PERMISSIONS.provider_path()}"
     try:
@@ -361,8 +362,9 @@ def preflight(session) -> dict[str, Any]:
         missing = [a for a in (WRITE_ACTION, READ_ACTION) if not allowed(permissions, a)]
         if missing:
             findings.append(Finding(code="GHR_NOT_PERMITTED",
-                                    message=f"the caller may not {' or '.join(a.rsplit('/', 1)[-1] for a in missing)} workload "
-                                    f"impacts in subscription {session.subscription_id} (no permission allows "
+                                    message="the caller may not "
+                                    f"{' or '.join(a.rsplit('/', 1)[-1] for a in missing)} workload impacts in "
+                                    f"subscription {session.subscription_id} (no permission allows "
                                     f"{', '.join(missing)})", remedy=ROLE_REMEDY, source="D-ghr-overview"))
     offered = None
     if state.lower() == "registered":
@@ -401,7 +403,7 @@ class Reporter:
         self.poll_interval = poll_interval or session.polling_interval or INSIGHT_POLL
         self.confirm = confirm
         self.on_event = on_event or (lambda message: None)
-        self.now = now or (lambda: datetime.now(timezone.utc))
+        self.now = now or (lambda: datetime.now(UTC))
         self.checked: dict[str, Any] | None = None
         self.entries: list[dict[str, Any]] = []
         self.requests = 0
@@ -433,14 +435,16 @@ class Reporter:
             refused = sorted({r.category for r in planned} - set(offered))
             if refused:
                 raise ReportingUnavailable(
-                    f"the subscription's impact categories do not offer {', '.join(refused)}", code="GHR_CATEGORY_NOT_OFFERED",
+                    f"the subscription's impact categories do not offer {', '.join(refused)}",
+                    code="GHR_CATEGORY_NOT_OFFERED",
                     remedy="ask the Azure team that onboarded the subscription to enable the category, or run without "
                            "--report-to-azure; nothing was reported or deleted")
         if planned and self.confirm is not None and not self.confirm(planned):
             raise ReportingUnavailable(f"filing {len(planned)} Guest Health Report(s) was declined",
                                        code="GHR_DECLINED",
-                                       remedy="nothing was reported or deleted; re-run with --yes to report, or without "
-                                              "--report-to-azure to replace the nodes without reporting them")
+                                       remedy="nothing was reported or deleted; re-run "
+                                              "with --yes to report, or without --report-to-azure to replace the nodes "
+                                              "without reporting them")
         filed = [self._file(r) for r in planned]
         self._follow([e for e in filed if e["state"] in ("filed", "already_filed")])
         entries = filed + entries

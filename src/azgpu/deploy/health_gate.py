@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import resource_types
 from ..errors import AzgpuError
 from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
 from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult, unconfirmed
@@ -326,7 +327,7 @@ def _nccl_steps(session, resource_group: str, launcher: Instance, others: list[I
             # Written into every other node's authorized_keys: only one exact key line, never what else it says.
             return {"error": "the launcher answered with something other than one ed25519 public key line: refused, "
                              "nothing was trusted"}
-        expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=NCCL_KEY_HOURS))
+        expiry = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=NCCL_KEY_HOURS))
         trust = {**base, "AZGPU_NCCL_PUBKEY": pubkey, "AZGPU_NCCL_FROM": ips[launcher.instance_id],
                  "AZGPU_NCCL_EXPIRY": expiry.strftime("%Y%m%d%H%M")}
         trusted_any = True
@@ -385,7 +386,8 @@ def round_notices(on_notice: Callable[[str], None]) -> Callable[[dict[str, Any]]
 
     def on_round(r: dict[str, Any]) -> None:
         bad = len(r["failed"]) + len(r.get("inconclusive", [])) + len(r["unreachable"])
-        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed" + (f", {bad} not" if bad else ""))
+        on_notice(f"health round {r['round']}: {r['passed']} of {r['checked']} passed"
+                  + (f", {bad} not" if bad else ""))
 
     return on_round
 

@@ -10,12 +10,28 @@ from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import resource_types
+from ..bounded import BoundedError, array, obj, text
 from ..errors import AzgpuError, AzureError, NotFoundError
+from ..naming import Names
 from ..output import listing
 from ..plain import plain
 from ..racks import group as group_racks
-from .. import resource_types
 from ..resource_types import INSTANCES, is_type
+from .arm import (
+    BASE,
+    CREATED_TAG,
+    TERMINAL,
+    answer,
+    invalid_answer,
+    is_azgpu,
+    is_not_found,
+    is_ours,
+    list_group,
+    send,
+    to_azure_error,
+    until_settled,
+)
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from ..naming import Names
 from ..ownership import cluster_of, created_by_azgpu, is_azgpu, is_ours, live_profile, profile_id_of
@@ -23,7 +39,6 @@ from ..bounded import BoundedError, array, obj, text
 from .arm import BASE, TERMINAL, answer, invalid_answer, is_not_found, list_group, send, to_azure_error, until_settled
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
 from .session import result_of
-
 
 
 @dataclass
@@ -190,7 +205,8 @@ def interconnect(vm: dict[str, Any], what: str = "the scale set's instances") ->
     return {"subgroup": subgroup or None, "block": block_id or None}
 
 
-MAX_INSTANCE_PAGES = 1000  # a scale set holds at most 1,000 VMs (Learn, "Virtual Machine Scale Sets and placement groups")
+# a scale set holds at most 1,000 VMs (Learn, "Virtual Machine Scale Sets and placement groups")
+MAX_INSTANCE_PAGES = 1000
 
 
 def rack_instances(session, resource_group: str, scale_set: str) -> list[dict[str, Any]]:
@@ -483,7 +499,8 @@ def _foreign_in_vnet(session, resource_group: str, cluster: str, vnet: str, on_u
         if (subnet.name or "").lower() != ours:
             continue
         if subnet.ip_configurations:  # someone's NICs: azgpu's subnet stays, with what it uses
-            uses |= {_leaf(getattr(subnet.nat_gateway, "id", None)), _leaf(getattr(subnet.network_security_group, "id", None))}
+            uses |= {_leaf(getattr(subnet.nat_gateway, "id", None)),
+                     _leaf(getattr(subnet.network_security_group, "id", None))}
             continue
         if on_update:
             on_update(resource_types.SUBNET.type, subnet.name, "deleting")
@@ -513,7 +530,7 @@ def _delete(session, resource_group: str, resource: Any) -> None:
         try:
             rt.begin_delete(session, resource_group, resource.name).result()
             return
-        except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+        except Exception as exc:  # to_azure_error re-raises anything not from Azure
             if is_not_found(exc):
                 return
             err = to_azure_error(exc, resource.name)

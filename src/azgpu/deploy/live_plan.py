@@ -10,11 +10,11 @@ from typing import Any
 
 from ..errors import ValidationFailed
 from ..plan import Plan, build_plan
+from ..resource_types import VMSS
 from ..spec import Spec
 from ..ownership import is_ours
 from .arm import to_azure_error
 from .preflight import Preflight, run_preflight
-from ..resource_types import VMSS
 
 
 def _nodes_needed(spec: Spec, listed: list[Any] | None) -> int:

@@ -187,6 +187,6 @@ def run_on_node(session, resource_group: str, scale_set: str, instance_id: str, 
         raise to_azure_error(exc, f"running {name} on instance {instance_id} of {scale_set}") from None
     try:
         INSTANCE_RUN_COMMAND.begin_delete(*args).result()
-    except Exception:  # noqa: BLE001 - the result is read; a Run Command left behind goes with its VM
+    except Exception:  # the result is read; a Run Command left behind goes with its VM
         pass
     return result

@@ -1,4 +1,5 @@
-"""Preflight against the live subscription: SKU, capabilities, quota, image, --subnet-id. Reads only, all findings at once."""
+"""Preflight against the live subscription: SKU, capabilities, quota, image, --subnet-id. Reads only, all findings at
+once."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Finding
-from ..images import PurchasePlan
-from ..images import ofed_display
+from ..images import PurchasePlan, ofed_display
 from ..naming import location_name
 from ..plan import documented_placement
 from ..resource_types import NETWORK_API, VNET
@@ -119,7 +119,8 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any], compute: Any = None,
     fallback_zones (create --zones): each is checked as --zone is, so a restricted one is refused now rather
     than skipped (a regional scale set deployed while the zone asked for is restricted)."""
     size, req = spec.size, spec.request
-    sku = next((s for s in skus if (s.name or "").lower() == size.name.lower() and s.resource_type == "virtualMachines"), None)
+    sku = next((s for s in skus if (s.name or "").lower() == size.name.lower() and s.resource_type
+                == "virtualMachines"), None)
     if sku is None:
         pf.findings.append(Finding(code="SKU_NOT_OFFERED", message=f"{size.name} is not offered in {req.location}",
                                    remedy=offered_remedy(compute, size.name) if compute is not None else
@@ -136,7 +137,8 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any], compute: Any = None,
             blocked = set(getattr(getattr(r, "restriction_info", None), "zones", None) or [])
             if req.zone and req.zone in blocked:
                 pf.findings.append(Finding(code="SKU_RESTRICTED",
-                                           message=f"{size.name} is restricted in zone {req.zone} of {req.location} ({reason})",
+                                           message=f"{size.name} is restricted in zone "
+                                                   f"{req.zone} of {req.location} ({reason})",
                                            remedy="choose another --zone, or no zone", source=SOURCE_SKUS))
             for zone in dict.fromkeys(z for z in fallback_zones if z in blocked):
                 pf.findings.append(Finding(code="SKU_RESTRICTED",
@@ -145,8 +147,10 @@ def check_sku(pf: Preflight, spec: Spec, skus: list[Any], compute: Any = None,
                                            remedy=f"drop {zone} from --zones", source=SOURCE_SKUS))
         else:
             pf.findings.append(Finding(code="SKU_RESTRICTED",
-                                       message=f"{size.name} is restricted in {req.location} for this subscription ({reason})",
-                                       remedy="choose another -l/--location, or ask Azure support for access to the size",
+                                       message=f"{size.name} is restricted in {req.location} "
+                                               f"for this subscription ({reason})",
+                                       remedy="choose another -l/--location, or ask "
+                                              "Azure support for access to the size",
                                        source=SOURCE_SKUS))
     check_zones(pf, spec, [req.zone] if req.zone else [], flag="--zone", compute=compute)
     caps = {c.name: c.value for c in (sku.capabilities or [])}
@@ -191,7 +195,8 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
 
     def drift(name: str, documented: Any, live: Any) -> None:
         pf.findings.append(Finding(code="SKU_DRIFT",
-                                   message=f"{size.name}: the documentation says {name}={documented}, this subscription "
+                                   message=f"{size.name}: the documentation says "
+                                                f"{name}={documented}, this subscription "
                                                 f"reports {live}; azgpu trusts the live value", remedy="",
                                    source=SOURCE_SKUS, severity="warning"))
 
@@ -202,7 +207,8 @@ def _check_capabilities(pf: Preflight, spec: Spec, caps: dict[str, str]) -> None
             drift("HyperVGenerations", ",".join(size.generations), gens)
         if img.known and img.generations and not set(img.generations) & set(live):
             pf.findings.append(Finding(code="IMAGE_GENERATION",
-                                       message=f"image '{img.name}' is Generation {'/'.join(g[1:] for g in img.generations)}; "
+                                       message=f"image '{img.name}' is Generation "
+                                                           f"{'/'.join(g[1:] for g in img.generations)}; "
                                                            f"{size.name} boots {gens} here",
                                        remedy="use a Generation 2 image", source=SOURCE_SKUS))
     arch = caps.get("CpuArchitectureType")
@@ -278,7 +284,8 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
     parts = req.subnet_id.strip("/").split("/")
     vnet_name, subnet_name = parts[7], parts[9]
     where = f"subnet '{subnet_name}' of virtual network '{vnet_name}' (resource group {parts[3]})"
-    subnet = next((s for s in (vnet.subnets or []) if (s.name or "").lower() == subnet_name.lower()), None) if vnet else None
+    subnet = next((s for s in (vnet.subnets or []) if (s.name or "").lower() == subnet_name.lower()),
+                  None) if vnet else None
     if subnet is None:
         known = ", ".join(s.name for s in (vnet.subnets or [])) if vnet else ""
         pf.findings.append(Finding(code="SUBNET_NOT_FOUND",
@@ -291,7 +298,8 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
     location = location_name(vnet.location)
     if location != location_name(req.location):
         pf.findings.append(Finding(code="SUBNET_WRONG_LOCATION",
-                                   message=f"{where} is in {location}, the cluster in {req.location}: a scale set's NICs must be "
+                                   message=f"{where} is in {location}, the cluster in "
+                                   f"{req.location}: a scale set's NICs must be "
                                    "in a virtual network of its own location",
                                    remedy=f"pass -l {location}, or a subnet of a virtual network in {req.location}",
                                    source=SOURCE_NETWORK))
@@ -305,9 +313,9 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
                             "nodes_needed": nodes_needed}
     if nodes_needed > free:
         pf.findings.append(Finding(code="SUBNET_TOO_SMALL",
-                                   message=f"{where} ({', '.join(map(str, networks)) or 'no IPv4 prefix'}) has {free} free addresses "
-                                   f"({capacity} usable after the {RESERVED_PER_SUBNET} Azure reserves per subnet, {used} in "
-                                   f"use); the cluster needs {nodes_needed} more",
+                                   message=f"{where} ({', '.join(map(str, networks)) or 'no IPv4 prefix'}) "
+                                   f"has {free} free addresses ({capacity} usable after the {RESERVED_PER_SUBNET} "
+                                   f"Azure reserves per subnet, {used} in use); the cluster needs {nodes_needed} more",
                                    remedy="use a larger subnet, fewer --nodes, or free addresses in it",
                                    source=f"{SOURCE_NETWORK}; {cite(('D-vnet-faq',))}"))
     nat = getattr(subnet.nat_gateway, "id", None)
@@ -319,8 +327,9 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
         return
     if default_outbound is not False:  # unset (older API versions) or true: Azure's implicit default outbound IP
         pf.findings.append(Finding(code="SUBNET_DEFAULT_OUTBOUND",
-                                   message=f"{where} has no NAT gateway: the nodes reach the internet through Azure's default "
-                                   "outbound access, which Microsoft is retiring and does not recommend",
+                                   message=f"{where} has no NAT gateway: the nodes "
+                                   "reach the internet through Azure's default outbound access, which Microsoft is "
+                                   "retiring and does not recommend",
                                    remedy="associate a NAT gateway with the subnet for a stable, explicit way out",
                                    source=cite(("D-default-outbound",)), severity="note"))
         return
@@ -332,8 +341,9 @@ def check_subnet(pf: Preflight, spec: Spec, vnet: Any | None, nodes_needed: int)
     via = f" unless its route table {route_table.rsplit('/', 1)[-1]} sends internet traffic through a firewall" \
         if route_table else ""
     pf.findings.append(Finding(code="SUBNET_NO_OUTBOUND",
-                               message=f"{where} is private (defaultOutboundAccess false) and has no NAT gateway: the nodes have "
-                               f"no way to the internet{via}; this will not work: " + "; ".join(lost),
+                               message=f"{where} is private (defaultOutboundAccess "
+                               "false) and has no NAT gateway: the nodes have no "
+                               f"way to the internet{via}; this will not work: " + "; ".join(lost),
                                remedy="associate a NAT gateway with the subnet ('az network vnet subnet update -g "
                                f"{parts[3]} --vnet-name {parts[7]} -n {parts[9]} --nat-gateway' with the gateway's "
                                "name or ID), or use a subnet that has one",
@@ -354,7 +364,8 @@ def read_subnet_network(session, subnet_id: str) -> tuple[Any | None, Finding | 
             return None, None
         if status == 403:
             return None, Finding(code="SUBNET_NOT_ACCESSIBLE",
-                                 message=f"this identity may not read virtual network '{vnet_name}' in subscription {subscription}",
+                                 message="this identity may not read virtual network "
+                                         f"'{vnet_name}' in subscription {subscription}",
                                  remedy=f"ask for Network Contributor (or a role with {VNET.action('read')} and "
                                  "subnets/join/action) on it, or use another --subnet-id", source=SOURCE_NETWORK)
         raise
@@ -384,8 +395,8 @@ def check_quota(pf: Preflight, spec: Spec, usages: list[Any], vcpus_needed: int)
                 code="QUOTA_INSUFFICIENT",
                 message=f"vCPU quota {line.name} in {spec.request.location}: usage {line.usage} + needed {line.needed} "
                 f"exceeds the limit {line.limit}",
-                remedy=f"request an increase to {line.usage + line.needed} ('provision quota request' with the same options, or "
-                "create --request-quota; portal: Usage + quotas), "
+                remedy=f"request an increase to {line.usage + line.needed} "
+                "('provision quota request' with the same options, or create --request-quota; portal: Usage + quotas), "
                 "or use fewer --nodes",
                 source=SOURCE_USAGE))
 
@@ -412,8 +423,9 @@ def check_image(pf: Preflight, spec: Spec, versions: list[Any], image_detail: An
     if not versions:
         pf.findings.append(Finding(code="IMAGE_NOT_FOUND",
                                    message=f"image {img.urn} does not exist in {spec.request.location}",
-                                   remedy=f"pick an image from 'az vm image list -l {spec.request.location} --all' or --image "
-                                   f"{spec.profile.default_image}", source=SOURCE_IMAGES))
+                                   remedy="pick an image from 'az vm image list -l "
+                                   f"{spec.request.location} --all' or --image {spec.profile.default_image}",
+                                   source=SOURCE_IMAGES))
         return
     if image_detail is None:
         return
@@ -445,7 +457,8 @@ def _check_deprecation(pf: Preflight, spec: Spec, detail: Any) -> None:
     option = _get(status, "alternative_option", "alternativeOption")
     kind = _text(_get(option, "type", "type")) if option is not None else ""
     value = _text(_get(option, "value", "value")) if option is not None else ""
-    alternative = f"the publisher names {kind.lower()} '{value}' as its alternative; " if value and kind.lower() != "none" else ""
+    alternative = (f"the publisher names {kind.lower()} '{value}' as its alternative; "
+                   if value and kind.lower() != "none" else "")
     remedy = f"{alternative}pick a current image: 'provision images list --profile {spec.profile.id}'"
     version = _text(getattr(detail, "name", "")) or spec.image.version
     if state.lower() == "deprecated":
@@ -512,7 +525,8 @@ def check_terms(pf: Preflight, spec: Spec, terms: Any, *, accept_terms: bool = F
     if accept_terms:
         pf.accept_terms = plan
         pf.findings.append(Finding(code="MARKETPLACE_TERMS_ACCEPTING", message=f"the marketplace terms of {what} (plan "
-                                                                  f"{plan.name}) are accepted for this subscription before "
+                                                                  f"{plan.name}) are accepted "
+                                                                  "for this subscription before "
                                                                   "the deployment (--accept-terms)",
                                    remedy=f"read them first: '{show}'", source=SOURCE_TERMS, severity="note"))
         return

@@ -9,7 +9,7 @@ models are read back in their REST shape (as_dict), the shape of the REST spec's
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import Finding
@@ -74,20 +74,24 @@ def check_definition(pf, spec: Spec, label: str, props: dict, source: str) -> No
         pf.findings.append(Finding(code="WINDOWS_IMAGE_UNSUPPORTED",
                                    message=f"{label} is a {os_type} image, but azgpu creates Linux "
                                                                 "nodes only (SSH keys, linuxConfiguration)",
-                                   remedy=f"use a Linux image, e.g. --image {spec.profile.default_image}", source=source))
+                                   remedy=f"use a Linux image, e.g. --image {spec.profile.default_image}",
+                                   source=source))
     if (props.get("osState") or "").lower() == "specialized":
         pf.findings.append(Finding(code="IMAGE_SPECIALIZED",
-                                   message=f"{label} is a specialized image: VMs created from it have no osProfile, so azgpu's "
-                                   "admin user, SSH key and cloud-init cannot be applied",
-                                   remedy="capture a generalized image (waagent -deprovision+user, then a Generalized definition)",
+                                   message=f"{label} is a specialized image: VMs created "
+                                   "from it have no osProfile, so azgpu's admin "
+                                   "user, SSH key and cloud-init cannot be applied",
+                                   remedy="capture a generalized image (waagent "
+                                          "-deprovision+user, then a Generalized definition)",
                                    source=cite(("D-sig",))))
     # "Hyper-V generation ... Default is generation 1" (Learn: Store and share images).
     generation = props.get("hyperVGeneration") or "V1"
     bootable = pf.capabilities.get("HyperVGenerations", ",".join(size.generations))
     if generation not in {g.strip() for g in bootable.split(",")}:
         pf.findings.append(Finding(code="IMAGE_GENERATION",
-                                   message=f"{label} is Hyper-V generation {generation[1:]}; {size.name} boots only {bootable} "
-                                   "images (Azure fails with 'cannot boot Hypervisor Generation 1')",
+                                   message=f"{label} is Hyper-V generation {generation[1:]}; "
+                                   f"{size.name} boots only {bootable} images (Azure fails with 'cannot boot "
+                                   "Hypervisor Generation 1')",
                                    remedy="publish the image to a Generation 2 (V2) image definition and pass that one",
                                    source=source))
     arch = props.get("architecture") or "x64"
@@ -100,9 +104,11 @@ def check_definition(pf, spec: Spec, label: str, props: dict, source: str) -> No
     wanted = spec.security_type
     if wanted == "TrustedLaunch" and security.lower() not in TRUSTED_LAUNCH_CAPABLE:
         pf.findings.append(Finding(code="IMAGE_SECURITY_TYPE",
-                                   message=f"{label} has SecurityType {security or 'none'}: Trusted Launch VMs need an image definition "
-                                   "with SecurityType TrustedLaunchSupported or TrustedLaunch",
-                                   remedy="use --security-type Standard, or publish the image to a TrustedLaunchSupported definition",
+                                   message=f"{label} has SecurityType {security or 'none'}: "
+                                   "Trusted Launch VMs need an image definition with SecurityType "
+                                   "TrustedLaunchSupported or TrustedLaunch",
+                                   remedy="use --security-type Standard, or publish the image to a "
+                                          "TrustedLaunchSupported definition",
                                    source=cite(("D-tl-portal", "D-sig"))))
     elif wanted == "Standard" and security.lower() in ONLY_SECURE_VMS:
         kind = ONLY_SECURE_VMS[security.lower()]
@@ -111,7 +117,8 @@ def check_definition(pf, spec: Spec, label: str, props: dict, source: str) -> No
         if kind == "Trusted Launch" and spec.size.cap("trusted_launch") is not False:
             remedy = "pass --security-type TrustedLaunch, or " + remedy
         pf.findings.append(Finding(code="IMAGE_SECURITY_TYPE",
-                                   message=f"{label} has SecurityType {security}: only {kind} VMs can be created from it, and azgpu "
+                                   message=f"{label} has SecurityType {security}: only "
+                                   f"{kind} VMs can be created from it, and azgpu "
                                    f"creates {size.name} with security type Standard", remedy=remedy,
                                    source=cite(("D-sig",))))
     _end_of_life(pf, label, props.get("endOfLifeDate"))
@@ -138,8 +145,8 @@ def _end_of_life(pf, label: str, date: Any) -> None:
         return
     when = date if isinstance(date, datetime) else datetime.fromisoformat(str(date).replace("Z", "+00:00"))
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    if when < datetime.now(timezone.utc):
+        when = when.replace(tzinfo=UTC)
+    if when < datetime.now(UTC):
         # "End-of-life dates are informational; users will still be able to create VMs" (D-sig).
         pf.findings.append(Finding(code="IMAGE_END_OF_LIFE",
                                    message=f"{label} reached its end-of-life date {when.date()}",
@@ -181,8 +188,9 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
     if status is not None and (status.get("state") or "") != "Completed":
         pf.findings.append(Finding(
             code="IMAGE_REPLICATION_INCOMPLETE",
-            message=f"{label} version {name} is still {status.get('state')} to {loc} ({status.get('progress', '?')} %): VMs can "
-            "be deployed from it only once replication to the region is complete",
+            message=f"{label} version {name} is still {status.get('state')} "
+            f"to {loc} ({status.get('progress', '?')} %): VMs can be deployed "
+            "from it only once replication to the region is complete",
             remedy="wait, then re-run ('az sig image-version show ... --expand ReplicationStatus' shows the progress)",
             source=cite(("D-acg",))))
     replicas = targets[location_name(loc)].get("regionalReplicaCount") or profile.get("replicaCount") or 1
@@ -190,14 +198,17 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
     if replicas < recommended:
         pf.findings.append(Finding(
             code="GALLERY_REPLICAS_LOW",
-            message=f"{label} version {name} has {replicas} replica(s) in {loc}; Azure recommends one per 50 VMs and one per scale set "
-            f"created at once, {recommended} for {spec.nodes} nodes in {len(spec.scale_sets)} scale set(s)",
-            remedy=f"raise the regional replica count to {recommended} ('az sig image-version update ... --target-regions "
+            message=f"{label} version {name} has {replicas} replica(s) in {loc}; "
+            f"Azure recommends one per 50 VMs and one per scale set created at once, {recommended} for {spec.nodes} "
+            f"nodes in {len(spec.scale_sets)} scale set(s)",
+            remedy=f"raise the regional replica count to {recommended} "
+            "('az sig image-version update ... --target-regions "
             f"{loc}={recommended}'), or expect slower or throttled provisioning", source=cite(("D-acg",)),
             severity="warning"))
     if (profile.get("replicationMode") or "").lower() == "shallow":
         pf.findings.append(Finding(code="IMAGE_SHALLOW_REPLICATION",
-                                   message=f"{label} version {name} uses shallow replication, which cannot deploy a large number of VMs",
+                                   message=f"{label} version {name} uses shallow replication, "
+                                           "which cannot deploy a large number of VMs",
                                    remedy="publish the version with full replication for clusters",
                                    source=cite(("D-sig",)), severity="warning"))
     _end_of_life(pf, label, profile.get("endOfLifeDate"))
@@ -229,8 +240,8 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
                    expand="ReplicationStatus", cls=_body)
     if version is None:
         pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} has no version {name}",
-                                   remedy="pass an existing version ('az sig image-version list ... -o table') or the definition's "
-                                   "ID for the latest", source=SOURCE_GALLERY))
+                                   remedy="pass an existing version ('az sig image-version "
+                                   "list ... -o table') or the definition's ID for the latest", source=SOURCE_GALLERY))
         return
     check_replication(pf, spec, label, version)
 
@@ -260,9 +271,11 @@ def _shared(pf, session, spec: Spec, ref: ImageId) -> None:
     if version is None:
         which = f"version {ref.version}" if ref.version else "no version"
         pf.findings.append(Finding(code="IMAGE_NOT_REPLICATED",
-                                   message=f"{label}: {which} is available in {loc} (not published, or not replicated there)",
-                                   remedy="ask the gallery's owner to replicate it to this location, or deploy to a location it "
-                                   "is replicated to", source=cite(("D-acg",))))
+                                   message=f"{label}: {which} is available in {loc} "
+                                           "(not published, or not replicated there)",
+                                   remedy="ask the gallery's owner to replicate it to "
+                                   "this location, or deploy to a location it is replicated to",
+                                   source=cite(("D-acg",))))
         return
     props = version.get("properties") or {}
     _end_of_life(pf, label, props.get("endOfLifeDate"))
@@ -286,8 +299,9 @@ def _managed(pf, session, spec: Spec, ref: ImageId) -> None:
         pf.findings.append(Finding(code="IMAGE_NOT_REPLICATED",
                                    message=f"{label} is in {image.get('location')}, not in {loc}: a managed "
                                                            "image deploys only in its own region",
-                                   remedy="deploy to the image's region, or publish it to an Azure Compute Gallery replicated to "
-                                   f"{loc}", source=cite(("D-managed-image",))))
+                                   remedy="deploy to the image's region, or publish it "
+                                   f"to an Azure Compute Gallery replicated to {loc}",
+                                   source=cite(("D-managed-image",))))
     props = image.get("properties") or {}
     os_disk = (props.get("storageProfile") or {}).get("osDisk") or {}
     check_definition(pf, spec, label, {"osType": os_disk.get("osType"), "osState": os_disk.get("osState"),
@@ -317,7 +331,8 @@ def check_identities(pf, session, spec: Spec) -> None:
     LinkedAuthorizationFailed after the network was created."""
     for rid in (spec.identity or {}).get("userAssignedIdentities") or {}:
         if _get(session.resources.resources.get_by_id, rid, api_version=MSI_API) is None:
-            pf.findings.append(Finding(code="IDENTITY_NOT_FOUND", message=f"user-assigned identity {rid} does not exist",
+            pf.findings.append(Finding(code="IDENTITY_NOT_FOUND",
+                                       message=f"user-assigned identity {rid} does not exist",
                                        remedy=f"create it ({_identity_create(rid)}) or fix the ID given to --identity",
                                        source=SOURCE_MSI))
             continue
@@ -339,18 +354,20 @@ def _check_assign(pf, session, rid: str) -> None:
     response = send(session, "GET", f"{rid}{PERMISSIONS.provider_path()}", PERMISSIONS.api_version)
     if response.status_code != 200:
         pf.findings.append(Finding(code="IDENTITY_PERMISSIONS_UNKNOWN",
-                                   message=f"could not read the caller's permissions on user-assigned identity {rid} (HTTP "
-                                   f"{response.status_code}): assigning it may still fail at the scale set's PUT",
+                                   message="could not read the caller's permissions "
+                                   f"on user-assigned identity {rid} (HTTP {response.status_code}): assigning it may "
+                                   "still fail at the scale set's PUT",
                                    remedy="", source=SOURCE_PERMISSIONS, severity="warning"))
         return
     permissions = [p for p in json_body(response).get("value") or [] if isinstance(p, dict)]
     if not _allows(permissions, ASSIGN_ACTION):
         pf.findings.append(Finding(
             code="IDENTITY_NOT_ASSIGNABLE",
-            message=f"the caller may not assign user-assigned identity {rid} ({ASSIGN_ACTION} is not granted): Azure refuses "
-            "the scale set with LinkedAuthorizationFailed",
-            remedy=f"grant the 'Managed Identity Operator' role on the identity ('az role assignment create --role \"Managed "
-            f"Identity Operator\" --assignee <caller> --scope {rid}'), or drop --identity", source=SOURCE_PERMISSIONS))
+            message="the caller may not assign user-assigned identity "
+            f"{rid} ({ASSIGN_ACTION} is not granted): Azure refuses the scale set with LinkedAuthorizationFailed",
+            remedy="grant the 'Managed Identity Operator' role on the "
+            "identity ('az role assignment create --role \"Managed Identity Operator\" --assignee <caller> --scope "
+            f"{rid}'), or drop --identity", source=SOURCE_PERMISSIONS))
 
 
 def check_ppg(pf, session, spec: Spec) -> None:
@@ -381,13 +398,15 @@ def check_ppg(pf, session, spec: Spec) -> None:
     zones = [str(z) for z in ppg.get("zones") or []]
     if zones and req.zone not in zones:
         pf.findings.append(Finding(code="PPG_ZONE_MISMATCH",
-                                   message=f"proximity placement group {parts['name']} is pinned to zone {', '.join(zones)}; the "
-                                   f"cluster asks for {'zone ' + req.zone if req.zone else 'no zone'}",
+                                   message=f"proximity placement group {parts['name']} is pinned to zone "
+                                   f"{', '.join(zones)}; the cluster asks for "
+                                   f"{'zone ' + req.zone if req.zone else 'no zone'}",
                                    remedy=f"pass --zone {zones[0]}, or use another group", source=cite(("D-ppg",))))
     sizes = ((ppg.get("properties") or {}).get("intent") or {}).get("vmSizes") or []
     if sizes and spec.size.name.lower() not in (s.lower() for s in sizes):
         pf.findings.append(Finding(code="PPG_INTENT_SIZE",
-                                   message=f"proximity placement group {parts['name']} was created with intent for {', '.join(sizes)}, "
-                                   f"not {spec.size.name}: its datacenter may not have the size",
-                                   remedy=f"add {spec.size.name} to the group's intent (with its VMs deallocated), or use another group",
+                                   message=f"proximity placement group {parts['name']} was created with intent for "
+                                   f"{', '.join(sizes)}, not {spec.size.name}: its datacenter may not have the size",
+                                   remedy=f"add {spec.size.name} to the group's intent "
+                                          "(with its VMs deallocated), or use another group",
                                    source=cite(("D-ppg",)), severity="warning"))

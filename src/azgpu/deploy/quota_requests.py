@@ -8,8 +8,9 @@ is filed without the caller's confirmation, and nothing but the quota requests i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import AzureError, InputError
 from ..request import Request
@@ -119,7 +120,8 @@ def file(session, short: Shortfall) -> Filed:
     if not match:
         raise AzureError(f"Azure accepted the increase of {short.quota} in {short.location} but named no request id",
                          code="QUOTA_REQUEST_UNTRACKED",
-                         remedy=f"see its state with 'az quota request status list --scope {scope(session, short.location)}'")
+                         remedy="see its state with 'az quota request status list --scope "
+                                f"{scope(session, short.location)}'")
     return Filed(short.location, short.quota, short.new_limit, match.group(1))
 
 

@@ -23,8 +23,8 @@ from ..rack_record import save
 from ..racks import SUBGROUP, disputes, fabric_of, group
 from ..resource_types import VMSS
 from . import health_gate
-from .interface import CheckOptions
 from .arm import to_azure_error
+from .interface import CheckOptions
 from .lifecycle import rack_signals
 
 NOT_DELETED = "failed the health check; not deleted: Azure creates vertical-connect scale sets only in whole racks"
@@ -36,7 +36,7 @@ def _signals(session, resource_group: str, scale_sets: list[str]) -> dict[str, d
     try:
         for name in scale_sets:
             found.update(rack_signals(session, resource_group, name))
-    except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+    except Exception as exc:  # to_azure_error re-raises anything not from Azure
         raise to_azure_error(exc, "reading the racks Azure reports") from None
     return found
 
@@ -76,7 +76,7 @@ def for_check(session, cluster: str, resource_group: str, report) -> list[dict[s
     sizes = {s.get("size") for s in report.scale_sets if s.get("size")}
     try:
         vertical = next((find_size(size)[0].vertical_connect for size in sizes), None)
-    except Exception:  # noqa: BLE001 - a size no profile knows has no racks azgpu could name
+    except Exception:  # a size no profile knows has no racks azgpu could name
         return None
     if not vertical:
         return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -43,7 +43,7 @@ API = CAPACITY_RESERVATION_GROUP.api_version  # reservations are read and writte
 
 def utc_now() -> datetime:
     """The wall clock the schedules of Block reservations are read against (tests move it)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _wire(body: dict) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def _time(text: Any) -> datetime | None:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _zones(value: Any) -> list[str]:

@@ -78,7 +78,7 @@ def _second_host(session, resource_group: str, scale_set: str, checked: set[str]
     try:
         vmss = VMSS.get(session, resource_group, scale_set)
         listed = list_instances(session, resource_group, vmss)
-    except Exception as exc:  # noqa: BLE001 - to_azure_error re-raises anything not from Azure
+    except Exception as exc:  # to_azure_error re-raises anything not from Azure
         raise to_azure_error(exc, f"scale set {scale_set}") from None
     body = check_body(vmss, options.node_timeout)
     others = [i for i in listed if i.resource_id.lower() not in checked and i.power_state in ("running", "unknown")]
@@ -92,7 +92,7 @@ def _second_host(session, resource_group: str, scale_set: str, checked: set[str]
 
     try:
         vertical = find_size(vmss.sku.name)[0].vertical_connect
-    except Exception:  # noqa: BLE001 - a size no profile knows: not a rack size
+    except Exception:  # a size no profile knows: not a rack size
         vertical = None
     if vertical:
         return "a rack's scale set cannot grow by one VM to compare with"
@@ -105,7 +105,7 @@ def _second_host(session, resource_group: str, scale_set: str, checked: set[str]
         try:
             VMSS.begin_set_capacity(session, resource_group, scale_set, vmss.sku.name, capacity + 1).result()
             added = [i for i in list_instances(session, resource_group, vmss) if i.instance_id not in before]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise to_azure_error(exc, f"adding a VM to {scale_set} to compare with") from None
         if not added:
             return "the VM added to compare with did not appear"
@@ -125,6 +125,6 @@ def _remove(session, resource_group: str, scale_set: str, vmss: Any, before: set
         current = VMSS.get(session, resource_group, scale_set)
         if int(current.sku.capacity or 0) != capacity:
             VMSS.begin_set_capacity(session, resource_group, scale_set, vmss.sku.name, capacity).result()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise to_azure_error(exc, f"removing the VM added to {scale_set} to compare with") from None
     notice(f"{scale_set}: the VM added to compare with is removed again")

@@ -190,10 +190,10 @@ def budgeted_retry_policy(budget: ThrottleBudget, deadline: Callable[[], float |
     from .azure_errors import throttled
 
     class BudgetedRetryPolicy(RetryPolicy):
-        def get_retry_after(self, response):  # noqa: D102 - azure-core's hook: Retry-After bounded (bounded.py)
+        def get_retry_after(self, response):  # azure-core's hook: Retry-After bounded (bounded.py)
             return retry_after_of(response.http_response.headers)
 
-        def sleep(self, settings, transport, response=None):  # noqa: D102 - azure-core's hook
+        def sleep(self, settings, transport, response=None):  # azure-core's hook
             if response is not None and response.http_response.status_code == 429:
                 delay = self.get_retry_after(response) or self.get_backoff_time(settings)
                 reason = budget.take(delay, deadline=deadline())
@@ -216,7 +216,7 @@ def _short(url: str) -> str:
     return path
 
 
-def session_transport(session: "Session", requests_session: Any = None):
+def session_transport(session: Session, requests_session: Any = None):
     """azure-core's requests transport whose sleeps are the session's interruptible pauses, and whose
     requests each wait for their turn under Azure's throttling buckets (session.pacer, pacing.py)."""
     from azure.core.pipeline.transport import RequestsTransport
@@ -225,7 +225,7 @@ def session_transport(session: "Session", requests_session: Any = None):
         def sleep(self, duration: float) -> None:
             session.pause(duration)
 
-        def send(self, request, **kwargs):  # noqa: D102 - every request of every client, with the ARM token
+        def send(self, request, **kwargs):  # every request of every client, with the ARM token
             from .arm import BASE, arm_url, invalid_answer
 
             # The SDK's pollers follow whatever Azure-AsyncOperation or Location an answer names, and the
@@ -324,7 +324,8 @@ class Session:
         if subscription_id.lower() not in clients:
             from azure.mgmt.compute import ComputeManagementClient
 
-            clients[subscription_id.lower()] = ComputeManagementClient(self.credential, subscription_id, **self._kwargs())
+            clients[subscription_id.lower()] = ComputeManagementClient(self.credential, subscription_id,
+                                                                       **self._kwargs())
         return clients[subscription_id.lower()]
 
     @cached_property

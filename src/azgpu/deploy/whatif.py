@@ -12,7 +12,7 @@ DeleteInstances, not left to the scale-in policy).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..changes import InstanceChange, ResourceChange, WhatIf
@@ -56,7 +56,7 @@ def pick_instances(vms: list[Any], count: int) -> list[Any]:
 
 def _when(value: Any) -> str:
     if isinstance(value, datetime):
-        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return str(value or "")
 
 
@@ -185,7 +185,8 @@ def what_if(session, request: Request, *, currency: str = "USD", prices: bool = 
     if arm:
         from .arm_preflight import what_if as arm_what_if
 
-        report.arm = arm_what_if(session, deployer, group_exists=listed is not None, location=plan.spec.request.location)
+        report.arm = arm_what_if(session, deployer, group_exists=listed is not None,
+                                 location=plan.spec.request.location)
     else:
         report.arm_note = "skipped (--no-arm-validate)"
     return report

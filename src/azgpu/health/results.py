@@ -255,7 +255,8 @@ def find_verdict(stdout: str) -> dict[str, Any] | None:
 
 
 def _gpus(items: Any) -> tuple[GpuRef, ...]:
-    return tuple(GpuRef(str(g.get("bus") or ""), str(g.get("serial") or "")) for g in items or [] if isinstance(g, dict))
+    return tuple(GpuRef(str(g.get("bus") or ""), str(g.get("serial") or "")) for g in items or []
+                 if isinstance(g, dict))
 
 
 def failure_of(raw: dict[str, Any]) -> Failure:

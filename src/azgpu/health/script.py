@@ -51,7 +51,7 @@ class Expectations:
     fabric: bool = False  # GB racks: NVLink fabric state and IMEX on every node
 
     @classmethod
-    def of(cls, size) -> "Expectations":
+    def of(cls, size) -> Expectations:
         """From a profiles.Size; a size without GPUs expects none and checks no InfiniBand either."""
         h = size.health
         get = (lambda k, d=None: h.get(k, d)) if h is not None else (lambda k, d=None: d)

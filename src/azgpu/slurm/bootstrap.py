@@ -30,10 +30,11 @@ import base64
 import json
 import re
 import shlex
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InputError
 from . import health_check

@@ -217,7 +217,7 @@ def fragment(spec, *, program_dir: str, slurm_version: str = DEFAULT_VERSION, re
         if racks and v >= (25, 11):
             lines.append("# One NodeName line per rack: Topology=default:<block> keeps powered-down nodes in their")
             lines.append("# block on Slurm 25.11 (aws-parallelcluster-cookbook PR 3123).")
-            for name, names in racks:
+            for _rack, names in racks:
                 if names[0] in d.names:
                     lines.append(f"NodeName={compress(names)} {node} Features={_features(spec, d.scale_set)} "
                                  f"Topology=default:{block_of[names[0]]}")

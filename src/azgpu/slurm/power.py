@@ -435,7 +435,7 @@ class _Run:
         if not pairs:
             return {}
         with ThreadPoolExecutor(max_workers=min(PARALLEL, len(pairs))) as pool:
-            errors = dict(zip((i for i, _ in pairs), pool.map(bind, pairs)))
+            errors = dict(zip((i for i, _ in pairs), pool.map(bind, pairs), strict=True))
         return {i: e for i, e in errors.items() if e is not None}
 
     def _record(self, s: _Set, instance: str, name: str, *, repair: bool = False, bound: bool = False) -> None:
@@ -573,7 +573,7 @@ class _Run:
             return ""
         try:
             price = self.ctx.price(s.info["size"], s.info["location"])
-        except Exception:  # noqa: BLE001 - a price is information, never a failure
+        except Exception:  # a price is information, never a failure
             return ""
         if getattr(price, "per_hour", None) is None:
             return f"; their price is not known ({_clean(getattr(price, 'reason', '') or 'no price', 120)})"
@@ -610,7 +610,7 @@ def resume(ctx: Context, hostlist: str) -> dict[str, Any]:
                 try:  # a failed grow must not leave capacity, or VMs, without names
                     s = run.load(index)
                     run.reconcile(s)
-                except Exception as again:  # noqa: BLE001 - the next run reconciles
+                except Exception as again:  # the next run reconciles
                     ctx.log("resume", hostlist, f"could not reconcile {ctx.domains[index].scale_set}: "
                                                 f"{_as_error(again, 'reconciling').message}")
             resumed += done
@@ -758,7 +758,7 @@ def _grow(run: _Run, index: int, s: _Set, target: int) -> _Set:
     except BaseException:
         try:
             run.fix_capacity(run.load(index))
-        except Exception as exc:  # noqa: BLE001 - the next run reconciles
+        except Exception as exc:  # the next run reconciles
             run.log(f"could not check {s.name}'s capacity after the failed grow: {_as_error(exc, 'reading').message}")
         raise
     return run.load(index)
@@ -841,7 +841,7 @@ def _judge(run: _Run, s: _Set, candidates: list[str], results: dict[str, Any]):
 def _keep_for_inspection(run: _Run, s: _Set, instances: list[str], names: list[str]) -> None:
     """VMs a new VM would not fix stay for inspection, each carrying one of the names it was meant for (in
     the cache only: the VM may not answer Azure's Run Command); ResumeFailProgram deletes them unless --keep."""
-    pairs = list(zip(instances, names))
+    pairs = list(zip(instances, names, strict=False))
     for instance, name in pairs:
         s.bound[instance] = name
         s.inspect.add(instance)
@@ -880,7 +880,7 @@ def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[s
         candidates = free[:len(todo)]
         results = _check(run, s, candidates)
         passed, bad, left, why = _judge(run, s, candidates, results)
-        bound = run.bind_all(s, list(zip(passed, todo)))
+        bound = run.bind_all(s, list(zip(passed, todo, strict=False)))
         for instance in passed:
             name = todo.pop(0)
             if _passed(run, s, instance, name, bound):
@@ -980,7 +980,7 @@ def _fill_slot(run: _Run, index: int, slot: int, names: list[str]) -> tuple[list
                 left.append(instance)
                 continue
             taken.append(instance)
-        bound = run.bind_all(s, list(zip(taken, names)))
+        bound = run.bind_all(s, list(zip(taken, names, strict=False)))
         for instance in taken:
             measured = _domain(seen[instance])
             name = names.pop(0)

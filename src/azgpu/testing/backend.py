@@ -7,7 +7,7 @@ returns them; `find` reaches both by id so reference checks treat them like any 
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from collections.abc import Callable
 
 from . import machines
 from .errors import operation_in_progress, resource_group_not_found, resource_not_found
@@ -28,7 +28,7 @@ INLINE_CHILDREN = {
 class Backend:
     def __init__(self, subscription_id: str, store: Store, skus: SkuCatalog, faults: Faults, *,
                  lro_polls: int, lro_seconds: float | None, now: Callable[[], float],
-                 on_finish: Callable[["Backend", dict], None]):
+                 on_finish: Callable[[Backend, dict], None]):
         """on_finish: what a finished operation does to its resource. The models pass it in, so this
         module, which they all build on, imports none of them."""
         self.subscription_id = subscription_id

@@ -183,7 +183,7 @@ def _fabric(job: dict, launcher: dict, s: dict[str, str], nodes_by_ip, rng: rand
         jid, kind, rest = fields[0], fields[1], fields[2:]
         ips = rest[3].split(",") if kind == "collective" and len(rest) >= 4 else rest
         members = [by_ip.get(ip) for ip in ips]
-        refused = next((ip for ip, n in zip(ips, members) if n is None or (
+        refused = next((ip for ip, n in zip(ips, members, strict=True) if n is None or (
             n is not launcher and (not pubkey or pubkey not in (n["files"].get(".ssh/authorized_keys") or "")))), None)
         if refused is not None:
             error = (f"{launcher['admin_user']}@{refused}: Permission denied (publickey).\n"

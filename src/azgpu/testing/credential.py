@@ -28,7 +28,7 @@ class FakeCredential:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "FakeCredential":
+    def __enter__(self) -> FakeCredential:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -60,7 +60,7 @@ def resource_group_not_found(rg: str) -> ArmError:
 def resource_not_found(rid) -> ArmError:
     """ARM's 404 for a parsed resource id (store.ResourceId); a nested one is named as ARM names it,
     types and names interleaved: 'Microsoft.Compute/galleries/g/images/i'."""
-    path = "/".join(f"{t}/{n}" for t, n in zip(rid.types, rid.names))
+    path = "/".join(f"{t}/{n}" for t, n in zip(rid.types, rid.names, strict=False))
     return ArmError(404, "ResourceNotFound",
                     f"The Resource '{rid.namespace}/{path}' under resource group '{rid.resource_group}' was not found. "
                     "For more details please go to https://aka.ms/ARMResourceNotFoundFix")

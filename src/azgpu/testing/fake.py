@@ -17,16 +17,17 @@ import copy
 import os
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
 from . import images, node_faults, persistence, seeding
-from .models import completion, impact_reporting, marketplace, quota, quota_requests, throttling
 from .backend import Backend
 from .faults import Fault, Faults
+from .models import completion, impact_reporting, marketplace, quota, quota_requests, throttling
 from .skus import DEFAULT_LOCATIONS, SkuCatalog, normalize_location
 from .store import Store, parse_id
 from .timeline import Timeline
@@ -77,7 +78,7 @@ class FakeAzure:
             pass
 
     # -- context ---------------------------------------------------------------------------------
-    def __enter__(self) -> "FakeAzure":
+    def __enter__(self) -> FakeAzure:
         self.start()
         return self
 
@@ -232,8 +233,10 @@ class FakeAzure:
                 publisher=publisher, offer=offer, sku=sku, community_name=community_name, shared_name=shared_name,
                 body=body, purchase_plan=purchase_plan)
 
-    def add_gallery_image_version(self, image_id: str, version: str, *, regions: tuple[str, ...] | list[str] = ("eastus",),
-                                  replication_state: str | dict[str, str] = "Completed", exclude_from_latest: bool = False,
+    def add_gallery_image_version(self, image_id: str, version: str, *,
+                                  regions: tuple[str, ...] | list[str] = ("eastus",),
+                                  replication_state: str | dict[str, str] = "Completed",
+                                  exclude_from_latest: bool = False,
                                   replica_count: int = 1, shallow: bool = False, body: dict | None = None) -> str:
         """A version of a gallery image definition, replicated to `regions` (replication_state: one state for
         all, or per region, e.g. {"westus": "Replicating"}); returns its ID."""
@@ -275,7 +278,8 @@ class FakeAzure:
         SecurityType. deprecation: imageDeprecationStatus, e.g. {"imageState": "Deprecated",
         "scheduledDeprecationTime": "2025-01-01T00:00:00+00:00"}.
         """
-        props = images.properties(hyper_v_generation, architecture, plan=plan, features=features, deprecation=deprecation)
+        props = images.properties(hyper_v_generation, architecture, plan=plan, features=features,
+                                  deprecation=deprecation)
         with self._change():
             self._store.images.append(images.added_image(location, publisher, offer, sku, version, props))
 
@@ -284,7 +288,8 @@ class FakeAzure:
         with self._change():
             self._skus.set(location, size, overrides)
 
-    def set_quota(self, location: str, family_or_name: str, *, limit: int | None = None, usage: int | None = None) -> None:
+    def set_quota(self, location: str, family_or_name: str, *, limit: int | None = None,
+                  usage: int | None = None) -> None:
         """Set a usage entry's limit and/or its usage outside the fake's own scale sets."""
         with self._change():
             quota.set_quota(self._store, self._skus, location, family_or_name, limit, usage)
@@ -318,7 +323,8 @@ class FakeAzure:
         subscription or one resource group: template validation and the scale set's PUT answer
         RequestDisallowedByPolicy naming it. Returns the assignment's id."""
         with self._change():
-            scope = f"/subscriptions/{self.subscription_id}" + (f"/resourceGroups/{resource_group}" if resource_group else "")
+            scope = f"/subscriptions/{self.subscription_id}" + (f"/resourceGroups/{resource_group}" if resource_group
+                                                                else "")
             self._store.policies.append({"name": name, "display_name": display_name or name,
                                          "denied_sizes": list(denied_sizes), "scope": scope})
             return f"{scope}/providers/Microsoft.Authorization/policyAssignments/{name}"
@@ -443,7 +449,7 @@ class FakeAzure:
 
     # -- persistence (persistence.py) -------------------------------------------------------------
     @classmethod
-    def load(cls, state_file: str | os.PathLike, **kwargs: Any) -> "FakeAzure":
+    def load(cls, state_file: str | os.PathLike, **kwargs: Any) -> FakeAzure:
         """A FakeAzure continuing the state saved in state_file (and saving back to it)."""
         return cls(state_file=state_file, **kwargs)
 

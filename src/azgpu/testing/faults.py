@@ -14,7 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 _CODES = {
     429: "TooManyRequests",
@@ -129,7 +129,7 @@ def _compute_policy(method: str, path: str) -> str:
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def compute_throttled(method: str, path: str, *, now: float, retry_after: float,
@@ -145,7 +145,8 @@ def compute_throttled(method: str, path: str, *, now: float, retry_after: float,
                               "this subscription.",
         "details": [{"code": "TooManyRequests", "target": policy, "message": json.dumps(measured)}],
     }
-    return body, {"Retry-After": f"{retry_after:g}", "x-ms-ratelimit-remaining-resource": f"Microsoft.Compute/{policy};0"}
+    return body, {"Retry-After": f"{retry_after:g}",
+                  "x-ms-ratelimit-remaining-resource": f"Microsoft.Compute/{policy};0"}
 
 
 def _operation_template(method: str, path: str) -> str:

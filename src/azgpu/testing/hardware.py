@@ -334,6 +334,12 @@ def capture_body(text: str) -> str:
     return "".join(lines)
 
 
+def _set(text: str, pattern: str, value: object) -> str:
+    """text with the first match of pattern's group 1 followed by value in place of the match (a function,
+    not a replacement string, so a value's backslashes stay as they are)."""
+    return re.sub(pattern, lambda m: m.group(1) + str(value), text, count=1)
+
+
 def nvidia_smi_q(gpus: list[dict], name: str, mib: int, fabric: dict | None = None) -> str:
     """nvidia-smi -q for these GPUs, each section the real H100 one with its bus id, serial, UUID,
     product name and memory total replaced; a GPU's injected SRAM ECC errors and row-remap state, and on
@@ -346,24 +352,25 @@ def nvidia_smi_q(gpus: list[dict], name: str, mib: int, fabric: dict | None = No
         bus8 = f"{int(gpu['bus'].split(':')[0], 16):08X}:{gpu['bus'].split(':', 1)[1].upper()}"
         text = "GPU 00000000:00:06.0\n" + section
         text = text.replace("00000000:00:06.0", bus8)
-        text = re.sub(r"(Serial Number\s+: )\S+", lambda m: m.group(1) + gpu["serial"], text, count=1)
-        text = re.sub(r"(GPU UUID\s+: GPU-)\S+", lambda m: m.group(1) + f"{int(gpu['serial']):032x}"[:8] + "-0000-0000-0000-"
-                      + f"{i:012x}", text, count=1)
-        text = re.sub(r"(Product Name\s+: ).*", lambda m: m.group(1) + name, text, count=1)
-        text = re.sub(r"(FB Memory Usage\n\s+Total\s+: )\d+", lambda m: m.group(1) + str(mib), text, count=1)
-        text = re.sub(r"(Minor Number\s+: )\d+", lambda m: m.group(1) + str(i), text, count=1)
+        text = _set(text, r"(Serial Number\s+: )\S+", gpu["serial"])
+        text = _set(text, r"(GPU UUID\s+: GPU-)\S+",
+                    f"{int(gpu['serial']):032x}"[:8] + "-0000-0000-0000-" + f"{i:012x}")
+        text = _set(text, r"(Product Name\s+: ).*", name)
+        text = _set(text, r"(FB Memory Usage\n\s+Total\s+: )\d+", mib)
+        text = _set(text, r"(Minor Number\s+: )\d+", i)
         if gpu.get("ecc_sram"):
-            text = re.sub(r"(?ms)(^        Volatile\n.*?^            SRAM Uncorrectable SEC-DED\s+: )0",
-                          lambda m: m.group(1) + str(gpu["ecc_sram"]), text, count=1)
+            text = _set(text, r"(?ms)(^        Volatile\n.*?^            SRAM Uncorrectable SEC-DED\s+: )0",
+                        gpu["ecc_sram"])
         if gpu.get("remap") == "pending":
-            text = re.sub(r"(?m)^(        Pending\s+: )No", lambda m: m.group(1) + "Yes", text, count=1)
+            text = _set(text, r"(?m)^(        Pending\s+: )No", "Yes")
         if gpu.get("remap") == "failure":
-            text = re.sub(r"(?m)^(        Remapping Failure Occurred\s+: )No", lambda m: m.group(1) + "Yes", text, count=1)
+            text = _set(text, r"(?m)^(        Remapping Failure Occurred\s+: )No", "Yes")
         if fabric:
-            for field, name in (("State", "state"), ("Status", "status"), ("CliqueId", "cliqueId"),
-                                ("ClusterUUID", "clusterUuid")):
-                text = re.sub(rf"(?ms)(^    Fabric\n.*?^        {field}\s+: )N/A",
-                              lambda m, v=str(fabric[name]): m.group(1) + v, text, count=1)
+            # key, not name: name is the product name every GPU's section prints (was rebound here, so a GB
+            # node's second GPU onwards printed "clusterUuid" as its Product Name)
+            for field, key in (("State", "state"), ("Status", "status"), ("CliqueId", "cliqueId"),
+                               ("ClusterUUID", "clusterUuid")):
+                text = _set(text, rf"(?ms)(^    Fabric\n.*?^        {field}\s+: )N/A", fabric[key])
         out.append(text)
     return "".join(out)
 
@@ -487,7 +494,8 @@ def aznhc_stub(node: dict, vm_size: str) -> str:
         sku = vm_size.lower().replace("standard_", "")
         msg = f"The vm SKU 'standard_{sku}' is currently not supported by Azure health checks."
         return ("#!/bin/bash\nOUT=./health.log\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && OUT=$2; shift; done\n"
-                f"echo 'No custom conf file specified, detecting VM SKU...'\necho \"{msg}\" | tee -a \"$OUT\"\nexit 0\n")
+                "echo 'No custom conf file specified, detecting VM SKU...'\n"
+                f"echo \"{msg}\" | tee -a \"$OUT\"\nexit 0\n")
     log, rc = aznhc_log(node, vm_size)
     return ("#!/bin/bash\nOUT=./health.log\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && OUT=$2; shift; done\n"
             "echo 'No custom conf file specified, detecting VM SKU...'\n"
@@ -499,8 +507,8 @@ def nccl_output(ranks_by_host: list[tuple[str, int]], busbw: float, name: str) -
     rows scaled so the largest size measures busbw."""
     text = template("nccl-all_reduce_perf-2x8-h100.txt")
     lines = text.splitlines()
-    header = [l for l in lines if l.startswith("#") and "Rank" not in l and "Out of bounds" not in l
-              and "Avg bus" not in l]
+    header = [line for line in lines if line.startswith("#") and "Rank" not in line and "Out of bounds" not in line
+              and "Avg bus" not in line]
     using = header.index("# Using devices")
     ranks = []
     rank = 0
@@ -509,7 +517,7 @@ def nccl_output(ranks_by_host: list[tuple[str, int]], busbw: float, name: str) -
             ranks.append(f"#  Rank {rank:2d} Group  0 Pid {4000 + rank:6d} on {host:>13} device {device:2d} "
                          f"[0x{device + 1:02x}] {name}")
             rank += 1
-    rows = [l for l in lines if re.match(r"^\s+\d+\s+\d+\s+float", l)]
+    rows = [line for line in lines if re.match(r"^\s+\d+\s+\d+\s+float", line)]
     last = float(rows[-1].split()[7])
     scaled = []
     for row in rows:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from .store import Store, key, parse_id, stable_uuid
 
@@ -21,7 +21,7 @@ MANAGEMENT = "https://management.azure.com"
 
 
 def iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 class Operations:

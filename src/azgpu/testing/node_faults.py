@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import hardware
-from .models import vertical_connect
 from .backend import Backend
-from .store import parse_id
+from .models import vertical_connect
 from .models.vm_actions import node_of
+from .store import parse_id
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 VM_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"

@@ -96,7 +96,8 @@ def load(store: Store, path: str | os.PathLike) -> None:
         with open(path, "rb") as fh:
             raw = fh.read()
     except IsADirectoryError:
-        raise StateFileError(path, "is a directory", "pass the path of a file: --simulate-state DIR/simulate.json") from None
+        raise StateFileError(path, "is a directory",
+                             "pass the path of a file: --simulate-state DIR/simulate.json") from None
     except OSError as exc:
         raise StateFileError(path, f"cannot be read: {exc.strerror}") from None
     if not raw.strip():

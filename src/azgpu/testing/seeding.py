@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import copy
 
-from .models import galleries, instances
 from .backend import Backend
 from .lro import iso
+from .models import galleries, instances
 from .skus import normalize_location
 from .store import parse_id, stable_uuid
 
@@ -110,7 +110,8 @@ def user_assigned_identity(backend: Backend, resource_group: str, name: str, *, 
                            body: dict | None) -> str:
     resource_id = f"{backend.rg_id(resource_group)}/providers/{galleries.IDENTITY_TYPE}/{name}"
     identity_body = body if body is not None else {"location": location, "tags": {}, "properties": {
-        "tenantId": stable_uuid("tenant", backend.subscription_id), "principalId": stable_uuid("principal", resource_id),
+        "tenantId": stable_uuid("tenant", backend.subscription_id),
+        "principalId": stable_uuid("principal", resource_id),
         "clientId": stable_uuid("client", resource_id), "isolationScope": "None"}}
     return seed(backend, resource_id, identity_body, provisioned=False)["id"]
 

@@ -137,7 +137,8 @@ def _new_sku(size: str, location: str) -> dict:
         "family": f"standard{size.removeprefix('Standard_')}Family", "locations": [location],
         "locationInfo": [{"location": location, "zones": []}],
         "capabilities": [{"name": "vCPUs", "value": "2"}, {"name": "MemoryGB", "value": "8"},
-                         {"name": "HyperVGenerations", "value": "V1,V2"}, {"name": "CpuArchitectureType", "value": "x64"}],
+                         {"name": "HyperVGenerations", "value": "V1,V2"},
+                         {"name": "CpuArchitectureType", "value": "x64"}],
         "restrictions": [],
     }
 
@@ -223,5 +224,6 @@ def check_bootable(sku: dict, size: str, generation: str, architecture: str, ima
     arch = capability(sku, "CpuArchitectureType") or "x64"
     if architecture.lower() != arch.lower():
         # Azure's exact wording for this case is not documented; the code is what callers should use.
-        raise ArmError(400, "BadRequest", f"The selected VM size '{size}' has CPU architecture '{arch}' and cannot boot "
+        raise ArmError(400, "BadRequest",
+                       f"The selected VM size '{size}' has CPU architecture '{arch}' and cannot boot "
                                           f"{image} of architecture '{architecture}'.")

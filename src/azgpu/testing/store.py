@@ -40,7 +40,7 @@ class ResourceId:
         if len(self.types) < 2:
             return None
         parts = [f"/subscriptions/{self.subscription}/resourceGroups/{self.resource_group}/providers/{self.namespace}"]
-        for t, n in zip(self.types[:-1], self.names[:-1]):
+        for t, n in zip(self.types[:-1], self.names[:-1], strict=False):
             parts.append(f"{t}/{n}")
         return "/".join(parts)
 
@@ -269,7 +269,8 @@ def shape_problem(data) -> str | None:
     if not isinstance(data.get("machines"), (str, type(None))):
         return "has no valid 'machines' (a socket path or null expected)"
     for rid, resource in data["resources"].items():
-        if not (isinstance(resource, dict) and isinstance(resource.get("id"), str) and isinstance(resource.get("type"), str)
+        if not (isinstance(resource, dict) and isinstance(resource.get("id"), str)
+                and isinstance(resource.get("type"), str)
                 and isinstance(resource.get("properties", {}), dict) and key(resource["id"]) == rid):
             return f"has a malformed resource under {rid[:120]!r}"
     for op in data["operations"].values():

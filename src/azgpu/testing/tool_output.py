@@ -15,7 +15,8 @@ import re
 from functools import cache, lru_cache
 from importlib import resources
 
-from .hardware import capture_body, template as node_template
+from .hardware import capture_body
+from .hardware import template as node_template
 
 
 @cache
@@ -108,7 +109,7 @@ def nvbandwidth(gpu_name: str, h2d: list[float], d2h: list[float], d2d: list[lis
         out.append(f"Running {name}.")
         out.append(description)
         out.append(" " * 4 + "".join(f"{c:>10}" for c in range(len(rows[0]))))
-        for label, row in zip(labels, rows):
+        for label, row in zip(labels, rows, strict=True):
             out.append(f"{label:<4}" + "".join(f"{'N/A' if v is None else f'{v:.2f}':>10}" for v in row))
         total = sum(v for row in rows for v in row if v is not None)
         out.append("")
@@ -186,7 +187,7 @@ def clocks_block(gpus: list[dict], throttled: dict[int, int]) -> str:
         if i in throttled:
             text = re.sub(r"(HW Slowdown\s+: )Not Active", r"\1Active", text, count=1)
             text = re.sub(r"(HW Thermal Slowdown\s+: )Not Active", r"\1Active", text, count=1)
-            text = re.sub(r"(HW Thermal Slowdown\s+: )0 us", lambda m: f"{m.group(1)}{throttled[i]} us", text, count=1)
+            text = re.sub(r"(HW Thermal Slowdown\s+: )0 us", rf"\g<1>{throttled[i]} us", text, count=1)
         out.append(f"GPU {bus8}\n{text}")
     return "".join(out)
 

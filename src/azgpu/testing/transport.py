@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from unittest import mock
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -104,7 +105,7 @@ class Transport:
         session.mount("http://", adapter)
         return session
 
-    def direct_session(self, answer: Callable[[Any], tuple]) -> "requests.Session":
+    def direct_session(self, answer: Callable[[Any], tuple]) -> requests.Session:
         """A stand-in for requests.Session that hands each request straight to the fake: no urllib3, no
         `responses`, no adapter (and so no socket either). For runs of thousands of nodes, where that layer
         cost more CPU than the SDK and the fake together; the SDK's pipeline, retries and pollers are the same."""

@@ -19,14 +19,15 @@ The rules enforced, each with its source beside it:
   returns an error message").
 VMs beyond a reservation's capacity still deploy (overallocation: no capacity guarantee for them) and are
 listed as allocated too (Learn, "Overallocate capacity reservation": "The length of virtualMachinesAllocated
-(2) is greater than capacity (1). This valid state is referred to as overallocated"). The codes Azure gives these refusals are not documented: the fake answers with
-ARM's generic InvalidParameter / OperationNotAllowed and says why in the message.
+(2) is greater than capacity (1). This valid state is referred to as overallocated"). The codes Azure
+gives these refusals are not documented: the fake answers with ARM's generic InvalidParameter /
+OperationNotAllowed and says why in the message.
 """
 
 from __future__ import annotations
 
 import copy
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING
 
 from ..errors import ArmError
@@ -158,7 +159,8 @@ def reservation_view(store: Store, reservation: dict, expand: bool) -> dict:
     if expand:
         out["properties"]["instanceView"] = {
             "utilizationInfo": held,
-            "statuses": [{"code": "ProvisioningState/succeeded", "level": "Info", "displayStatus": "Provisioning succeeded"}]}
+            "statuses": [{"code": "ProvisioningState/succeeded", "level": "Info",
+                          "displayStatus": "Provisioning succeeded"}]}
     return out
 
 
@@ -210,7 +212,7 @@ def window(reservation: dict) -> tuple[datetime, datetime] | None:
     start, end = _day(schedule.get("start")), _day(schedule.get("end"))
     if start is None or end is None:
         return None
-    return (datetime.combine(start, WINDOW_START, timezone.utc), datetime.combine(end, WINDOW_END, timezone.utc))
+    return (datetime.combine(start, WINDOW_START, UTC), datetime.combine(end, WINDOW_END, UTC))
 
 
 def _check_schedule(schedule: dict | None, block: bool, now: float) -> None:
@@ -224,7 +226,7 @@ def _check_schedule(schedule: dict | None, block: bool, now: float) -> None:
         raise ArmError(400, "InvalidParameter", "scheduleProfile with start and end is required for a Block capacity "
                        "reservation.", extra={"target": "scheduleProfile"})
     start, end = _day(schedule["start"]), _day(schedule["end"])
-    clock = datetime.fromtimestamp(now, timezone.utc)
+    clock = datetime.fromtimestamp(now, UTC)
     today = clock.date()
     if start is None or end is None:
         raise ArmError(400, "InvalidParameter", "scheduleProfile start and end must be dates.",
@@ -320,7 +322,7 @@ def check_deletable(backend: Backend, reservation: dict) -> None:
                        "virtual machines.")
     span = window(reservation)
     allocated = (reservation.get("properties") or {}).get("provisioningState") == "Succeeded"
-    if span and allocated and span[0] <= datetime.fromtimestamp(backend.now(), timezone.utc) < span[1]:
+    if span and allocated and span[0] <= datetime.fromtimestamp(backend.now(), UTC) < span[1]:
         raise ArmError(409, "OperationNotAllowed", "Block capacity reservations cannot be deleted after it has been "
                        f"successfully allocated until the schedule end time ({span[1].isoformat()}).")
 

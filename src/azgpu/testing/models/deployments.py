@@ -55,7 +55,7 @@ def _literal(value: Any) -> Any:
 def _resource_id(sub: str, rg: str, resource: dict) -> str:
     provider, *types = resource["type"].split("/")
     names = str(resource["name"]).split("/")
-    path = "/".join(f"{t}/{n}" for t, n in zip(types, names))
+    path = "/".join(f"{t}/{n}" for t, n in zip(types, names, strict=False))
     return f"/subscriptions/{sub}/resourceGroups/{rg}/providers/{provider}/{path}"
 
 
@@ -99,7 +99,8 @@ def policy_denial(store, sub: str, rg: str, resource: dict) -> dict | None:
         if "/resourcegroups/" in scope.lower() and not scope.lower().endswith(f"/resourcegroups/{rg.lower()}"):
             continue
         assignment_id = f"{scope}/providers/Microsoft.Authorization/policyAssignments/{policy['name']}"
-        definition_id = f"/subscriptions/{sub}/providers/Microsoft.Authorization/policyDefinitions/{stable_uuid('policy', policy['name'])}"
+        definition_id = (f"/subscriptions/{sub}/providers/Microsoft.Authorization/policyDefinitions/"
+                         f"{stable_uuid('policy', policy['name'])}")
         identifiers = [{"policyAssignment": {"name": policy["display_name"], "id": assignment_id},
                         "policyDefinition": {"name": "Allowed virtual machine size SKUs", "id": definition_id}}]
         return {
@@ -146,15 +147,15 @@ def validate(backend, sub: str, rg: str | None, name: str, body: dict) -> dict:
     """The validate answer's body, or ArmError 400 InvalidTemplateDeployment with the preflight errors."""
     props = (body or {}).get("properties") or {}
     if "template" not in props:
-        raise ArmError(400, "InvalidRequestContent", "The request content was invalid: 'properties.template' is required "
+        raise ArmError(400, "InvalidRequestContent",
+                       "The request content was invalid: 'properties.template' is required "
                                                      "(templateLink is not supported here).")
     resources = expand(sub, rg, props["template"])
     errors = []
     for group, resource in resources:
         if resource["type"].lower() == GROUP_TYPE.lower():
             continue
-        for check in (lambda r: rejected_property(backend.store, r), lambda r: policy_denial(backend.store, sub, group, r)):
-            error = check(resource)
+        for error in (rejected_property(backend.store, resource), policy_denial(backend.store, sub, group, resource)):
             if error is not None:
                 errors.append(error)
     tracking = stable_uuid("validate", name, backend.store.next_number())
@@ -162,7 +163,8 @@ def validate(backend, sub: str, rg: str | None, name: str, body: dict) -> dict:
         # A policy denial is the error itself; other preflight errors come under PreflightValidationCheckFailed.
         policy = [e for e in errors if e["code"] == "RequestDisallowedByPolicy"]
         details = policy or [{"code": "PreflightValidationCheckFailed",
-                              "message": "Preflight validation failed. Please refer to the details for the specific errors.",
+                              "message": "Preflight validation failed. Please refer "
+                                         "to the details for the specific errors.",
                               "details": errors}]
         raise ArmError(400, "InvalidTemplateDeployment",
                        f"The template deployment '{name}' is not valid according to the validation procedure. The "
@@ -237,14 +239,16 @@ def _live(backend, resource_id: str) -> dict | None:
     found = backend.find(resource_id)
     if found is None:
         return None
-    return network.shown(backend, found) if found["type"].lower().startswith("microsoft.network/") else copy.deepcopy(found)
+    return network.shown(backend,
+                         found) if found["type"].lower().startswith("microsoft.network/") else copy.deepcopy(found)
 
 
 def what_if(backend, sub: str, rg: str | None, name: str, body: dict) -> dict:
     """The what-if result: each template resource's change, and Ignore for what the groups hold besides."""
     props = (body or {}).get("properties") or {}
     if "template" not in props:
-        raise ArmError(400, "InvalidRequestContent", "The request content was invalid: 'properties.template' is required.")
+        raise ArmError(400, "InvalidRequestContent",
+                       "The request content was invalid: 'properties.template' is required.")
     resources = expand(sub, rg, props["template"])
     changes, seen, groups = [], set(), set()
     for group, resource in resources:

@@ -24,9 +24,12 @@ VERSION_TYPE = "Microsoft.Compute/galleries/images/versions"
 MANAGED_IMAGE_TYPE = "Microsoft.Compute/images"
 IDENTITY_TYPE = "Microsoft.ManagedIdentity/userAssignedIdentities"
 # What the community and shared gallery GETs return of a definition and of a version (their examples).
-SHARED_IMAGE_KEYS = ("osType", "osState", "endOfLifeDate", "identifier", "recommended", "disallowed", "hyperVGeneration",
-                     "features", "purchasePlan", "architecture", "privacyStatementUri", "eula", "disclaimer", "artifactTags")
-SHARED_VERSION_KEYS = ("publishedDate", "endOfLifeDate", "excludeFromLatest", "storageProfile", "artifactTags", "imageState")
+SHARED_IMAGE_KEYS = ("osType", "osState", "endOfLifeDate", "identifier", "recommended", "disallowed",
+                     "hyperVGeneration",
+                     "features", "purchasePlan", "architecture", "privacyStatementUri", "eula", "disclaimer",
+                     "artifactTags")
+SHARED_VERSION_KEYS = ("publishedDate", "endOfLifeDate", "excludeFromLatest", "storageProfile", "artifactTags",
+                       "imageState")
 
 
 def region_key(name: str) -> str:
@@ -121,11 +124,13 @@ def shared_image(backend: Backend, name: str, image: str, *, community: bool) ->
     found = backend.find(f"{gallery['id']}/images/{image}") if gallery else None
     prefix = "CommunityGalleries" if community else "SharedGalleries"
     if found is None:
-        raise ArmError(404, "ResourceNotFound", f"The {prefix[:-9].lower()} gallery image '{name}/{image}' was not found.")
+        raise ArmError(404, "ResourceNotFound",
+                       f"The {prefix[:-9].lower()} gallery image '{name}/{image}' was not found.")
     return found, f"/{prefix}/{name}/Images/{image}"
 
 
-def shared_versions(backend: Backend, location: str, name: str, image: str, *, community: bool) -> tuple[list[dict], str]:
+def shared_versions(backend: Backend, location: str, name: str, image: str, *, community: bool) -> tuple[list[dict],
+                                                                                                         str]:
     found, unique = shared_image(backend, name, image, community=community)
     # Location-scoped: only versions replicated to the location are listed there.
     return [v for v in versions_of(backend, found["id"]) if in_location(v, location)], unique
@@ -201,7 +206,8 @@ def _resolve(backend: Backend, ref: dict, location: str) -> tuple[dict | None, d
         try:
             rid = parse_id(text)
         except ValueError:
-            raise ArmError(400, "InvalidParameter", f"The value of parameter imageReference.id is invalid: {text}") from None
+            raise ArmError(400, "InvalidParameter",
+                           f"The value of parameter imageReference.id is invalid: {text}") from None
         if rid.type.lower() == MANAGED_IMAGE_TYPE.lower():
             image = backend.find(text)
             if image is None:

@@ -219,7 +219,8 @@ def insights(record: dict[str, Any], now: float, step: float | None) -> list[dic
             "name": name,
             "type": "microsoft.impact/workloadimpacts/insights",
             "properties": {
-                "additionalDetails": {"statusCode": stage["statusCode"], "terminalInsight": bool(stage["terminalInsight"])},
+                "additionalDetails": {"statusCode": stage["statusCode"],
+                                      "terminalInsight": bool(stage["terminalInsight"])},
                 "category": stage.get("category", "MitigationAction"),
                 "content": {"title": stage.get("title", stage["statusCode"]),
                             "description": stage.get("description", stage["statusCode"])},
@@ -233,6 +234,7 @@ def insights(record: dict[str, Any], now: float, step: float | None) -> list[dic
             },
             "systemData": {"createdAt": iso(at), "createdBy": stable_uuid("principal", "impact-rp"),
                            "createdByType": "Application", "lastModifiedAt": iso(at),
-                           "lastModifiedBy": stable_uuid("principal", "impact-rp"), "lastModifiedByType": "Application"},
+                           "lastModifiedBy": stable_uuid("principal", "impact-rp"),
+                           "lastModifiedByType": "Application"},
         })
     return out

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from .. import hardware
-from . import vertical_connect
 from ..errors import ArmError
 from ..lro import iso
 from ..store import key, same_id, stable_uuid
+from . import vertical_connect
 
 if TYPE_CHECKING:
     from ..backend import Backend

@@ -35,7 +35,8 @@ def terms(store: Store, subscription_id: str, publisher: str, offer: str, plan: 
                f"/publishers/{publisher}/offers/{offer}/plans/{plan}/agreements/current")
         type_ = "Microsoft.MarketplaceOrdering/offertypes"
     else:
-        rid = f"/subscriptions/{subscription_id}/providers/Microsoft.MarketplaceOrdering/agreements/{publisher}/offers/{offer}/plans/{plan}"
+        rid = (f"/subscriptions/{subscription_id}/providers/Microsoft.MarketplaceOrdering/agreements/{publisher}"
+               f"/offers/{offer}/plans/{plan}")
         type_ = "Microsoft.MarketplaceOrdering/agreements"
     link = f"https://mpcprodsa.blob.core.windows.net/legalterms/{key(publisher, offer, plan).replace('/', '_')}.txt"
     return {

@@ -34,7 +34,8 @@ def _users(backend, match) -> list[str]:
                 users.append(vmss["id"])
     for nic in backend.store.of_type(instances.NIC_TYPE):
         for ipc in nic["properties"]["ipConfigurations"]:
-            if match(instances.subnet_ref(ipc)) or match((nic["properties"].get("networkSecurityGroup") or {}).get("id")):
+            if match(instances.subnet_ref(ipc)) or match((nic["properties"].get("networkSecurityGroup")
+                                                          or {}).get("id")):
                 users.append(ipc["id"])
     for vnet in backend.store.of_type(VNET_TYPE):
         for subnet in vnet["properties"].get("subnets") or []:
@@ -143,7 +144,8 @@ def _check_subnet(backend, vnet: dict, subnet: dict) -> None:
     prefix = subnet["properties"].get("addressPrefix") or (subnet["properties"].get("addressPrefixes") or [None])[0]
     if prefix is None:
         raise ArmError(400, "InvalidRequestFormat", f"Subnet {subnet['name']} has no addressPrefix.")
-    spaces = [ipaddress.ip_network(p, strict=False) for p in vnet["properties"].get("addressSpace", {}).get("addressPrefixes", [])]
+    spaces = [ipaddress.ip_network(p, strict=False)
+              for p in vnet["properties"].get("addressSpace", {}).get("addressPrefixes", [])]
     network = ipaddress.ip_network(prefix, strict=False)
     if not any(network.version == s.version and network.subnet_of(s) for s in spaces):
         raise ArmError(400, "NetcfgSubnetRangeOutsideVnet",
@@ -165,7 +167,8 @@ def put_vnet(backend, req: Request, resource_id: str) -> Response:
     old = backend.find(resource_id)
     resource = backend.new_resource(resource_id, req.body, location=location)
     resource["properties"]["resourceGuid"] = stable_uuid(resource_id)
-    resource["properties"]["subnets"] = [new_subnet(resource_id, s) for s in resource["properties"].get("subnets") or []]
+    resource["properties"]["subnets"] = [new_subnet(resource_id, s) for s in resource["properties"].get("subnets")
+                                         or []]
     for subnet in resource["properties"]["subnets"]:
         _check_subnet(backend, resource, subnet)
         if old is None and req.api_version >= PRIVATE_SUBNETS_FROM:
@@ -199,7 +202,8 @@ def put_public_ip(backend, req: Request, resource_id: str, name: str) -> Respons
     sku = ip.setdefault("sku", {"name": "Basic"})
     if sku.get("name", "Basic").lower() == "basic" and (old is None or _sku_name(old, "Basic").lower() != "basic"):
         raise ArmError(400, "IPv4BasicSkuPublicIpCountLimitReached",
-                       "Cannot create more than 0 IPv4 Basic SKU public IP addresses for this subscription in this region.")
+                       "Cannot create more than 0 IPv4 Basic SKU public "
+                       "IP addresses for this subscription in this region.")
     if sku["name"].lower() != "basic":
         sku.setdefault("tier", "Regional")
     props = ip["properties"]
@@ -224,8 +228,9 @@ def check_public_ip_unheld(backend, ip: dict) -> None:
         # As Azure answers it (hashicorp/terraform-provider-azurerm#6052, a public IP on a NAT gateway).
         raise ArmError(400, "PublicIPAddressCannotBeDeleted",
                        f"Public IP address {ip['id']} can not be deleted since it is still allocated to resource "
-                       f"{holders[0]}. In order to delete the public IP, disassociate/detach the Public IP address from "
-                       "the resource.  To learn how to do this, see aka.ms/deletepublicip.")
+                       f"{holders[0]}. In order to delete the public IP, "
+                       "disassociate/detach the Public IP address from the resource.  To learn how to do this, see "
+                       "aka.ms/deletepublicip.")
 
 
 # -- NAT gateways ------------------------------------------------------------------------------------
@@ -240,16 +245,17 @@ def _check_nat_ip(nat: dict, ip: dict) -> None:
     if ip_sku == "basic" or (nat_sku == "standardv2") != (ip_sku == "standardv2"):
         raise ArmError(400, "NatGatewayPublicIpSkuNotSupported",
                        f"Public IP address {ip['id']} has SKU {_sku_name(ip, 'Basic')}; NAT gateway {nat['id']} of SKU "
-                       f"{_sku_name(nat, 'Standard')} takes only {'StandardV2' if nat_sku == 'standardv2' else 'Standard'} "
-                       "SKU public IP addresses.")
+                       f"{_sku_name(nat, 'Standard')} takes only "
+                       f"{'StandardV2' if nat_sku == 'standardv2' else 'Standard'} SKU public IP addresses.")
     nat_zones, ip_zones = _zones(nat), _zones(ip)
     # A zonal Standard NAT gateway takes public IPs of its own zone or zone-redundant ones, never no-zone ones
     # or another zone's; a no-zone NAT gateway takes any.
     if nat_zones and not (ip_zones == nat_zones or len(ip_zones) > 1 and nat_zones <= ip_zones):
         raise ArmError(400, "NatGatewayPublicIpZoneMismatch",
                        f"NAT gateway {nat['id']} is in zone {', '.join(sorted(nat_zones))} but public IP address "
-                       f"{ip['id']} is {'in zone ' + ', '.join(sorted(ip_zones)) if ip_zones else 'not zonal'}; a zonal "
-                       "NAT gateway needs public IP addresses of its zone or zone-redundant ones.")
+                       f"{ip['id']} is "
+                       f"{'in zone ' + ', '.join(sorted(ip_zones)) if ip_zones else 'not zonal'}; a zonal NAT gateway "
+                       "needs public IP addresses of its zone or zone-redundant ones.")
 
 
 def put_nat_gateway(backend, req: Request, resource_id: str) -> Response:

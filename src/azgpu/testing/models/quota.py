@@ -156,7 +156,8 @@ def check(store: Store, skus: SkuCatalog, resource: dict, previous: dict | None 
 
 def quota_message(e: dict, location: str, extra: int) -> str:
     value = e["name"]["value"]
-    label = {norm(REGIONAL): "Total Regional Cores", norm(LOW_PRIORITY): "LowPriorityCores"}.get(norm(value), f"{value} Cores")
+    label = {norm(REGIONAL): "Total Regional Cores", norm(LOW_PRIORITY): "LowPriorityCores"}.get(norm(value),
+                                                                                                 f"{value} Cores")
     return (
         f"Operation could not be completed as it results in exceeding approved {label} quota. "
         f"Additional details - Deployment Model: Resource Manager, Location: {location}, "

@@ -11,11 +11,11 @@ needs a support request (Learn, "Increase VM-family vCPU quotas"); an invalid on
 
 from __future__ import annotations
 
-from . import quota
 from ..errors import ArmError
 from ..lro import iso
 from ..skus import SkuCatalog, normalize_location
 from ..store import Store, stable_uuid
+from . import quota
 
 APPROVE, ESCALATE, INVALID = "approve", "escalate", "invalid"
 OUTCOMES = (APPROVE, ESCALATE, INVALID)
@@ -46,7 +46,8 @@ def limit_body(sub: str, location: str, entry: dict) -> dict:
     return {"id": f"{_scope(sub, location)}/providers/Microsoft.Quota/quotas/{value}", "name": value,
             "type": "Microsoft.Quota/quotas",
             "properties": {"name": dict(entry["name"]), "isQuotaApplicable": True,
-                           "limit": {"limitObjectType": "LimitValue", "limitType": "Independent", "value": entry["limit"]},
+                           "limit": {"limitObjectType": "LimitValue", "limitType": "Independent",
+                                     "value": entry["limit"]},
                            "unit": "Count"}}
 
 
@@ -60,7 +61,8 @@ def file(store: Store, skus: SkuCatalog, sub: str, location: str, name: str, bod
     return submit(store, skus, sub, location, name, limit, now)
 
 
-def submit(store: Store, skus: SkuCatalog, sub: str, location: str, name: str, limit: int, now: float) -> tuple[dict, str]:
+def submit(store: Store, skus: SkuCatalog, sub: str, location: str, name: str, limit: int, now: float) -> tuple[dict,
+                                                                                                                str]:
     """File a request; the body Quota_Update answers with and the request's id."""
     location = normalize_location(location)
     found = entry(store, skus, location, name)
@@ -75,7 +77,8 @@ def submit(store: Store, skus: SkuCatalog, sub: str, location: str, name: str, l
         "outcome": store.quota_outcomes.get(location, {}).get(quota.norm(value), APPROVE)}
     body = {"id": f"{_scope(sub, location)}/providers/Microsoft.Quota/quotas/{value}", "name": value,
             "type": "Microsoft.Quota/quotas",
-            "properties": {"name": dict(found["name"]), "limit": {"limitObjectType": "LimitValue", "value": int(limit)}}}
+            "properties": {"name": dict(found["name"]),
+                           "limit": {"limitObjectType": "LimitValue", "value": int(limit)}}}
     return body, request_id
 
 

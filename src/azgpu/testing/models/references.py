@@ -31,7 +31,8 @@ def check_identities(backend: Backend, vmss: dict) -> None:
     identity = vmss.get("identity") or {}
     for rid in (identity.get("userAssignedIdentities") or {}):
         if backend.find(rid) is None:
-            inner = '{"error":{"code":"BadRequest","message":"Resource \'%s\' was not found."}}' % rid
+            inner = '{"error":{"code":"BadRequest","message":"Resource \'' + rid + '\' was not found."}}'
             raise ArmError(400, "FailedIdentityOperation",
-                           f"Identity operation for resource '{vmss['id']}' failed with error 'Failed to perform resource "
-                           f"identity operation. Status: 'BadRequest'. Response: '{inner}'.'.")
+                           f"Identity operation for resource '{vmss['id']}' "
+                           "failed with error 'Failed to perform resource identity operation. Status: 'BadRequest'. "
+                           f"Response: '{inner}'.'.")

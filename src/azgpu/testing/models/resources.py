@@ -74,7 +74,8 @@ def listed(backend, req: Request, resources: list[dict]) -> list[dict]:
         if tag:
             name, value = tag.group(1).lower(), tag.group(2)
             resources = [r for r in resources
-                         if any(k.lower() == name and (value is None or v == value) for k, v in (r.get("tags") or {}).items())]
+                         if any(k.lower() == name and (value is None or v == value)
+                                for k, v in (r.get("tags") or {}).items())]
             # "when resources are filtered by tag name and value, the original tags for each resource
             # will not be returned in the results" (Resources - List, api 2024-11-01)
             strip_tags = True

@@ -17,8 +17,8 @@ from ..errors import ArmError, invalid_reference, required_location
 from ..messages import Request, Response
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
-from . import capacity_reservations, deployments, galleries, impact_reporting as ir, instances, marketplace, quota
-from . import references, vertical_connect
+from . import capacity_reservations, deployments, galleries, instances, marketplace, quota, references, vertical_connect
+from . import impact_reporting as ir
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 EXTENSION_TYPE = "Microsoft.Compute/virtualMachineScaleSets/extensions"
@@ -65,9 +65,10 @@ def profile(vmss: dict) -> dict:
 
 def _sku_not_available(size: str, location: str) -> ArmError:
     return ArmError(409, "SkuNotAvailable",
-                    f"The requested VM size for resource 'Following SKUs have failed for Capacity Restrictions: {size}' "
-                    f"is currently not available in location '{location}'. Please try another size or deploy to a "
-                    "different location or different zone. See https://aka.ms/azureskunotavailable for details.")
+                    "The requested VM size for resource 'Following SKUs "
+                    f"have failed for Capacity Restrictions: {size}' is currently not available in location "
+                    f"'{location}'. Please try another size or deploy to a different location or different zone. See "
+                    "https://aka.ms/azureskunotavailable for details.")
 
 
 def _check_sku(backend, vmss: dict) -> dict:
@@ -79,7 +80,8 @@ def _check_sku(backend, vmss: dict) -> dict:
     offered = {str(z) for info in sku.get("locationInfo", ()) for z in info.get("zones", ())}
     for restriction in sku.get("restrictions") or ():
         info = restriction.get("restrictionInfo") or {}
-        if restriction.get("type") == "Location" and location in [normalize_location(v) for v in restriction.get("values", [])]:
+        if restriction.get("type") == "Location" and location in [normalize_location(v)
+                                                                  for v in restriction.get("values", [])]:
             raise _sku_not_available(size, location)
         if restriction.get("type") == "Zone" and zones & {str(z) for z in info.get("zones", ())}:
             raise _sku_not_available(size, location)
@@ -153,9 +155,10 @@ def _check_plan(backend, vmss: dict, plan: dict | None) -> None:
               f"this subscription: '{backend.subscription_id}' for this plan. Before the subscription can be used, you "
               "need to accept the legal terms of the image. To read and accept legal terms, use the Azure CLI commands "
               "described at https://go.microsoft.com/fwlink/?linkid=2110637 or the PowerShell commands available at "
-              "https://go.microsoft.com/fwlink/?linkid=862451. Alternatively, deploying via the Azure portal provides a UI "
-              "experience for reading and accepting the legal terms. Offer details: "
-              f"publisher='{plan['publisher']}' offer = '{plan['product']}', sku = '{plan['name']}'.'")
+              "https://go.microsoft.com/fwlink/?linkid=862451. "
+              "Alternatively, deploying via the Azure portal provides a UI experience for reading and accepting the "
+              f"legal terms. Offer details: publisher='{plan['publisher']}' "
+              f"offer = '{plan['product']}', sku = '{plan['name']}'.'")
     # "eligibilty" (sic) is how Azure spells it in this message.
     raise ArmError(400, "MarketplacePurchaseEligibilityFailed",
                    "Marketplace purchase eligibilty check returned errors. See inner errors for details.",
@@ -178,7 +181,8 @@ def _allocation_error(backend, vmss: dict, previous: dict | None) -> dict | None
     zones = [str(z) for z in vmss.get("zones") or []]
     # Other scale sets hold their capacity whether or not their instances exist yet.
     others = [v for v in backend.store.of_type(VMSS_TYPE)
-              if v.get("location") == location and v["sku"]["name"].lower() == size and v["id"].lower() != vmss["id"].lower()
+              if v.get("location") == location and v["sku"]["name"].lower() == size
+              and v["id"].lower() != vmss["id"].lower()
               and v.get("properties", {}).get("provisioningState") != "Failed"]
     for zone in [*zones, ""]:
         if zone not in limits:
@@ -190,8 +194,9 @@ def _allocation_error(backend, vmss: dict, previous: dict | None) -> dict | None
             if zone:
                 return {"code": "ZonalAllocationFailed",
                         "message": f"Allocation failed. We do not have sufficient capacity for the requested VM size "
-                                   f"{vmss['sku']['name']} in this zone ({where}). Read more about improving likelihood "
-                                   "of allocation success at http://aka.ms/allocation-guidance"}
+                                   f"{vmss['sku']['name']} in this zone ({where}). "
+                                   "Read more about improving likelihood of allocation success at "
+                                   "http://aka.ms/allocation-guidance"}
             return {"code": "AllocationFailed",
                     "message": f"Allocation failed. We do not have sufficient capacity for the requested VM size "
                                f"{vmss['sku']['name']} in this region ({where}). Read more about improving likelihood "
@@ -232,7 +237,7 @@ def _check_identity_assign(backend, vmss: dict) -> None:
     """Assigning a user-assigned identity is a linked action on the identity: without it ARM answers 403
     LinkedAuthorizationFailed (Learn, "Configure managed identities on virtual machine scale sets": the
     Managed Identity Operator role). A '/*/' in a granted action also covers the single '/' here."""
-    identities = list(((vmss.get("identity") or {}).get("userAssignedIdentities") or {}))
+    identities = list((vmss.get("identity") or {}).get("userAssignedIdentities") or {})
     if not identities:
         return
     granted = [{"actions": [x for a in p.get("actions") or [] for x in (a, a.replace("/*/", "/"))],
@@ -269,7 +274,8 @@ def begin_delete_instances(backend, req, scale_set: dict, ids: list[str]) -> Res
             # Compute's answer for an id that is not (or no longer) an instance (seen in
             # microsoft/onefuzz#2547 and Azure/azure-cli#25476): 400, not 404.
             raise ArmError(400, "InvalidParameter",
-                           f"The provided instanceId {instance} is not an active Virtual Machine Scale Set VM instanceId.")
+                           f"The provided instanceId {instance} is not an "
+                           "active Virtual Machine Scale Set VM instanceId.")
     backend.refuse_while_running(req, scale_set)
     if vertical_connect.applies(scale_set):
         # "Capacity must be a multiple of 18 for SKUs that support vertical connect" (T-gb300-vmss, facts
@@ -293,7 +299,8 @@ def instance_view(backend, resource: dict) -> dict:
     """VirtualMachineScaleSets_GetInstanceView: provisioning state (with the failed operation's error),
     and how many instances and extensions succeeded."""
     state = resource["properties"].get("provisioningState", "Succeeded")
-    status = {"code": f"ProvisioningState/{state.lower()}", "level": "Info", "displayStatus": f"Provisioning {state.lower()}"}
+    status = {"code": f"ProvisioningState/{state.lower()}", "level": "Info",
+              "displayStatus": f"Provisioning {state.lower()}"}
     error = _failure(backend, resource["id"]) if state == "Failed" else None
     if error:
         status.update(code=f"ProvisioningState/failed/{error['code']}", level="Error", message=error["message"])
@@ -311,7 +318,8 @@ def vm(backend, scale_set: dict, instance: str, vmss: str) -> dict:
     """One instance of the scale set; Compute's 404 NotFound (not ARM's ResourceNotFound) when it is not one."""
     found = backend.find(f"{scale_set['id']}/virtualMachines/{instance}")
     if found is None:
-        raise ArmError(404, "NotFound", f"The entity was not found in this Azure location. Instance {instance} of {vmss}.")
+        raise ArmError(404, "NotFound",
+                       f"The entity was not found in this Azure location. Instance {instance} of {vmss}.")
     return found
 
 

@@ -279,7 +279,7 @@ class Throttle:
                 bucket.measured += 1
                 self.refused[label] = self.refused.get(label, 0) + 1
                 return self._arm_throttled(method, path, kind, bucket, now)
-        for key, limit, _ in arm_buckets:
+        for key, _limit, _ in arm_buckets:
             self.buckets[key].take(now)
         for key, limit, label in provider:
             bucket = self._bucket(key, limit, now)
@@ -289,7 +289,7 @@ class Throttle:
                 if charge.provider == "compute":
                     return self._compute_throttled(charge, key, bucket, now)
                 return self._network_throttled(label, bucket, now)
-        for key, limit, _ in provider:
+        for key, _limit, _ in provider:
             self.buckets[key].take(now)
             self.buckets[key].measured += 1
         return self._headers(charge, kind, scope_tenant=charge.buckets[0][0][1] == "tenant")

@@ -44,7 +44,8 @@ def check(vmss: dict) -> None:
     if not applies(vmss):
         return
     props = vmss.get("properties") or {}
-    if props.get("singlePlacementGroup", True) is not False or props.get("highSpeedInterconnectPlacement") not in (None, "None"):
+    if props.get("singlePlacementGroup", True) is not False or props.get("highSpeedInterconnectPlacement") not in (None,
+                                                                                                                   "None"):
         raise ArmError(400, "BadRequest", NOT_AVAILABLE)
     check_capacity(int((vmss.get("sku") or {}).get("capacity", 0) or 0))
     disk = (((props.get("virtualMachineProfile") or {}).get("storageProfile") or {}).get("osDisk") or {})
@@ -83,7 +84,8 @@ def place(store, vmss: dict, members: list[dict], node: dict) -> None:
     number = next(n for n in range(len(used) + 1) if used.get(n, 0) < RACK)
     subgroup, cluster_uuid = _rack_ids(vmss["id"], number)
     node["rack"] = {"number": number, "subgroup": subgroup}
-    node["fabric"] = {"clusterUuid": cluster_uuid, "cliqueId": DEFAULT_CLIQUE, "state": "Completed", "status": "Success"}
+    node["fabric"] = {"clusterUuid": cluster_uuid, "cliqueId": DEFAULT_CLIQUE, "state": "Completed",
+                      "status": "Success"}
     pending = store.racks.get("short_next", 0)
     if pending and used.get(number, 0) == 0:
         # The rack's first VM: Azure reports it in the rack, its GPUs see an NVLink domain of their own.

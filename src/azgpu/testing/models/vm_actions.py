@@ -196,7 +196,8 @@ def execute(job: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
         elif mode == "nccl-keygen":
             box.script("ssh-keygen", _SSH_KEYGEN.replace("@KEY@", _public_key(node["vm_id"])))
         elif mode == "nccl-run":
-            box.script("runuser", "#!/bin/bash\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n")
+            box.script("runuser",
+                       "#!/bin/bash\nwhile [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nexec \"$@\"\n")
             box.tool("mpirun", **job["mpirun"])
         ran = box.run(job["script"])
         files = {}
@@ -238,8 +239,9 @@ class _Reused:
         for field, name in (("computer", "computer"), ("physical_host", "physical_host"), ("vm_id", "vm_id")):
             stdout = stdout.replace(f'"{field}":{json.dumps(self.first_node[name])}',
                                     f'"{field}":{json.dumps(self.node[name])}')
-        for mine, theirs in zip(self.first_node["gpus"], self.node["gpus"]):
-            stdout = stdout.replace(f'"serial":{json.dumps(mine["serial"])}', f'"serial":{json.dumps(theirs["serial"])}')
+        for mine, theirs in zip(self.first_node["gpus"], self.node["gpus"], strict=False):
+            stdout = stdout.replace(f'"serial":{json.dumps(mine["serial"])}',
+                                    f'"serial":{json.dumps(theirs["serial"])}')
         return stdout, stderr, dict(self.node["files"])
 
 

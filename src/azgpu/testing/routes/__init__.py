@@ -13,8 +13,8 @@ whatever api-version a client sends; the registered one is what docs/fake-covera
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..messages import Response, page  # noqa: F401 - page is re-exported for the route modules
 
@@ -42,7 +42,8 @@ class Route:
 ROUTES: list[Route] = []
 
 
-def route(method: str, pattern: str, *, api_version: str | tuple[str, ...] | None = None) -> Callable[[Handler], Handler]:
+def route(method: str, pattern: str, *, api_version: str | tuple[str, ...] | None = None) -> Callable[[Handler],
+                                                                                                      Handler]:
     def register(handler: Handler) -> Handler:
         declared = api_version if api_version is not None else handler.__globals__.get("API_VERSION")
         versions = (declared,) if isinstance(declared, str) else tuple(declared or ())
@@ -65,7 +66,21 @@ def find(method: str, path: str) -> tuple[Handler, dict] | None:
 
 
 # Importing the provider modules registers their routes.
-from . import catalog, compute, network, operations, resources, scale_set_vms  # noqa: E402,F401
-from . import galleries, identity, marketplace, placement  # noqa: E402,F401
-from . import authorization, deployments, impact, providers  # noqa: E402,F401
-from . import capacity_reservations, quota  # noqa: E402,F401
+from . import (  # noqa: E402, F401 - after ROUTES, which they register into; imported for that alone
+    authorization,
+    capacity_reservations,
+    catalog,
+    compute,
+    deployments,
+    galleries,
+    identity,
+    impact,
+    marketplace,
+    network,
+    operations,
+    placement,
+    providers,
+    quota,
+    resources,
+    scale_set_vms,
+)

@@ -4,7 +4,8 @@ PUT and DELETE), CapacityReservationGroups_* and CapacityReservations_* at compu
 from __future__ import annotations
 
 from ..errors import required_location
-from ..models import capacity_reservations as crg, quota
+from ..models import capacity_reservations as crg
+from ..models import quota
 from . import COMPUTE, Response, page, route
 
 # The REST api-version whose shapes these routes answer in (Compute).

@@ -6,8 +6,8 @@ import copy
 import re
 
 from .. import images
-from ..models import quota
 from ..errors import ArmError, NotImplementedInFake
+from ..models import quota
 from ..skus import normalize_location
 from . import SUB, Response, page, route
 
@@ -56,7 +56,8 @@ def list_image_versions(backend, req, sub, location, publisher, offer, sku):
     if req.query.get("$top"):
         found = found[: int(req.query["$top"])]
     # This API answers a bare JSON array, not a {"value": [...]} page.
-    return Response(200, [{"name": i["version"], "location": location, "id": _image_id(sub, location, i)} for i in found])
+    return Response(200,
+                    [{"name": i["version"], "location": location, "id": _image_id(sub, location, i)} for i in found])
 
 
 @route("GET", IMAGE_SKU + r"/(?P<version>[^/]+)")

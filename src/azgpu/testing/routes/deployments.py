@@ -8,7 +8,8 @@ the permission requirements of a deployment); without the action, ARM answers 40
 
 from __future__ import annotations
 
-from ..models import deployments, impact_reporting as ir
+from ..models import deployments
+from ..models import impact_reporting as ir
 from . import RG, SUB, Response, route
 
 # The REST api-version whose shapes these routes answer in (resources deployments spec).

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..models import galleries
 from ..errors import ArmError
+from ..models import galleries
 from ..skus import normalize_location
 from . import COMPUTE, SUB, Response, page, route
 
@@ -50,7 +50,8 @@ def _register(pattern: str, community: bool) -> None:
     @route("GET", pattern)
     def get_image(backend, req, sub, location, name, image):
         found, unique = galleries.shared_image(backend, name, image, community=community)
-        return Response(200, galleries.shared_image_view(found, normalize_location(location), unique, community=community))
+        return Response(200,
+                        galleries.shared_image_view(found, normalize_location(location), unique, community=community))
 
     @route("GET", pattern + r"/versions")
     def list_versions(backend, req, sub, location, name, image):

@@ -7,8 +7,8 @@ sign and cancel are the older accept and revoke calls of the same API (2021-01-0
 
 from __future__ import annotations
 
-from ..models import marketplace
 from ..errors import NotImplementedInFake
+from ..models import marketplace
 from . import SUB, Response, route
 
 # The REST api-version whose shapes these routes answer in (Microsoft.MarketplaceOrdering Agreements).

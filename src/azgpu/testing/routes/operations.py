@@ -30,7 +30,8 @@ def operation_status(backend, req, sub, provider, location, op_id):
 def _monitor(backend, op: dict) -> Response:
     backend.ops.poll(op)
     if op["status"] == "InProgress":
-        return Response(202, None, {"Location": backend.ops.url(op, monitor=True), "Retry-After": backend.ops.retry_after(op)})
+        return Response(202, None,
+                        {"Location": backend.ops.url(op, monitor=True), "Retry-After": backend.ops.retry_after(op)})
     if op["status"] == "Failed":
         return Response(400, {"error": op["error"]})
     return Response(200, op["result"]) if op.get("result") is not None else Response(204)

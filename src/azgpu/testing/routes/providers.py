@@ -6,8 +6,8 @@ Reporting's onboarding); any other namespace fails loudly rather than inventing 
 
 from __future__ import annotations
 
-from ..models import impact_reporting as ir
 from ..errors import NotImplementedInFake
+from ..models import impact_reporting as ir
 from . import SUB, Response, route
 
 # The REST api-version whose shapes these routes answer in (resources spec, Providers - Get).

@@ -3,8 +3,8 @@ Quota_Update, QuotaRequestStatus_Get and _List, in the shapes of the REST specif
 
 from __future__ import annotations
 
-from ..models import quota_requests
 from ..errors import ArmError
+from ..models import quota_requests
 from ..skus import normalize_location
 from . import SUB, Response, page, route
 

@@ -3,8 +3,8 @@ Commands kept on an instance (testing/models/instance_run_commands.py), and dele
 
 from __future__ import annotations
 
-from ..models import instance_run_commands, scale_sets, vm_actions
 from ..errors import ArmError
+from ..models import instance_run_commands, scale_sets, vm_actions
 from . import VMSS, route
 
 # The REST api-version whose shapes these routes answer in (Compute).
@@ -21,7 +21,8 @@ def delete_instance(backend, req, sub, rg, vmss, instance):
     """VirtualMachineScaleSetVMs_Delete: the same operation as deleting that one instance."""
     scale_set = backend.require(scale_sets.scale_set_id(backend, rg, vmss))
     if backend.find(f"{scale_set['id']}/virtualMachines/{instance}") is None:
-        raise ArmError(404, "NotFound", f"The entity was not found in this Azure location. Instance {instance} of {vmss}.")
+        raise ArmError(404, "NotFound",
+                       f"The entity was not found in this Azure location. Instance {instance} of {vmss}.")
     return scale_sets.begin_delete_instances(backend, req, scale_set, [instance])
 
 
