@@ -16,6 +16,7 @@ from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, Subn
 from .images import ofed_display
 from .layout import resource_kinds
 from .ownership import cluster_tags as ownership_tags
+from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 from .spec import Spec
 
 # Azure's default TCP idle timeout for NAT gateway flows (4-120 minutes); raising it is "a last resort option"

@@ -423,7 +423,8 @@ def _rack(ctx: Context, args: dict) -> Iterator[Finding]:
         remedy = f"use --nodes {lower} or {upper}" if lower else f"use --nodes {upper}"
         # Azure refuses the scale set: "Capacity must be a multiple of 18 for SKUs that support vertical connect".
         yield Finding(code="NODES_NOT_RACK_MULTIPLE",
-                      message=f"{nodes} nodes is not a whole number of NVL72 racks: Azure only creates {ctx.size.name} scale sets "
+                      message=f"{nodes} nodes is not a whole number of NVL72 racks: Azure only creates "
+                              f"{ctx.size.name} scale sets "
                       f"in multiples of {k} VMs", remedy=remedy,
                       source=cite((*ctx.rule_source, *ctx.profile.rack_source)), field="nodes")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import RG, VMSS, arm_check, calls, create, create_args, request, writes
+from deploy_support import RG, VMSS, arm_check, calls, create_args, request, writes
 from test_azure_examples import SUB, example, live, serving, shape_differences  # noqa: F401 - live is a fixture
 
 from azgpu.deploy import CreateOptions, create

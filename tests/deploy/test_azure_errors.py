@@ -9,12 +9,22 @@ tests/fixtures/azure/errors with their source) are replayed through the fake, th
 from __future__ import annotations
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, azure_fixture, calls, create, create_args, request
+from deploy_support import VMSS, assert_cli_error, azure_fixture, calls, create_args, request
 
 from azgpu.deploy import CreateOptions, create
-from azgpu.deploy.azure_errors import (AuthError, CapacityError, ConflictError, ImageError, MarketplaceError,
-                                       OperationInProgressError, PolicyError, QuotaError, RequestError,
-                                       ThrottledError, classify)
+from azgpu.deploy.azure_errors import (
+    AuthError,
+    CapacityError,
+    ConflictError,
+    ImageError,
+    MarketplaceError,
+    OperationInProgressError,
+    PolicyError,
+    QuotaError,
+    RequestError,
+    ThrottledError,
+    classify,
+)
 from azgpu.errors import AzureError
 
 VMSS_PUT = {"method": "PUT", "path": "virtualMachineScaleSets"}

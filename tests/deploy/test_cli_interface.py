@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create, create_args, request
+from deploy_support import LOCATION, NAME, RG, VMSS, assert_cli_error, cluster_args, create_args, request
 
 from azgpu.deploy import CreateOptions, create, lifecycle
 from azgpu.errors import ValidationFailed

@@ -17,7 +17,6 @@ from deploy_support import (
     arm_check,
     assert_cli_error,
     calls,
-    create,
     create_args,
     names,
     request,

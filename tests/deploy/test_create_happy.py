@@ -19,7 +19,6 @@ from deploy_support import (
     VMSS,
     VNET,
     calls,
-    create,
     request,
     writes,
 )

@@ -7,19 +7,7 @@ import base64
 import email
 
 import pytest
-from deploy_support import (
-    LOCATION,
-    NAME,
-    RG,
-    SSH_KEY,
-    VMSS,
-    assert_cli_error,
-    calls,
-    create,
-    create_args,
-    request,
-    writes,
-)
+from deploy_support import LOCATION, NAME, RG, SSH_KEY, VMSS, assert_cli_error, calls, create_args, request, writes
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed

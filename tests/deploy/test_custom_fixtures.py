@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from deploy_support import LOCATION, create, request
+from deploy_support import LOCATION, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed

@@ -9,7 +9,6 @@ import importlib
 
 import pytest
 from deploy_support import NAME, RG, VM, calls, request
-from deploy_support import create as legacy_create
 
 import azgpu.deploy
 from azgpu.deploy import CreateOptions, CreateResult, GateOptions, ReportOptions, create

@@ -19,7 +19,6 @@ from deploy_support import (
     assert_cli_error,
     calls,
     cluster_args,
-    create,
     ours,
     request,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, VMSS, create, create_args, request, writes
+from deploy_support import LOCATION, VMSS, create_args, request, writes
 
 from azgpu.deploy import create
 from azgpu.errors import ValidationFailed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, VMSS, assert_cli_error, calls, create, create_args, ours, request
+from deploy_support import NAME, VMSS, assert_cli_error, calls, create_args, ours, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import AuthError, CapacityError, PolicyError, QuotaError, RequestError, ThrottledError

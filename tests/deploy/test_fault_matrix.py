@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET, create
+from deploy_support import NAT, NSG, PIP, SSH_KEY, VM, VMSS, VNET
 
 import azgpu
 from azgpu.deploy import CreateOptions, create

@@ -5,7 +5,7 @@ cluster in it, in either order of destroying them."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, create, request
+from deploy_support import NAT, PIP, RG, RG_TYPE, VMSS, VNET, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.arm import rest_shape

@@ -6,7 +6,7 @@ Marketplace URN."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import LOCATION, RG, VMSS, arm_check, assert_cli_error, create, create_args, request, writes
+from deploy_support import LOCATION, RG, VMSS, arm_check, assert_cli_error, create_args, request, writes
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed

@@ -141,7 +141,7 @@ def test_simulate_rack_breaks_a_nodes_fabric_and_queues_a_short_rack(run, sim, s
 
 def test_the_sku_api_without_a_gpu_count_is_not_drift(azure, session, racks_quota):
     # Microsoft's GB300 test notes the Compute SKU metadata lacks the GPUs capability (R-agentbaker-gb300).
-    from deploy_support import create, request
+    from deploy_support import request
 
     from azgpu.deploy import create
     from azgpu.testing.skus import capability, catalog_data

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 import requests
-from deploy_support import NAME, RG, VM, assert_cli_error, calls, create, create_args, request
+from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
 from azgpu.deploy import CheckOptions, CreateOptions, GateOptions, arm, create, ghr
 from azgpu.deploy import health_gate as health

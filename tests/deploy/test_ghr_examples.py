@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import responses
-from deploy_support import NAME, RG, create, request
+from deploy_support import NAME, RG, request
 
 from azgpu.deploy import arm, create, ghr
 from azgpu.deploy import health_gate as health

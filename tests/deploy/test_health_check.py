@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, create, request
+from deploy_support import NAME, RG, assert_cli_error, calls, cluster_args, request
 
 from azgpu import find_size
-from azgpu.deploy import create
+from azgpu.deploy import create, run_command
 from azgpu.deploy import health_gate as health
-from azgpu.deploy import run_command
+from azgpu.deploy.interface import CheckOptions
+
 
 @pytest.fixture
 def sixteen(azure, session):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import responses
-from deploy_support import RG, VM, create, request
+from deploy_support import RG, VM, request
 
 from azgpu import find_size
 from azgpu.deploy import create

@@ -5,7 +5,7 @@ the fallback on ND GB200 v6 (no AzNHC conf), where the fabric of a healthy node 
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAME, RG, create, request
+from deploy_support import NAME, RG, request
 
 from azgpu.deploy import create
 from azgpu.deploy import health_gate as health

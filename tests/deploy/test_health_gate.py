@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, VM, assert_cli_error, calls, create, create_args, request
+from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, request
 
 from azgpu.deploy import CreateOptions, GateOptions, create
 from azgpu.deploy import health_gate as health

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import NAME, RG, calls, create, request
+from deploy_support import NAME, RG, calls, request
 
 from azgpu.deploy import CreateOptions, GateOptions, create, ghr
 from azgpu.deploy import health_gate as health

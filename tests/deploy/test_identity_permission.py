@@ -5,7 +5,7 @@ read from the permissions API (Permissions - List For Resource)."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, create, create_args, request, writes
+from deploy_support import VMSS, assert_cli_error, create_args, request, writes
 
 from azgpu.deploy import create
 from azgpu.errors import ValidationFailed

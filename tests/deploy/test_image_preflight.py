@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create, create_args, request, writes
+from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, request, writes
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed
@@ -138,7 +138,8 @@ def test_trusted_launch_on_an_image_without_it_is_an_error(azure, session):
 
 
 def test_trusted_launch_on_an_image_that_supports_it_passes(azure, session):
-    azure.add_image(LOCATION, "contoso", "tl", "1", "1.0.0", features=[{"name": "SecurityType", "value": "TrustedLaunchSupported"}])
+    azure.add_image(LOCATION, "contoso", "tl", "1", "1.0.0",
+                    features=[{"name": "SecurityType", "value": "TrustedLaunchSupported"}])
     result = create(session, request(profile="nd-h100-v5", image="contoso:tl:1:latest",
                                      security_type="TrustedLaunch")).as_dict()
     assert "IMAGE_SECURITY_TYPE" not in {f["code"] for f in result["preflight"]["findings"]}

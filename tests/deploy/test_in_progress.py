@@ -6,7 +6,7 @@ AnotherOperationInProgress (the fake answers both as Azure does)."""
 from __future__ import annotations
 
 import pytest
-from deploy_support import NAME, RG, VMSS, calls, create, request
+from deploy_support import NAME, RG, VMSS, calls, request
 
 import azgpu
 from azgpu.deploy import CreateOptions, create

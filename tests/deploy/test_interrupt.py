@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from deploy_support import create
 
 from azgpu.deploy import create, deployer
 from azgpu.deploy.session import Session

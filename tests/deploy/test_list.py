@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, NSG, assert_cli_error, create, request
+from deploy_support import LOCATION, NSG, assert_cli_error, request
 
 from azgpu.deploy import create
 from azgpu.deploy.cluster_list import list_clusters

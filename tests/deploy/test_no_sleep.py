@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from deploy_support import create, request
+from deploy_support import request
 
 from azgpu.deploy import create
 from azgpu.deploy.lifecycle import destroy

@@ -20,7 +20,6 @@ from deploy_support import (
     assert_cli_error,
     calls,
     cluster_args,
-    create,
     create_args,
     names,
     ours,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import hostlist as oracle
 import pytest
-from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create, create_args, model, request
+from deploy_support import NIC, RG, VM, assert_cli_error, calls, cluster_args, create_args, model, request
 
 from azgpu import racks
 from azgpu.deploy import create

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create, create_args, error_lines, request, writes
+from deploy_support import LOCATION, VMSS, assert_cli_error, calls, create_args, error_lines, request, writes
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.errors import ValidationFailed

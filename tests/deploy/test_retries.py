@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, calls, create, create_args, request
+from deploy_support import VMSS, assert_cli_error, calls, create_args, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.azure_errors import ThrottledError

@@ -9,7 +9,7 @@ import json
 import sys
 
 import pytest
-from deploy_support import LOCATION, VM, VMSS, arm_check, assert_cli_error, calls, create, create_args, request, writes
+from deploy_support import LOCATION, VM, VMSS, arm_check, assert_cli_error, calls, create_args, request, writes
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.whatif import ScaleInRefused

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from deploy_support import LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create, create_args, request, writes
+from deploy_support import LOCATION, NAT, NSG, PIP, RG, VMSS, assert_cli_error, create_args, request, writes
 
 from azgpu.deploy import create
 from azgpu.errors import ValidationFailed

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create, create_args, request
+from deploy_support import VMSS, assert_cli_error, calls, cluster_args, create_args, request
 
 from azgpu.deploy import CreateOptions, create
 from azgpu.deploy.lifecycle import wait

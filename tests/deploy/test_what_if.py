@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deploy_support import RG, VM, calls, create, create_args, request, writes
+from deploy_support import RG, VM, calls, create_args, request, writes
 
 import azgpu
 from azgpu.deploy import create

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 import pytest
-from deploy_support import ALL_SERIES, LOCATION, RG, calls, create, request
+from deploy_support import ALL_SERIES, LOCATION, RG, calls, request
 
 import azgpu
 from azgpu.deploy import create

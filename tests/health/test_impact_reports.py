@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 from node_support import Node, fixture, nvidia_q
 
-from azgpu.deploy.ghr import (NAME_PATTERN, CategoryNotAllowed, impact_body, impact_name, insight_state,
-                              not_reportable, reports_for)
+from azgpu.deploy.ghr import (
+    NAME_PATTERN,
+    CategoryNotAllowed,
+    impact_body,
+    impact_name,
+    insight_state,
+    not_reportable,
+    reports_for,
+)
 from azgpu.health.impact import LEARN_CATEGORIES, impact_category, possible_categories
 from azgpu.health.results import Failure, GpuRef, NodeResult, failure_of
 

@@ -18,7 +18,6 @@ from typing import Any
 from .. import resource_types
 from ..errors import NotFoundError
 from ..ownership import cluster_of, is_azgpu, profile_id_of
-from .. import resource_types
 from ..profiles import load_profile
 from ..resource_types import INSTANCES
 from .arm import EXPAND, list_group, to_azure_error

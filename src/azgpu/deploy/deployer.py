@@ -22,8 +22,7 @@ from ..expr import walk
 from ..ownership import created_group_tags, is_ours
 from ..plan import Plan, Resource
 from ..resource_types import VMSS
-from .arm import (TERMINAL, is_not_found, list_group, rest_shape, to_azure_error,
-                  until_settled, wait_first_polling)
+from .arm import TERMINAL, is_not_found, list_group, rest_shape, to_azure_error, until_settled, wait_first_polling
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .session import Interrupted, result_of
 

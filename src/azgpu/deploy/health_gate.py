@@ -28,7 +28,6 @@ from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
 from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult, unconfirmed
 from ..health.trust import valid_nccl_pubkey
 from ..ownership import live_profile
-from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import json_body, send, to_azure_error
 from .interface import CheckOptions

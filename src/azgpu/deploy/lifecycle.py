@@ -15,28 +15,12 @@ from ..bounded import BoundedError, array, obj, text
 from ..errors import AzgpuError, AzureError, NotFoundError
 from ..naming import Names
 from ..output import listing
+from ..ownership import cluster_of, created_by_azgpu, is_azgpu, is_ours, live_profile, profile_id_of
 from ..plain import plain
 from ..racks import group as group_racks
 from ..resource_types import INSTANCES, is_type
-from .arm import (
-    BASE,
-    CREATED_TAG,
-    TERMINAL,
-    answer,
-    invalid_answer,
-    is_azgpu,
-    is_not_found,
-    is_ours,
-    list_group,
-    send,
-    to_azure_error,
-    until_settled,
-)
-from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
-from ..naming import Names
-from ..ownership import cluster_of, created_by_azgpu, is_azgpu, is_ours, live_profile, profile_id_of
-from ..bounded import BoundedError, array, obj, text
 from .arm import BASE, TERMINAL, answer, invalid_answer, is_not_found, list_group, send, to_azure_error, until_settled
+from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
 from .session import result_of
 

@@ -9,10 +9,10 @@ import dataclasses
 from typing import Any
 
 from ..errors import ValidationFailed
+from ..ownership import is_ours
 from ..plan import Plan, build_plan
 from ..resource_types import VMSS
 from ..spec import Spec
-from ..ownership import is_ours
 from .arm import to_azure_error
 from .preflight import Preflight, run_preflight
 
