@@ -41,7 +41,7 @@ from typing import Any
 from ..errors import EXIT_INPUT, AzgpuError, Finding, InputError, ValidationFailed
 from ..health.impact import LEARN_CATEGORIES, PREFIX, impact_category
 from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
-from ..health.results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, NodeResult
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, NodeResult
 from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate

@@ -24,7 +24,8 @@ from typing import Any
 
 from ..errors import AzgpuError
 from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
-from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult, unconfirmed
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
+from ..health.results import unconfirmed
 from ..health.trust import valid_nccl_pubkey
 from ..profiles import find_size, load_profile
 from .. import resource_types

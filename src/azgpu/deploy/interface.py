@@ -13,7 +13,7 @@ from ..health.outcome import UnhealthyNodes, unhealthy_error
 from ..plain import plain
 
 if TYPE_CHECKING:
-    from ..health.results import NodeResult
+    from ..health.model import NodeResult
     from ..plan import Plan
     from .deployer import Event
     from .health_gate import GateResult

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ..health.results import INCONCLUSIVE
+from ..health.model import INCONCLUSIVE
 from ..profiles import find_size
 from ..rack_record import save
 from ..racks import SUBGROUP, disputes, fabric_of, group

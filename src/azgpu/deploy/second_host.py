@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..health.results import FAILED, INCONCLUSIVE, PASSED, NodeResult
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, NodeResult
 from ..resource_types import INSTANCES, VMSS
 from .arm import to_azure_error
 from .interface import CheckOptions
