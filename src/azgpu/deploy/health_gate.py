@@ -17,75 +17,24 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AzgpuError
 from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
-from ..health.model import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, UNREACHABLE, NodeResult
 from ..health.results import unconfirmed
 from ..health.trust import valid_nccl_pubkey
 from ..profiles import find_size, load_profile
 from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import json_body, send, to_azure_error
-from .interface import CheckOptions
+from .interface import CheckOptions, GateResult, HealthReport
 from .lifecycle import find_cluster, require
 from .run_command import Instance, check_body, check_node_raw, expectations, list_instances, run_all, signature
 
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
-
-
-@dataclass
-class HealthReport:
-    """Every node's result (iterate it as a list of NodeResult), the outbound path of each scale set's
-    subnet, and the multi-node NCCL results when they ran."""
-
-    cluster: str
-    resource_group: str
-    nodes: list[NodeResult]
-    scale_sets: list[dict[str, Any]] = field(default_factory=list)
-    outbound: list[dict[str, Any]] = field(default_factory=list)
-    nccl: list[dict[str, Any]] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[NodeResult]:
-        return iter(self.nodes)
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    def __getitem__(self, index: int) -> NodeResult:
-        return self.nodes[index]
-
-    @property
-    def failed(self) -> list[NodeResult]:
-        return [n for n in self.nodes if n.status == FAILED]
-
-    @property
-    def unreachable(self) -> list[NodeResult]:
-        return [n for n in self.nodes if n.status == UNREACHABLE]
-
-    @property
-    def inconclusive(self) -> list[NodeResult]:
-        return [n for n in self.nodes if n.status == INCONCLUSIVE]
-
-    @property
-    def healthy(self) -> bool:
-        return all(n.passed for n in self.nodes) and all(r["status"] == PASSED for r in self.nccl)
-
-    def as_dict(self) -> dict[str, Any]:
-        counts = {s: sum(1 for n in self.nodes if n.status == s) for s in STATUSES}
-        return {
-            "cluster": self.cluster, "resource_group": self.resource_group, "healthy": self.healthy,
-            "nodes_checked": len(self.nodes), **counts,
-            "warnings": [o["warning"] for o in self.outbound if o.get("warning")],
-            "nodes": [n.as_dict() for n in self.nodes],
-            "nccl": self.nccl,
-            "outbound": self.outbound,
-            "scale_sets": self.scale_sets,
-        }
 
 
 def validate_options(*, parallel: int = PARALLEL, node_timeout: float = NODE_TIMEOUT,
@@ -358,22 +307,6 @@ def replaceable(node: NodeResult) -> bool:
     or a dropped connection from Run Command, a timeout) or answered inconclusively may sit on a healthy
     host: it is shown with its reason, never deleted or reported."""
     return node.status == FAILED
-
-
-@dataclass
-class GateResult:
-    report: HealthReport
-    rounds: list[dict[str, Any]]
-    replaced: list[dict[str, Any]]
-    stopped: str | None = None
-
-    @property
-    def healthy(self) -> bool:
-        return self.report.healthy
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.report.as_dict(), "rounds": self.rounds, "replaced": self.replaced,
-                "stopped": self.stopped}
 
 
 def _round(number: int, report_nodes: list[NodeResult], action: str) -> dict[str, Any]:

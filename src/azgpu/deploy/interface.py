@@ -1,23 +1,25 @@
 """The typed options and results of the deploy verbs (azgpu.deploy.create, ...), as SkyPilot's
-sky/provision keeps its own: callers build options once, read results as objects, and print
-`.as_dict()`. Nothing here talks to Azure or imports the SDK."""
+sky/provision keeps its own (sky/provision/common.py): callers build options once, read results as
+objects, and print `.as_dict()`. Every type that crosses a verb lives here (the preflight, each
+resource's progress Event, the gate's HealthReport and GateResult, the rack gate's RackGateResult),
+so the modules that compute them import this one and nothing imports them back. Nothing here talks
+to Azure or imports the SDK."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import Finding
 from ..health.limits import INSIGHT_TIMEOUT, MAX_ROUNDS, NODE_TIMEOUT, PARALLEL
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
 from ..health.outcome import UnhealthyNodes, unhealthy_error
+from ..images import PurchasePlan
 from ..plain import plain
 
 if TYPE_CHECKING:
-    from ..health.model import NodeResult
     from ..plan import Plan
-    from .deployer import Event
-    from .health_gate import GateResult
-    from .preflight import Preflight
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,152 @@ class CreateOptions:
     on_notice: Callable[[str], None] = _nothing
     confirm: Callable[[str], bool] | None = None
     before_delete: Callable[[list[NodeResult]], None] | None = None
+
+
+# ------------------------------------------------------------------------------ results
+
+
+@dataclass
+class Event:
+    """Progress of one resource, for the live display and for --no-wait summaries."""
+
+    key: str
+    name: str
+    stage: str  # the resource type's progress label (its row's stage)
+    state: str  # pending | exists | creating | succeeded | failed
+    total: int = 0
+    done: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    error: str = ""
+    has_instances: bool = False  # a scale set: done/total count its instances
+
+
+
+@dataclass
+class QuotaLine:
+    name: str
+    usage: int
+    limit: int
+    needed: int
+    key: str = ""  # the usage's name as Azure spells it (the Microsoft.Quota resource name)
+
+    @property
+    def ok(self) -> bool:
+        return self.usage + self.needed <= self.limit
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"quota": self.name, "usage": self.usage, "limit": self.limit, "needed": self.needed}
+        if not self.ok:
+            out["request_limit"] = self.usage + self.needed
+        return out
+
+
+@dataclass
+class Preflight:
+    findings: list[Finding] = field(default_factory=list)
+    quota: list[QuotaLine] = field(default_factory=list)
+    capabilities: dict[str, str] = field(default_factory=dict)
+    zones: list[str] = field(default_factory=list)
+    subnet: dict[str, Any] = field(default_factory=dict)  # what --subnet-id's subnet offers, when given
+    # Live values that override documented ones for what the request needs.
+    overrides: dict[str, Any] = field(default_factory=dict)
+    family: str | None = None  # the size's quota family as the Resource SKUs API spells it here
+    plan: PurchasePlan | None = None  # the live image's purchase plan
+    accept_terms: PurchasePlan | None = None  # a plan whose terms create accepts (--accept-terms)
+    reservation: dict[str, Any] = field(default_factory=dict)  # --capacity-reservation-group's room, when given
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_error]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [f.as_dict() for f in self.findings],
+            "quota": [q.as_dict() for q in self.quota],
+            "zones": self.zones,
+            **({"subnet": self.subnet} if self.subnet else {}),
+            **({"capacity_reservation": self.reservation} if self.reservation else {}),
+        }
+
+
+
+@dataclass
+class HealthReport:
+    """Every node's result (iterate it as a list of NodeResult), the outbound path of each scale set's
+    subnet, and the multi-node NCCL results when they ran."""
+
+    cluster: str
+    resource_group: str
+    nodes: list[NodeResult]
+    scale_sets: list[dict[str, Any]] = field(default_factory=list)
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    nccl: list[dict[str, Any]] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[NodeResult]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, index: int) -> NodeResult:
+        return self.nodes[index]
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == FAILED]
+
+    @property
+    def unreachable(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == UNREACHABLE]
+
+    @property
+    def inconclusive(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == INCONCLUSIVE]
+
+    @property
+    def healthy(self) -> bool:
+        return all(n.passed for n in self.nodes) and all(r["status"] == PASSED for r in self.nccl)
+
+    def as_dict(self) -> dict[str, Any]:
+        counts = {s: sum(1 for n in self.nodes if n.status == s) for s in STATUSES}
+        return {
+            "cluster": self.cluster, "resource_group": self.resource_group, "healthy": self.healthy,
+            "nodes_checked": len(self.nodes), **counts,
+            "warnings": [o["warning"] for o in self.outbound if o.get("warning")],
+            "nodes": [n.as_dict() for n in self.nodes],
+            "nccl": self.nccl,
+            "outbound": self.outbound,
+            "scale_sets": self.scale_sets,
+        }
+
+
+
+@dataclass
+class GateResult:
+    report: HealthReport
+    rounds: list[dict[str, Any]]
+    replaced: list[dict[str, Any]]
+    stopped: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.report.healthy
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.report.as_dict(), "rounds": self.rounds, "replaced": self.replaced,
+                "stopped": self.stopped}
+
+
+@dataclass
+class RackGateResult:
+    """What the gate of whole racks (rack_gate.gate) found: the nodes' gate result, the racks as measured after
+    any pruning, the spare racks it removed (each with why), and why it stopped short, or None."""
+
+    health: GateResult
+    racks: list[dict[str, Any]]
+    pruned: list[dict[str, Any]]
+    stopped: str | None = None
 
 
 @dataclass

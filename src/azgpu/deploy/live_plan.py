@@ -12,7 +12,8 @@ from ..errors import ValidationFailed
 from ..plan import Plan, build_plan
 from ..spec import Spec
 from .arm import is_ours, to_azure_error
-from .preflight import Preflight, run_preflight
+from .interface import Preflight
+from .preflight import run_preflight
 from ..resource_types import VMSS
 
 

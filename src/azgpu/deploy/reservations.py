@@ -32,7 +32,7 @@ from ..sources import cite
 from .arm import BASE, SOURCE_SKUS, answer, norm_family, pages, send, to_azure_error
 
 if TYPE_CHECKING:
-    from .preflight import Preflight
+    from .interface import Preflight
 
 SOURCE = "Azure capacity reservation groups API (az capacity reservation group show --instance-view)"
 MANAGED_TAGS = {"managed-by": "azgpu"}
