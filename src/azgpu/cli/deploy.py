@@ -17,7 +17,7 @@ from ..health.limits import MAX_ROUNDS
 from ..output import listing, terminal_text
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
-from .check import ALL_NODES, gate_findings, health_options, with_compact_health
+from .check import ALL_NODES, health_options, with_compact_health
 from .options import DECLINED, ListOption, azure_options, cluster_args, common, emit, log, make_request, number_findings, \
     print_finding, print_findings, request_options, validated_with
 from .progress import progress_for
@@ -122,9 +122,9 @@ def register(cli: click.Group) -> None:
         spec = validated_with(request, "create", [
             *check_fallbacks(settings.zones, settings.fallback_locations),
             *number_findings(timeout=settings.timeout, latency=simulate_latency),
-            *(gate_findings(gate) if gate.enabled else []),
+            *settings.findings(),  # the options' own check, once: create's door finds it done
             *report_findings(report_to_azure=reporting.report_to_azure, yes=yes,
-                             replace_unhealthy=gate.replace_unhealthy, insight_timeout=reporting.insight_timeout)])
+                             replace_unhealthy=gate.replace_unhealthy)])
         print_findings(spec.findings, verbose=obj["verbose"])
         if what_if_:
             _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, settings.currency,

@@ -35,11 +35,9 @@ def report_options(fn):
 
 
 def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool,
-                    insight_timeout: float) -> list[Finding]:
+                    ) -> list[Finding]:
     """What makes create's reporting request unable to work, reported with the request's other
-    findings before anything is created or written."""
-    from ..deploy.ghr import validate_options
-
+    findings before anything is created or written (--insight-timeout is ReportOptions' own check)."""
     if not report_to_azure:
         return []
     out = []
@@ -49,11 +47,10 @@ def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool
                            "to delete", remedy="add --replace-unhealthy, or report a cluster's failing nodes without "
                            "replacing them with 'provision report' (its -n and -g name the cluster)",
                            field="report_to_azure"))
-    for check in (lambda: validate_options(insight_timeout=insight_timeout), lambda: _need_confirmation(yes)):
-        try:
-            check()
-        except AzgpuError as exc:
-            out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="report_to_azure"))
+    try:
+        _need_confirmation(yes)
+    except AzgpuError as exc:
+        out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="report_to_azure"))
     return out
 
 

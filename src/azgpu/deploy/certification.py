@@ -42,8 +42,9 @@ from ..racks import fabric_domain, fabric_of
 from .arm import to_azure_error
 from . import rack_gate
 from .ghr import Reporter
-from .health_gate import HealthReport, _ips, check, replacement_stop, signature, validate_options
-from .interface import CertifyOptions, CertifyResult
+from .health_gate import _ips, inspect, replacement_stop, signature
+from .interface import CertifyOptions, CertifyResult, HealthReport, refuse
+from .lifecycle import live_cluster
 from .nodes import delete_instances, set_capacity
 from .run_command import Instance, Unreachable, _run, check_node_raw, list_instances
 
@@ -281,7 +282,7 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
     """Certify every node and fabric of the cluster; returns the certificate (CertifyResult)."""
     lv = level_of(options.level)
     node = options.node
-    validate_options(parallel=node.parallel, node_timeout=node.node_timeout, max_rounds=options.max_rounds)
+    refuse(options.findings())  # the verb's door: its options, once
     notice = options.on_notice
     reporter = None
     if options.report.report_to_azure:
@@ -290,7 +291,8 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
         reporter.preflight()  # before anything runs: a subscription that cannot report stops here
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     notice(f"certify {name}: the health gate first")
-    report = check(session, name, resource_group, node)
+    cluster = live_cluster(session, name, resource_group)
+    report = inspect(session, cluster, node)
     gate_seconds = max((n.seconds or 0 for n in report.nodes), default=0) + RUN_COMMAND
     results = {n.resource_id.lower(): n for n in report.nodes}
     domains = _domains(session, resource_group, name, report, options, lv)
@@ -333,7 +335,7 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
                 hook(list(bad))  # while the VMs still exist: Guest Health Reporting first
             new = _replace(session, resource_group, doomed, report)
             notice(f"certify: replaced {len(doomed)} node(s) (round {rounds}); certifying the new one(s)")
-            again = check(session, name, resource_group, dataclasses.replace(node, nccl=False), instances=new)
+            again = inspect(session, cluster, dataclasses.replace(node, nccl=False), instances=new)
             checked = list(again.nodes)
             faulty_names = {n.computer_name: n for n in bad}
             for old in doomed:

@@ -7,12 +7,13 @@ to Azure or imports the SDK."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Finding
-from ..health.limits import INSIGHT_TIMEOUT, MAX_ROUNDS, NODE_TIMEOUT, PARALLEL
+from ..errors import Finding, InputError, ValidationFailed
+from ..health.limits import INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT, MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
 from ..health.model import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
 from ..health.outcome import UnhealthyNodes, unhealthy_error
 from ..images import PurchasePlan
@@ -20,10 +21,51 @@ from ..plain import plain
 
 if TYPE_CHECKING:
     from ..plan import Plan
+    from ..profiles import Profile
+
+
+def _nothing(*args: Any) -> None:
+    return None
+
+
+class _SelfChecked:
+    """Options that check themselves once: findings() at the verb's door (and the CLI, which shows them with the
+    request's) runs the check the first time only; the options are frozen, so the answer cannot change."""
+
+    @functools.cached_property
+    def _checked(self) -> tuple[Finding, ...]:
+        return tuple(self._check())
+
+    def findings(self) -> list[Finding]:
+        return list(self._checked)
+
+    def _check(self) -> list[Finding]:
+        raise NotImplementedError
+
+
+def _range_findings(**values: Any) -> list[Finding]:
+    """health.limits.check_options's refusals, one finding per option out of range."""
+    out = []
+    for name, value in values.items():
+        try:
+            check_options(**{name: value})
+        except InputError as exc:
+            out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field=name))
+    return out
+
+
+def refuse(findings: list[Finding]) -> None:
+    """A verb's door: options with an error stop the verb before anything happens (one error as InputError, as
+    the option checks always raised; several at once as ValidationFailed)."""
+    errors = [f for f in findings if f.is_error]
+    if len(errors) == 1:
+        raise InputError(errors[0].message, code=errors[0].code, remedy=errors[0].remedy)
+    if errors:
+        raise ValidationFailed(errors)
 
 
 @dataclass(frozen=True)
-class CheckOptions:
+class CheckOptions(_SelfChecked):
     """How each node is checked, wherever the gate runs (`provision check` and `report`, create's gate,
     Slurm's resume): Run Commands in flight at once, the seconds one node's verdict may take, and
     whether an NCCL all-reduce runs across each scale set too."""
@@ -32,9 +74,13 @@ class CheckOptions:
     node_timeout: float = NODE_TIMEOUT
     nccl: bool = False
 
+    def _check(self) -> list[Finding]:
+        """--parallel and --node-timeout out of range, as findings (the verb's door raises them, the CLI shows them)."""
+        return _range_findings(parallel=self.parallel, node_timeout=self.node_timeout)
+
 
 @dataclass(frozen=True)
-class GateOptions:
+class GateOptions(_SelfChecked):
     """The health gate after the scale sets succeed (`create --check`).
 
     replace_unhealthy and spare_racks imply check. replace_unhealthy: replace failing nodes for at
@@ -53,9 +99,13 @@ class GateOptions:
     def enabled(self) -> bool:
         return self.check or self.replace_unhealthy or bool(self.spare_racks)
 
+    def _check(self) -> list[Finding]:
+        """The node check's findings and --max-rounds out of range; none for a gate that does not run."""
+        return [*self.node.findings(), *_range_findings(max_rounds=self.max_rounds)] if self.enabled else []
+
 
 @dataclass(frozen=True)
-class ReportOptions:
+class ReportOptions(_SelfChecked):
     """Guest Health Reporting of the nodes the gate is about to delete (`create --report-to-azure`).
 
     confirm(reports) -> bool is asked before anything is filed (None: file without asking).
@@ -65,13 +115,17 @@ class ReportOptions:
     insight_timeout: float = INSIGHT_TIMEOUT
     confirm: Callable[[list], bool] | None = None
 
-
-def _nothing(*args: Any) -> None:
-    return None
+    def _check(self) -> list[Finding]:
+        """--insight-timeout out of range (0 reads the insights once; at most an hour)."""
+        if isinstance(self.insight_timeout, (int, float)) and 0 <= self.insight_timeout <= MAX_INSIGHT_TIMEOUT:
+            return []
+        return [Finding(code="INVALID_INSIGHT_TIMEOUT", message=f"--insight-timeout {self.insight_timeout:g} is out "
+                        "of range", remedy=f"use 0 (read the insights once) to {MAX_INSIGHT_TIMEOUT:g} seconds "
+                                           f"(default {INSIGHT_TIMEOUT:g})", field="insight_timeout")]
 
 
 @dataclass(frozen=True)
-class CertifyOptions:
+class CertifyOptions(_SelfChecked):
     """`provision certify` (and `create --certify`): burn the cluster in, name the bad node, link or rack.
 
     level: quick | standard | extended (azgpu.certify.levels). replace: replace the nodes proven faulty
@@ -90,6 +144,11 @@ class CertifyOptions:
     seed: int | None = None
     on_notice: Callable[[str], None] = _nothing
     before_delete: Callable[[list[NodeResult]], None] | None = None
+
+    def _check(self) -> list[Finding]:
+        """The node check's options and --max-rounds out of range, and reporting's when it is asked for."""
+        return [*self.node.findings(), *_range_findings(max_rounds=self.max_rounds),
+                *(self.report.findings() if self.report.report_to_azure else [])]
 
 
 @dataclass
@@ -110,7 +169,7 @@ class CertifyResult:
 
 
 @dataclass(frozen=True)
-class CreateOptions:
+class CreateOptions(_SelfChecked):
     """Everything `create` does beyond the request, and the caller's hooks.
 
     dry_run: every check runs and the what-if (with its cost in `currency`) comes with the result;
@@ -142,6 +201,42 @@ class CreateOptions:
     on_notice: Callable[[str], None] = _nothing
     confirm: Callable[[str], bool] | None = None
     before_delete: Callable[[list[NodeResult]], None] | None = None
+
+    def _check(self) -> list[Finding]:
+        """Every option of create out of range, at once: the gate's (when it runs) and reporting's (when asked)."""
+        return [*self.gate.findings(), *(self.report.findings() if self.report.report_to_azure else [])]
+
+
+@dataclass(frozen=True)
+class GateHooks:
+    """What the gate tells its caller, and asks: on_node(NodeResult) as each node answers, on_start(count) as
+    a check starts, on_round(round) after each round, on_notice(message) for what it decides, and
+    before_delete(nodes) while the failing VMs still exist (if it raises, nothing is deleted)."""
+
+    before_delete: Callable[[list[NodeResult]], None] | None = None
+    on_node: Callable[[NodeResult], None] | None = None
+    on_round: Callable[[dict[str, Any]], None] | None = None
+    on_start: Callable[[int], None] | None = None
+    on_notice: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class LiveCluster:
+    """A cluster that exists, as the gate, `report` and Slurm's callers take it: its name, resource group,
+    scale sets, the profile it was made with and the nodes asked for. `create` builds it from its own plan
+    (no new listing); `check` and `report` with one lookup (lifecycle.live_cluster)."""
+
+    name: str
+    resource_group: str
+    scale_sets: tuple[str, ...]
+    profile: Profile | None = None  # None: a profile no longer known; each scale set's size says what to expect
+    nodes: int = 0
+
+    @classmethod
+    def of_plan(cls, plan: Plan) -> LiveCluster:
+        spec = plan.spec
+        return cls(spec.names.cluster, spec.request.resource_group, tuple(r.name for r in plan.scale_sets),
+                   spec.profile, spec.nodes)
 
 
 # ------------------------------------------------------------------------------ results

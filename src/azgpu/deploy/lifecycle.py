@@ -24,6 +24,7 @@ from ..bounded import BoundedError, array, obj, text
 from .arm import BASE, CREATED_TAG, TERMINAL, answer, invalid_answer, is_azgpu, is_not_found, is_ours, list_group, \
     send, to_azure_error, until_settled
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
+from .interface import LiveCluster
 from .session import result_of
 
 
@@ -64,6 +65,20 @@ def find_cluster(session, name: str, resource_group: str) -> Cluster:
     listed = list_group(session, resource_group) or []
     cluster.resources = [r for r in listed if is_ours(r.tags, name) and resource_types.managed(r.type)]
     return cluster
+
+
+def live_cluster(session, name: str, resource_group: str) -> LiveCluster:
+    """The cluster as the gate, `report` and Slurm take it, with one lookup (one listing of the group):
+    its scale sets, the profile its tag names (None for one no longer known) and the nodes it holds.
+    NotFoundError when there is no such cluster."""
+    cluster = require(find_cluster(session, name, resource_group))
+    sets = cluster.scale_sets
+    try:
+        profile = load_profile((sets[0].tags or {})["azgpu-profile"]) if sets else None
+    except (KeyError, AzgpuError):
+        profile = None
+    nodes = sum(int(getattr(v.sku, "capacity", 0) or 0) for v in sets if getattr(v, "sku", None))
+    return LiveCluster(name, resource_group, tuple(v.name for v in sets), profile, nodes)
 
 
 def require(cluster: Cluster) -> Cluster:
