@@ -142,7 +142,7 @@ def register(cli: click.Group) -> None:
         # --allow-scale-in.
         confirm = ask if not settings.allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
         settings = dataclasses.replace(settings, confirm=confirm,
-                                       report=dataclasses.replace(reporting, confirm=None if yes else ask_to_report))
+                                       report=reporting.with_hooks(confirm=None if yes else ask_to_report))
         if settings.certify is not None:
             settings = dataclasses.replace(settings, certify=dataclasses.replace(
                 settings.certify, report=settings.report, on_notice=log))

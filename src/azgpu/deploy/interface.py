@@ -7,6 +7,7 @@ to Azure or imports the SDK."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,13 @@ class _SelfChecked:
 
     def findings(self) -> list[Finding]:
         return list(self._checked)
+
+    def with_hooks(self, **hooks: Callable[..., Any] | None) -> Any:
+        """These options with other hooks (the CLI adds its prompts): what was checked stays checked."""
+        new = dataclasses.replace(self, **hooks)  # type: ignore[type-var]
+        if "_checked" in self.__dict__ and all(hook is None or callable(hook) for hook in hooks.values()):
+            new.__dict__["_checked"] = self._checked
+        return new
 
     def _check(self) -> list[Finding]:
         raise NotImplementedError
@@ -169,7 +177,7 @@ class CertifyResult:
 
 
 @dataclass(frozen=True)
-class CreateOptions(_SelfChecked):
+class CreateOptions:
     """Everything `create` does beyond the request, and the caller's hooks.
 
     dry_run: every check runs and the what-if (with its cost in `currency`) comes with the result;
@@ -202,8 +210,9 @@ class CreateOptions(_SelfChecked):
     confirm: Callable[[str], bool] | None = None
     before_delete: Callable[[list[NodeResult]], None] | None = None
 
-    def _check(self) -> list[Finding]:
-        """Every option of create out of range, at once: the gate's (when it runs) and reporting's (when asked)."""
+    def findings(self) -> list[Finding]:
+        """Every option of create out of range, at once: the gate's (when it runs) and reporting's (when asked),
+        each checked by its own options object, once."""
         return [*self.gate.findings(), *(self.report.findings() if self.report.report_to_azure else [])]
 
 
