@@ -133,6 +133,7 @@ def register(cli: click.Group) -> None:
         'provision create ... --check --replace-unhealthy'.
         """
         from ..deploy import CheckOptions, ReportOptions, ghr, report
+        from ..deploy.interface import GateHooks
 
         from ..health.limits import check_options
 
@@ -148,7 +149,8 @@ def register(cli: click.Group) -> None:
             done = report(session, name, resource_group,
                           ReportOptions(report_to_azure=True, insight_timeout=insight_timeout,
                                         confirm=None if yes else ask_to_report),
-                          nodes=nodes, check=check, on_node=node_logger(obj) or _node_line, on_event=log)
+                          nodes=nodes, check=check, hooks=GateHooks(on_node=node_logger(obj) or _node_line,
+                                                                    on_notice=log))
         health, entries = done.health, done.entries
         bad = health.failed
         filed = [e for e in entries if e["state"] in ("filed", "already_filed")]

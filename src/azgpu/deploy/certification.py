@@ -55,11 +55,12 @@ class RunCommandRunner:
     """The suite's runner on Azure: one Run Command per node and step, one per fabric round."""
 
     def __init__(self, session, resource_group: str, instances: dict[str, Instance], ips: dict[str, str], *,
-                 admin: str, timeout: float, parallel: int, gpus: int, ports: Sequence[str], nccl_env: str):
+                 admin: str, timeout: float, plan: SuitePlan):
+        """plan: the domain's suite plan, whose Run Commands in flight, GPUs, ports and NCCL environment these are."""
         self.session, self.rg = session, resource_group
         self.instances, self.ips = instances, ips
-        self.admin, self.timeout, self.parallel = admin, timeout, parallel
-        self.gpus, self.ports, self.nccl_env = gpus, tuple(ports), nccl_env
+        self.admin, self.timeout, self.parallel = admin, timeout, plan.parallel
+        self.gpus, self.ports, self.nccl_env = plan.gpus, tuple(plan.ports), plan.nccl_env
         self.prefix = f"c{secrets.token_hex(4)}"
         self.counter = itertools.count()
         self.lock = threading.Lock()
@@ -369,8 +370,9 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
             except AzgpuError as exc:  # the key expires by itself (KEY_HOURS): say so, keep the certificate
                 notice(f"certify: the fabric key could not be removed everywhere ({exc.message}); it expires in "
                        f"{KEY_HOURS} h")
-    record = _record(name, resource_group, lv.name, domains, results, reporter, replaced, figures, gate_seconds,
-                     started, stopped)
+    record = _record({"cluster": name, "resource_group": resource_group, "level": lv.name,
+                      "gate_seconds": gate_seconds, "started": started, "stopped": stopped},
+                     domains, results, reporter, replaced, figures)
     return CertifyResult(name, resource_group, record)
 
 
@@ -450,7 +452,7 @@ def _domains(session, resource_group: str, name: str, report: HealthReport, opti
                              parallel=node.parallel, nccl_env=_nccl_env(vmss),
                              step_timeout=int(max(60, node.node_timeout - 120)))
             runner = RunCommandRunner(session, resource_group, instances, ips, admin=admin, timeout=node.node_timeout,
-                                      parallel=node.parallel, gpus=gpus, ports=ports, nccl_env=plan.nccl_env)
+                                      plan=plan)
             out[vmss.name] = _Domain(vmss, size, plan, runner)
     except AzgpuError:
         raise
@@ -503,11 +505,9 @@ def _bad(domains: dict, results: dict[str, NodeResult], report: HealthReport) ->
     return list(out.values())
 
 
-def _record(name, resource_group, level, domains, results, reporter, replaced, figures, gate_seconds, started,
-            stopped) -> dict[str, Any]:
+def _record(run: dict[str, Any], domains, results, reporter, replaced, figures) -> dict[str, Any]:
+    """The certificate; run: the cluster, resource group, level, gate_seconds, started and stopped."""
     gate = [n.as_dict() for n in results.values() if n.status != PASSED and n.checker != "certify"]
     suites = [(d.vmss.name, d.size.name, r) for d in domains.values() for r in d.results]
     reports = list(reporter.entries) if reporter is not None else []
-    return certificate.build(cluster=name, resource_group=resource_group, level=level, domains=suites, gate=gate,
-                             reports=reports, replaced=replaced, figures=figures, gate_seconds=gate_seconds,
-                             started=started, stopped=stopped)
+    return certificate.build(**run, domains=suites, gate=gate, reports=reports, replaced=replaced, figures=figures)

@@ -47,7 +47,7 @@ from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPA
 from . import health_gate
 from ..bounded import retry_after_of
 from .arm import allowed, answer, invalid_answer, json_body, pages, send, to_azure_error
-from .interface import CheckOptions, LiveCluster, ReportOptions, ReportResult, refuse
+from .interface import NO_HOOKS, CheckOptions, GateHooks, LiveCluster, ReportOptions, ReportResult, refuse
 from .lifecycle import live_cluster
 
 # api-versions. Learn's "Report node health" page says of the PUT: "Use `2023-02-01-preview`" (the
@@ -591,11 +591,12 @@ def list_reports(session, resource_group: str, name: str | None = None) -> list[
 
 def report(session, name: str, resource_group: str, options: ReportOptions = ReportOptions(), *,
            nodes: Sequence[str] = (), check: CheckOptions = CheckOptions(),
-           on_node: Callable[[NodeResult], None] | None = None,
-           on_event: Callable[[str], None] | None = None) -> ReportResult:
+           hooks: GateHooks = NO_HOOKS) -> ReportResult:
     """Check the cluster's nodes (or only `nodes`: computer names, SCALESET/ID, instance ids or resource
     ids) as `provision check` does and
-    file a report for each one proven faulty; nothing is deleted. Reporting is checked before a node is."""
+    file a report for each one proven faulty; nothing is deleted. Reporting is checked before a node is.
+    hooks.on_node(NodeResult) as each node answers, hooks.on_notice(message) for each step."""
+    on_node, on_event = hooks.on_node, hooks.on_notice
     from . import second_host
 
     validate_options(insight_timeout=options.insight_timeout)  # the verb's door: its options, once

@@ -31,11 +31,10 @@ from ..profiles import find_size
 from .. import resource_types
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import json_body, send, to_azure_error
-from .interface import CheckOptions, GateHooks, GateOptions, GateResult, HealthReport, LiveCluster, refuse
+from .interface import NO_HOOKS, CheckOptions, GateHooks, GateOptions, GateResult, HealthReport, LiveCluster, refuse
 from .lifecycle import live_cluster
 from .run_command import Instance, check_body, check_node_raw, expectations, list_instances, run_all, signature
 
-NO_HOOKS = GateHooks()
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
 
 

@@ -229,6 +229,9 @@ class GateHooks:
     on_notice: Callable[[str], None] | None = None
 
 
+NO_HOOKS = GateHooks()
+
+
 @dataclass(frozen=True)
 class LiveCluster:
     """A cluster that exists, as the gate, `report` and Slurm's callers take it: its name, resource group,

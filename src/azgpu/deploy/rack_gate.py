@@ -22,7 +22,7 @@ from ..rack_record import save
 from ..racks import SUBGROUP, disputes, fabric_of, group
 from ..resource_types import VMSS
 from . import health_gate
-from .interface import GateHooks, GateOptions, LiveCluster, RackGateResult
+from .interface import NO_HOOKS, GateHooks, GateOptions, LiveCluster, RackGateResult
 from .arm import to_azure_error
 from .lifecycle import rack_signals
 
@@ -115,7 +115,7 @@ def choose(racks: list[dict[str, Any]], bad: set[str], per_rack: int, wanted: in
     return keep, remove, None
 
 
-def gate(session, live: LiveCluster, options: GateOptions, hooks: GateHooks = health_gate.NO_HOOKS) -> RackGateResult:
+def gate(session, live: LiveCluster, options: GateOptions, hooks: GateHooks = NO_HOOKS) -> RackGateResult:
     """Check every node, measure the racks, prune spare racks, leave out what cannot be replaced.
 
     hooks.before_delete(nodes) reports proven-faulty nodes (Guest Health Reporting) before their racks are
