@@ -2,7 +2,8 @@
 
 Cycles made modules load only in one order and hid which one owned what (cli <-> cli_deploy,
 profiles -> rules -> profiles). A second test holds imports inside functions to the same rule, since
-such an import only hides a loop; imports under TYPE_CHECKING do not count: nothing runs them.
+such an import only hides a loop. A third counts imports under TYPE_CHECKING too: nothing runs them, but
+a type one module names from another is a dependency all the same (interface <-> health_gate once was one).
 """
 
 from __future__ import annotations
@@ -27,25 +28,25 @@ def _resolve(current: str, is_package: bool, level: int, target: str | None) -> 
     return ".".join([*base, *([target] if target else [])])
 
 
-def _statements(tree: ast.Module, anywhere: bool):
-    """The import statements that run: at module level, or (anywhere) inside functions too; never
-    those under TYPE_CHECKING, which only type checkers read."""
+def _statements(tree: ast.Module, anywhere: bool, typing: bool = False):
+    """The import statements that run: at module level, or (anywhere) inside functions too; those under
+    TYPE_CHECKING, which only type checkers read, only with typing."""
     todo = list(tree.body)
     while todo:
         node = todo.pop(0)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not typing:
             continue
         yield node
         if anywhere:
             todo.extend(ast.iter_child_nodes(node))
 
 
-def _edges(anywhere: bool = False) -> dict[str, set[str]]:
+def _edges(anywhere: bool = False, typing: bool = False) -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in SRC.rglob("*.py")}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
-        for node in _statements(tree, anywhere):
+        for node in _statements(tree, anywhere, typing):
             if isinstance(node, ast.ImportFrom):
                 if node.level == 0:
                     if not (node.module or "").startswith("azgpu"):
@@ -101,6 +102,19 @@ def test_no_import_cycle_hides_inside_a_function():
     still depend on each other both ways (deploy's create, health gate and whatif once did)."""
     graph = _edges(anywhere=True)
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_no_import_cycle_even_of_types():
+    """A type-only import (under TYPE_CHECKING) that closes a loop is still two modules that need each other:
+    the type belongs in a module both import (deploy/interface.py, health/model.py)."""
+    graph = _edges(anywhere=True, typing=True)
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_type_only_imports_are_counted():
+    """The walk sees an import under TYPE_CHECKING (reservations names the preflight's type that way)."""
+    assert "azgpu.deploy.interface" in _edges(anywhere=True, typing=True)["azgpu.deploy.reservations"]
+    assert "azgpu.deploy.interface" not in _edges(anywhere=True)["azgpu.deploy.reservations"]
 
 
 def test_the_check_finds_a_cycle():

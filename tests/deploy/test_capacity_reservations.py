@@ -73,9 +73,9 @@ def reserve(session, count: int = 4, *, group: str = GROUP, name: str | None = "
     if reservation_type == "Block":
         schedule, bad = schedule_findings("Block", start=str(tomorrow()), days=days or 2, weeks=None)
         assert not bad
-    plan = reservations.reserve_check(session, resource_group=CRG_RG, group=group, name=name, location=LOCATION,
-                                      size=size, count=count, zone=zone, reservation_type=reservation_type,
-                                      schedule=schedule, **kw)
+    plan = reservations.reserve_check(session, reservations.ReservePlan(
+        resource_group=CRG_RG, group=group, name=name, location=LOCATION, size=size, count=count, zone=zone,
+        reservation_type=reservation_type, schedule=schedule), **kw)
     if plan.errors:
         raise ValidationFailed(plan.findings)
     return reservations.create_reservation(session, plan)
@@ -255,7 +255,8 @@ def test_fake_reservation_has_the_examples_shape(reservable, session):
 def check(session, **kw):
     args = {"resource_group": CRG_RG, "group": GROUP, "name": None, "location": LOCATION, "size": A100, "count": 2,
             "zone": None, "reservation_type": "Targeted", **kw}
-    return reservations.reserve_check(session, **args)
+    unowned = args.pop("allow_unowned", False)
+    return reservations.reserve_check(session, reservations.ReservePlan(**args), allow_unowned=unowned)
 
 
 def test_reserve_refuses_a_size_that_cannot_be_reserved(azure, session):
@@ -490,8 +491,9 @@ def test_create_into_a_failed_reservation_is_refused_before_any_write(reservable
     assert "provision reserve" in refused.remedy and "--count 4" in refused.remedy
     assert writes(reservable, since) == []
     from azgpu.deploy.capacity_report import capacity_for
+    from azgpu.profiles import find_size
 
-    got = capacity_for(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+    got = capacity_for(session, vm=find_size(A100)[1], nodes=2, locations=[LOCATION], zones=[], spot=False,
                  group_id=group_id(reservable))
     line = next(r for r in got["checks"] if r["check"] == "reservation")
     assert got["verdict"] == "blocked" and "Failed" in line["detail"], got["checks"]
@@ -555,6 +557,7 @@ def test_a_block_reservation_with_an_unreadable_schedule_is_not_deleted(reservab
 
 def test_create_and_the_report_do_not_count_on_a_block_reservation_with_an_unreadable_schedule(reservable, session):
     from azgpu.deploy.capacity_report import capacity_for
+    from azgpu.profiles import find_size
 
     reserve(session, count=2, reservation_type="Block", days=2)
     advance_to(reservable, window_start() + timedelta(hours=1))
@@ -564,7 +567,7 @@ def test_create_and_the_report_do_not_count_on_a_block_reservation_with_an_unrea
         create(session, in_group(reservable, nodes=2))
     assert "CAPACITY_RESERVATION_SCHEDULE_UNREAD" in {f.code for f in info.value.errors}
     assert writes(reservable, since) == []
-    got = capacity_for(session, size=A100, vcpus=96, nodes=2, locations=[LOCATION], zones=[], spot=False,
+    got = capacity_for(session, vm=find_size(A100)[1], nodes=2, locations=[LOCATION], zones=[], spot=False,
                  group_id=group_id(reservable))
     line = next(r for r in got["checks"] if r["check"] == "reservation")
     assert got["verdict"] == "blocked" and "no readable schedule" in line["detail"], got["checks"]
@@ -720,10 +723,11 @@ def test_capacity_report_lines_and_remedies(sim, shape):
 
 def test_capacity_report_counts_reserved_vms_once(reservable, session):
     from azgpu.deploy.capacity_report import capacity_for
+    from azgpu.profiles import find_size
 
     reservable.set_quota(LOCATION, A100_FAMILY, limit=4 * 96)
     reserve(session, count=4)
-    got = capacity_for(session, size=A100, vcpus=96, nodes=4, locations=[LOCATION], zones=[], spot=False,
+    got = capacity_for(session, vm=find_size(A100)[1], nodes=4, locations=[LOCATION], zones=[], spot=False,
                  group_id=group_id(reservable))
     assert got["verdict"] == "ok", got["checks"]
 

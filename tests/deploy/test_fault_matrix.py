@@ -505,6 +505,8 @@ def test_a_run_command_error_never_deletes_or_reports_a_node(azure, session, fau
 
     from azgpu.deploy import ghr
     from azgpu.deploy import health_gate as health
+    from azgpu.deploy.interface import GateHooks, GateOptions
+    from azgpu.deploy.lifecycle import live_cluster
     from azgpu.health.outcome import unhealthy_error
 
     create(session, health_request("nd-a100-v4", nodes=3))
@@ -512,7 +514,8 @@ def test_a_run_command_error_never_deletes_or_reports_a_node(azure, session, fau
     after = len(azure.requests)
     azure.inject(**RUN_COMMAND_FAULTS[fault])
     reporter = ghr.Reporter(session)
-    outcome = health.gate(session, "c1", "rg1", replace=True, before_delete=reporter)
+    outcome = health.gate(session, live_cluster(session, "c1", "rg1"), GateOptions(replace_unhealthy=True),
+                          GateHooks(before_delete=reporter))
     nodes = {n.instance_id: n for n in outcome.report}
     assert nodes["1"].status == "unreachable" and nodes["1"].reason_code == "run_command_failed"
     deleted = [c for c in azure.requests[after:] if c.method == "POST" and "/delete" in c.path]

@@ -13,6 +13,8 @@ from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, r
 
 from azgpu.deploy import CheckOptions, CreateOptions, GateOptions, arm, create, ghr
 from azgpu.deploy import health_gate as health
+from azgpu.deploy.interface import GateHooks
+from azgpu.deploy.lifecycle import live_cluster
 from azgpu.errors import AzgpuError, ValidationFailed
 from azgpu.health.outcome import UnhealthyNodes
 
@@ -84,7 +86,7 @@ def test_the_report_is_filed_and_followed_before_the_instance_is_deleted(azure, 
 
 def test_a_rerun_the_same_day_files_nothing_new(azure, session, bad_cluster):
     first = reporter(session)
-    health.gate(session, NAME, RG, replace=False)
+    health.gate(session, live_cluster(session, NAME, RG), GateOptions())
     nodes = [n for n in health.check(session, NAME, RG) if not n.passed]
     first.report(nodes)
     mark = len(azure.requests)
@@ -124,7 +126,8 @@ def test_a_subscription_not_onboarded_stops_before_anything_is_deleted(azure, se
     azure.set_provider("Microsoft.Impact", "NotRegistered")
     mark = len(azure.requests)
     with pytest.raises(ValidationFailed) as info:
-        health.gate(session, NAME, RG, replace=True, before_delete=reporter(session))
+        health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True),
+                    GateHooks(before_delete=reporter(session)))
     (finding,) = info.value.findings
     assert finding.code == "GHR_NOT_ONBOARDED" and "NotRegistered" in finding.message
     assert "az provider register --namespace Microsoft.Impact" in finding.remedy and "tenant ID" in finding.remedy
@@ -168,7 +171,8 @@ def test_a_report_azure_refuses_deletes_nothing(azure, session, bad_cluster):
     azure.inject(method="PUT", path=IMPACTS, status=403)
     mark = len(azure.requests)
     with pytest.raises(ghr.ReportingUnavailable) as info:
-        health.gate(session, NAME, RG, replace=True, before_delete=reporter(session))
+        health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True),
+                    GateHooks(before_delete=reporter(session)))
     assert info.value.code == "GHR_NOT_PERMITTED" and info.value.exit_code == 2
     assert ids(azure) == [0, 1, 2] and not deletes(azure, mark)
 
@@ -176,8 +180,8 @@ def test_a_report_azure_refuses_deletes_nothing(azure, session, bad_cluster):
 def test_declining_the_prompt_reports_and_deletes_nothing(azure, session, bad_cluster):
     asked = []
     with pytest.raises(ghr.ReportingUnavailable) as info:
-        health.gate(session, NAME, RG, replace=True,
-                    before_delete=reporter(session, confirm=lambda reports: asked.extend(reports) or False))
+        health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True), GateHooks(
+            before_delete=reporter(session, confirm=lambda reports: asked.extend(reports) or False)))
     assert info.value.code == "GHR_DECLINED" and "--yes" in info.value.remedy
     assert [r.category for r in asked] == [MISSING_GPU]
     assert not azure.impacts() and ids(azure) == [0, 1, 2]
@@ -186,7 +190,8 @@ def test_declining_the_prompt_reports_and_deletes_nothing(azure, session, bad_cl
 def test_a_category_the_live_listing_does_not_offer_is_not_sent(azure, session, bad_cluster):
     azure.set_impact_categories(["Resource.Hpc.Unhealthy.IBPortDown"])  # a listing with HPC categories speaks
     with pytest.raises(ghr.ReportingUnavailable) as info:
-        health.gate(session, NAME, RG, replace=True, before_delete=reporter(session))
+        health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True),
+                    GateHooks(before_delete=reporter(session)))
     assert info.value.code == "GHR_CATEGORY_NOT_OFFERED" and MISSING_GPU in info.value.message
     assert not azure.impacts() and ids(azure) == [0, 1, 2]
 

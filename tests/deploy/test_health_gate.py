@@ -11,6 +11,7 @@ from deploy_support import NAME, RG, VM, assert_cli_error, calls, create_args, r
 from azgpu.deploy import CreateOptions, GateOptions, create
 from azgpu.deploy import health_gate as health
 from azgpu.deploy.interface import CheckOptions
+from azgpu.deploy.lifecycle import live_cluster
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 
 
@@ -80,7 +81,8 @@ def test_the_rounds_are_bounded(azure, session):
     azure.make_unhealthy("c1-vmss000/0", gpus=7)
     azure.unhealthy_next(1, ib_down=True)  # every replacement is bad too, each in a new way
     azure.unhealthy_next(1, xid=79)
-    outcome = health.gate(session, NAME, RG, replace=True, max_rounds=2)
+    outcome = health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True,
+                                                                                max_rounds=2))
     assert not outcome.healthy and [r["round"] for r in outcome.rounds] == [0, 1, 2]
     assert outcome.stopped == "still unhealthy after 2 replacement round(s)"
     assert [r["instance_id"] for r in outcome.replaced] == ["0", "3"]
@@ -105,7 +107,8 @@ def test_a_finding_that_follows_the_node_to_a_new_host_stops_the_rounds(azure, s
     create(session, request("nd-a100-v4", nodes=3))
     azure.make_unhealthy("c1-vmss000/0", gpus=7)
     azure.unhealthy_next(5, gpus=7)  # the replacement shows it too: not the host
-    outcome = health.gate(session, NAME, RG, replace=True, max_rounds=3)
+    outcome = health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True,
+                                                                                max_rounds=3))
     assert [r["instance_id"] for r in outcome.replaced] == ["0"]
     assert "followed them to new hosts" in outcome.stopped
 
@@ -115,7 +118,8 @@ def test_a_node_busy_with_another_run_command_is_not_replaced(azure, session):
     azure.make_unhealthy("c1-vmss000/1", run_command="timeout")
     health.check(session, NAME, RG, CheckOptions(node_timeout=60))  # leaves a Run Command running there
     # The fake's clock is shared: the 409 waits on instance 1 (3 x 30 s) pass for the others too.
-    outcome = health.gate(session, NAME, RG, CheckOptions(node_timeout=600), replace=True)
+    outcome = health.gate(session, live_cluster(session, NAME, RG),
+                          GateOptions(replace_unhealthy=True, node=CheckOptions(node_timeout=600)))
     assert outcome.report.unreachable[0].reason_code == "conflict"
     assert outcome.stopped.startswith("no node can be replaced")
     assert ids(azure) == [0, 1, 2]
@@ -130,11 +134,13 @@ def test_check_needs_the_deployment_to_finish(session):
 
 
 def test_the_round_limit_is_checked(session):
+    from azgpu import deploy
     from azgpu.errors import InputError
 
     create(session, request("nd-a100-v4", nodes=1))
-    with pytest.raises(InputError) as info:
-        health.gate(session, NAME, RG, replace=True, max_rounds=0)
+    with pytest.raises(InputError) as info:  # at create's door, the gate's only caller
+        deploy.create(session, request("nd-a100-v4", nodes=1),
+                      CreateOptions(gate=GateOptions(replace_unhealthy=True, max_rounds=0)))
     assert info.value.code == "INVALID_MAX_ROUNDS"
 
 

@@ -16,6 +16,7 @@ from deploy_support import NAME, RG, calls, request
 from azgpu.deploy import CreateOptions, GateOptions, create, ghr
 from azgpu.deploy import health_gate as health
 from azgpu.deploy.interface import CheckOptions
+from azgpu.deploy.lifecycle import live_cluster
 from azgpu.health.outcome import UnhealthyNodes, unhealthy_error
 from azgpu.testing import hardware
 from azgpu.testing.models import vm_actions
@@ -66,7 +67,7 @@ def test_the_watchdog_and_nhcna_only_are_inconclusive_and_only_the_host_fault_is
     aznhc_says["c1-000-000001"] = [WATCHDOG]
     aznhc_says["c1-000-000002"] = [NHCNA]
     azure.make_unhealthy("c1-vmss000/3", gpus=7)
-    outcome = health.gate(session, NAME, RG, replace=True)
+    outcome = health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True))
     nodes = {n.computer_name: n for n in outcome.report}
     assert nodes["c1-000-000001"].status == "inconclusive" and nodes["c1-000-000001"].reason_code == "watchdog"
     assert "watchdog" in nodes["c1-000-000001"].reason
@@ -149,7 +150,7 @@ HOSTILE = {
 def test_a_hostile_verdict_is_inconclusive_and_deletes_nothing(azure, session, monkeypatch, case):
     create(session, request("nd-a100-v4", nodes=2))
     node_says(monkeypatch, {"c1-000-000001": HOSTILE[case]})
-    outcome = health.gate(session, NAME, RG, replace=True)
+    outcome = health.gate(session, live_cluster(session, NAME, RG), GateOptions(replace_unhealthy=True))
     nodes = {n.computer_name: n for n in outcome.report}
     assert nodes["c1-000-000001"].status == "inconclusive" and nodes["c1-000-000001"].reason_code == "invalid_verdict"
     assert nodes["c1-000-000000"].status == "passed"

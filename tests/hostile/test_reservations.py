@@ -31,8 +31,9 @@ def block_group(azure, session, monkeypatch):
     today = datetime.fromtimestamp(azure.now(), UTC).date()
     schedule, bad = schedule_findings("Block", start=str(today + timedelta(days=1)), days=2, weeks=None)
     assert not bad
-    plan = reservations.reserve_check(session, resource_group=RG, group=GROUP, name="h100", location=LOCATION,
-                                      size=SIZE, count=1, zone=None, reservation_type="Block", schedule=schedule)
+    plan = reservations.reserve_check(session, reservations.ReservePlan(
+        resource_group=RG, group=GROUP, name="h100", location=LOCATION, size=SIZE, count=1, zone=None,
+        reservation_type="Block", schedule=schedule))
     assert not plan.errors, plan.findings
     reservations.create_reservation(session, plan)
     return today

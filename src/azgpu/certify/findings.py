@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..health.impact import impact_category
-from ..health.results import Failure, GpuRef
+from ..health.model import Failure, GpuRef
 from ..profiles import Figure
 
 PASS, WARN, FAIL, UNJUDGED, ERROR = "pass", "warn", "fail", "unjudged", "error"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..health.results import GpuRef
+from ..health.model import GpuRef
 from ..profiles import Figure
 from . import clocks, dcgm, nccl_tests, nvbandwidth
 from .bounded import OutputError, lines_of, printable

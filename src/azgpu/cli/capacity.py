@@ -181,7 +181,7 @@ def register(cli: click.Group) -> None:
                              remedy=f"pass {CAPACITY_RESERVATION_GROUP.example_id('NAME')}")
         locations = list(dict.fromkeys(location_name(x) for x in [location, *fallback_locations]))
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            result = capacity_for(session, size=vm.name, vcpus=vm.vcpus, nodes=nodes, locations=locations,
+            result = capacity_for(session, vm=vm, nodes=nodes, locations=locations,
                                   zones=[str(z) for z in zones], spot=spot, group_id=capacity_reservation_group)
         emit(result, obj, table=lambda r: r["checks"])
         apart = [f"{f['location']}: {f['verdict']}" for f in result["fallbacks"] if f["verdict"] != OK]
@@ -306,10 +306,10 @@ def _register_reserve(cli: click.Group) -> None:
         from ..deploy import reservations
 
         with options.session_for(subscription, simulate, simulate_latency, simulate_state) as session:
-            plan = reservations.reserve_check(session, resource_group=resource_group, group=group, name=name,
-                                              location=location, size=vm.name, count=count, zone=zone,
-                                              reservation_type=reservation_type, schedule=schedule,
-                                              allow_unowned=allow_unowned)
+            asked = reservations.ReservePlan(resource_group=resource_group, group=group, name=name or "",
+                                             location=location, size=vm.name, count=count, zone=zone,
+                                             reservation_type=reservation_type, schedule=schedule)
+            plan = reservations.reserve_check(session, asked, allow_unowned=allow_unowned)
             if plan.errors:
                 raise ValidationFailed(plan.findings)
             print_findings(plan.findings, verbose=obj["verbose"])

@@ -62,8 +62,10 @@ def certify_request(certify: dict[str, Any], node_check):
     from ..deploy.interface import CertifyOptions, ReportOptions
     from .report import ask_to_report, report_findings
 
-    problems = report_findings(report_to_azure=certify["report_to_azure"], replace_unhealthy=True,
-                               yes=certify["yes"], insight_timeout=certify["insight_timeout"])
+    report = ReportOptions(report_to_azure=certify["report_to_azure"], insight_timeout=certify["insight_timeout"],
+                           confirm=None if certify["yes"] else ask_to_report)
+    problems = [*report_findings(report_to_azure=certify["report_to_azure"], replace_unhealthy=True,
+                                 yes=certify["yes"]), *(report.findings() if report.report_to_azure else [])]
     if not 1 <= certify["max_rounds"] <= 10:
         raise InputError(f"--max-rounds {certify['max_rounds']} is out of range", code="INVALID_MAX_ROUNDS",
                          remedy="use 1 to 10 replacement rounds (default 3)")
@@ -81,8 +83,6 @@ def certify_request(certify: dict[str, Any], node_check):
         from ..errors import ValidationFailed
 
         raise ValidationFailed(problems)
-    report = ReportOptions(report_to_azure=certify["report_to_azure"], insight_timeout=certify["insight_timeout"],
-                           confirm=None if certify["yes"] else ask_to_report)
     return CertifyOptions(level=certify["level"], replace=certify["replace"], max_rounds=certify["max_rounds"],
                           node=node_check, report=report, on_notice=log)
 

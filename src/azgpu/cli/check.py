@@ -40,22 +40,6 @@ def health_options(fn):
     return wrapped
 
 
-def gate_findings(gate) -> list:
-    """create's gate options (GateOptions) as findings, reported with the request's before anything is created
-    or a lock is taken: --parallel, --node-timeout and --max-rounds out of range."""
-    from ..errors import Finding, InputError
-    from ..health.limits import check_options
-
-    out = []
-    for values in ({"parallel": gate.node.parallel}, {"node_timeout": gate.node.node_timeout},
-                   {"max_rounds": gate.max_rounds}):
-        try:
-            check_options(**values)
-        except InputError as exc:
-            out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field=next(iter(values))))
-    return out
-
-
 # A table lists every node up to this many; above it, the nodes that did not pass in full and the rest
 # counted (--all-nodes lists them all; -o json always has every node).
 LISTED_NODES = 20

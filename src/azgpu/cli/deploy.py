@@ -17,7 +17,7 @@ from ..health.limits import MAX_ROUNDS
 from ..output import listing, terminal_text
 from ..resource_types import DEPLOYMENT, QUOTA
 from . import options
-from .check import ALL_NODES, gate_findings, health_options, with_compact_health
+from .check import ALL_NODES, health_options, with_compact_health
 from .options import (
     DECLINED,
     ListOption,
@@ -135,9 +135,9 @@ def register(cli: click.Group) -> None:
         spec = validated_with(request, "create", [
             *check_fallbacks(settings.zones, settings.fallback_locations),
             *number_findings(timeout=settings.timeout, latency=simulate_latency),
-            *(gate_findings(gate) if gate.enabled else []),
+            *settings.findings(),  # the options' own check, once: create's door finds it done
             *report_findings(report_to_azure=reporting.report_to_azure, yes=yes,
-                             replace_unhealthy=gate.replace_unhealthy, insight_timeout=reporting.insight_timeout)])
+                             replace_unhealthy=gate.replace_unhealthy)])
         print_findings(spec.findings, verbose=obj["verbose"])
         if what_if_:
             _what_if(obj, spec, subscription, simulate, simulate_latency, simulate_state, settings.currency,
@@ -155,7 +155,7 @@ def register(cli: click.Group) -> None:
         # --allow-scale-in.
         confirm = ask if not settings.allow_scale_in and not dry_run and (yes or sys.stdin.isatty()) else None
         settings = dataclasses.replace(settings, confirm=confirm,
-                                       report=dataclasses.replace(reporting, confirm=None if yes else ask_to_report))
+                                       report=reporting.with_hooks(confirm=None if yes else ask_to_report))
         if settings.certify is not None:
             settings = dataclasses.replace(settings, certify=dataclasses.replace(
                 settings.certify, report=settings.report, on_notice=log))

@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..deploy.deployer import Event
+    from ..deploy.interface import Event
 
 
 class NullProgress:

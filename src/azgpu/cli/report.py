@@ -36,11 +36,9 @@ def report_options(fn):
 
 
 def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool,
-                    insight_timeout: float) -> list[Finding]:
+                    ) -> list[Finding]:
     """What makes create's reporting request unable to work, reported with the request's other
-    findings before anything is created or written."""
-    from ..deploy.ghr import validate_options
-
+    findings before anything is created or written (--insight-timeout is ReportOptions' own check)."""
     if not report_to_azure:
         return []
     out = []
@@ -50,11 +48,10 @@ def report_findings(*, report_to_azure: bool, replace_unhealthy: bool, yes: bool
                            "to delete", remedy="add --replace-unhealthy, or report a cluster's failing nodes without "
                            "replacing them with 'provision report' (its -n and -g name the cluster)",
                            field="report_to_azure"))
-    for check in (lambda: validate_options(insight_timeout=insight_timeout), lambda: _need_confirmation(yes)):
-        try:
-            check()
-        except AzgpuError as exc:
-            out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="report_to_azure"))
+    try:
+        _need_confirmation(yes)
+    except AzgpuError as exc:
+        out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="report_to_azure"))
     return out
 
 
@@ -137,6 +134,7 @@ def register(cli: click.Group) -> None:
         'provision create ... --check --replace-unhealthy'.
         """
         from ..deploy import CheckOptions, ReportOptions, ghr, report
+        from ..deploy.interface import GateHooks
         from ..health.limits import check_options
 
         # Every option of its own before Azure is asked anything (the reporting preflight comes first there).
@@ -151,7 +149,8 @@ def register(cli: click.Group) -> None:
             done = report(session, name, resource_group,
                           ReportOptions(report_to_azure=True, insight_timeout=insight_timeout,
                                         confirm=None if yes else ask_to_report),
-                          nodes=nodes, check=check, on_node=node_logger(obj) or _node_line, on_event=log)
+                          nodes=nodes, check=check, hooks=GateHooks(on_node=node_logger(obj) or _node_line,
+                                                                    on_notice=log))
         health, entries = done.health, done.entries
         bad = health.failed
         filed = [e for e in entries if e["state"] in ("filed", "already_filed")]

@@ -6,8 +6,10 @@
 
 create(session, request, CreateOptions) -> CreateResult; what_if(session, request) -> changes.WhatIf;
 status / wait / destroy / outputs(session, name, resource_group); check(session, name, resource_group,
-CheckOptions) -> health_gate.HealthReport; report(session, name, resource_group, ReportOptions,
-check=CheckOptions) -> ReportResult;
+CheckOptions) -> HealthReport; report(session, name, resource_group, ReportOptions,
+check=CheckOptions, hooks=GateHooks) -> ReportResult; live_cluster(session, name, resource_group) ->
+LiveCluster (what the gates take: health_gate.gate and rack_gate.gate(session, LiveCluster, GateOptions,
+GateHooks));
 list(session, resource_group=None) -> one row per cluster; certify(session, name, resource_group,
 CertifyOptions) -> CertifyResult (the certificate). For a scheduler's power programs (azgpu.slurm):
 cluster_nodes, delete_instances, set_capacity, node_bindings, bind_node, unbind_node, run_on_node
@@ -29,7 +31,11 @@ from .interface import (
     CheckOptions,
     CreateOptions,
     CreateResult,
+    GateHooks,
     GateOptions,
+    GateResult,
+    HealthReport,
+    LiveCluster,
     ReportOptions,
     ReportResult,
 )
@@ -41,7 +47,7 @@ if TYPE_CHECKING:
     from .cluster_list import list_clusters as list  # the verb's name, as `provision list`
     from .ghr import report
     from .health_gate import check, common_failures, replaceable, replacement_stop, signature
-    from .lifecycle import destroy, outputs, status, wait
+    from .lifecycle import destroy, live_cluster, outputs, status, wait
     from .nodes import bind_node, cluster_nodes, delete_instances, node_bindings, run_on_node, set_capacity, unbind_node
     from .whatif import what_if
 
@@ -49,6 +55,7 @@ if TYPE_CHECKING:
 VERBS = {
     "create": ("cluster_create", "create"), "what_if": ("whatif", "what_if"), "status": ("lifecycle", "status"),
     "wait": ("lifecycle", "wait"), "destroy": ("lifecycle", "destroy"), "outputs": ("lifecycle", "outputs"),
+    "live_cluster": ("lifecycle", "live_cluster"),
     "check": ("health_gate", "check"), "report": ("ghr", "report"), "list": ("cluster_list", "list_clusters"),
     "certify": ("certification", "certify"),
     **{verb: ("nodes", verb) for verb in ("cluster_nodes", "delete_instances", "set_capacity", "node_bindings",
@@ -57,8 +64,9 @@ VERBS = {
     "to_azure_error": ("arm", "to_azure_error"),
 }
 
-__all__ = ["CertifyOptions", "CertifyResult", "CheckOptions", "CreateOptions", "CreateResult", "GateOptions",
-           "ReportOptions", "ReportResult", "create", "what_if", "status", "wait", "destroy", "outputs", "check",
+__all__ = ["CertifyOptions", "CertifyResult", "CheckOptions", "CreateOptions", "CreateResult", "GateHooks",
+           "GateOptions", "GateResult", "HealthReport", "LiveCluster", "ReportOptions", "ReportResult", "live_cluster",
+           "create", "what_if", "status", "wait", "destroy", "outputs", "check",
            "report", "list", "certify", "cluster_nodes", "delete_instances", "set_capacity", "node_bindings",
            "bind_node", "unbind_node", "run_on_node", "replaceable", "common_failures", "replacement_stop", "signature",
            "to_azure_error"]

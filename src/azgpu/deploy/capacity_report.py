@@ -147,8 +147,10 @@ def _reservation_rows(session, group_id: str, size: str, location: str, zones: l
     return rows, covered
 
 
-def capacity_for(session, *, size: str, vcpus: int, nodes: int, locations: list[str], zones: list[str], spot: bool,
+def capacity_for(session, *, vm: Any, nodes: int, locations: list[str], zones: list[str], spot: bool,
                  group_id: str | None = None) -> dict[str, Any]:
+    """`provision capacity`: vm is the size asked for (a profiles.Size: its name and vCPUs)."""
+    size, vcpus = vm.name, vm.vcpus
     rows: list[dict] = []
     for location in locations:
         sku_rows, sku = _sku_rows(session.compute, size, location, zones if location == locations[0] else [])

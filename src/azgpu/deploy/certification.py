@@ -44,8 +44,9 @@ from ..racks import fabric_domain, fabric_of
 from . import rack_gate
 from .arm import to_azure_error
 from .ghr import Reporter
-from .health_gate import HealthReport, _ips, check, replacement_stop, signature, validate_options
-from .interface import CertifyOptions, CertifyResult
+from .health_gate import _ips, inspect, replacement_stop, signature
+from .interface import CertifyOptions, CertifyResult, HealthReport, refuse
+from .lifecycle import live_cluster
 from .nodes import delete_instances, set_capacity
 from .run_command import Instance, Unreachable, _run, check_node_raw, list_instances
 
@@ -56,11 +57,12 @@ class RunCommandRunner:
     """The suite's runner on Azure: one Run Command per node and step, one per fabric round."""
 
     def __init__(self, session, resource_group: str, instances: dict[str, Instance], ips: dict[str, str], *,
-                 admin: str, timeout: float, parallel: int, gpus: int, ports: Sequence[str], nccl_env: str):
+                 admin: str, timeout: float, plan: SuitePlan):
+        """plan: the domain's suite plan, whose Run Commands in flight, GPUs, ports and NCCL environment these are."""
         self.session, self.rg = session, resource_group
         self.instances, self.ips = instances, ips
-        self.admin, self.timeout, self.parallel = admin, timeout, parallel
-        self.gpus, self.ports, self.nccl_env = gpus, tuple(ports), nccl_env
+        self.admin, self.timeout, self.parallel = admin, timeout, plan.parallel
+        self.gpus, self.ports, self.nccl_env = plan.gpus, tuple(plan.ports), plan.nccl_env
         self.prefix = f"c{secrets.token_hex(4)}"
         self.counter = itertools.count()
         self.lock = threading.Lock()
@@ -276,7 +278,7 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
     """Certify every node and fabric of the cluster; returns the certificate (CertifyResult)."""
     lv = level_of(options.level)
     node = options.node
-    validate_options(parallel=node.parallel, node_timeout=node.node_timeout, max_rounds=options.max_rounds)
+    refuse(options.findings())  # the verb's door: its options, once
     notice = options.on_notice
     reporter = None
     if options.report.report_to_azure:
@@ -285,7 +287,8 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
         reporter.preflight()  # before anything runs: a subscription that cannot report stops here
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     notice(f"certify {name}: the health gate first")
-    report = check(session, name, resource_group, node)
+    cluster = live_cluster(session, name, resource_group)
+    report = inspect(session, cluster, node)
     gate_seconds = max((n.seconds or 0 for n in report.nodes), default=0) + RUN_COMMAND
     results = {n.resource_id.lower(): n for n in report.nodes}
     domains = _domains(session, resource_group, name, report, options, lv)
@@ -328,7 +331,7 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
                 hook(list(bad))  # while the VMs still exist: Guest Health Reporting first
             new = _replace(session, resource_group, doomed, report)
             notice(f"certify: replaced {len(doomed)} node(s) (round {rounds}); certifying the new one(s)")
-            again = check(session, name, resource_group, dataclasses.replace(node, nccl=False), instances=new)
+            again = inspect(session, cluster, dataclasses.replace(node, nccl=False), instances=new)
             checked = list(again.nodes)
             faulty_names = {n.computer_name: n for n in bad}
             for old in doomed:
@@ -362,8 +365,9 @@ def certify(session, name: str, resource_group: str, options: CertifyOptions = C
             except AzgpuError as exc:  # the key expires by itself (KEY_HOURS): say so, keep the certificate
                 notice(f"certify: the fabric key could not be removed everywhere ({exc.message}); it expires in "
                        f"{KEY_HOURS} h")
-    record = _record(name, resource_group, lv.name, domains, results, reporter, replaced, figures, gate_seconds,
-                     started, stopped)
+    record = _record({"cluster": name, "resource_group": resource_group, "level": lv.name,
+                      "gate_seconds": gate_seconds, "started": started, "stopped": stopped},
+                     domains, results, reporter, replaced, figures)
     return CertifyResult(name, resource_group, record)
 
 
@@ -443,7 +447,7 @@ def _domains(session, resource_group: str, name: str, report: HealthReport, opti
                              parallel=node.parallel, nccl_env=_nccl_env(vmss),
                              step_timeout=int(max(60, node.node_timeout - 120)))
             runner = RunCommandRunner(session, resource_group, instances, ips, admin=admin, timeout=node.node_timeout,
-                                      parallel=node.parallel, gpus=gpus, ports=ports, nccl_env=plan.nccl_env)
+                                      plan=plan)
             out[vmss.name] = _Domain(vmss, size, plan, runner)
     except AzgpuError:
         raise
@@ -496,11 +500,9 @@ def _bad(domains: dict, results: dict[str, NodeResult], report: HealthReport) ->
     return list(out.values())
 
 
-def _record(name, resource_group, level, domains, results, reporter, replaced, figures, gate_seconds, started,
-            stopped) -> dict[str, Any]:
+def _record(run: dict[str, Any], domains, results, reporter, replaced, figures) -> dict[str, Any]:
+    """The certificate; run: the cluster, resource group, level, gate_seconds, started and stopped."""
     gate = [n.as_dict() for n in results.values() if n.status != PASSED and n.checker != "certify"]
     suites = [(d.vmss.name, d.size.name, r) for d in domains.values() for r in d.results]
     reports = list(reporter.entries) if reporter is not None else []
-    return certificate.build(cluster=name, resource_group=resource_group, level=level, domains=suites, gate=gate,
-                             reports=reports, replaced=replaced, figures=figures, gate_seconds=gate_seconds,
-                             started=started, stopped=stopped)
+    return certificate.build(**run, domains=suites, gate=gate, reports=reports, replaced=replaced, figures=figures)

@@ -19,7 +19,7 @@ from .arm_preflight import validate as arm_check
 from .azure_errors import CapacityError
 from .deployer import Deployer
 from .ghr import Reporter
-from .interface import CreateOptions, CreateResult, GateOptions
+from .interface import CreateOptions, CreateResult, GateHooks, GateOptions, LiveCluster, refuse
 from .lifecycle import destroy, find_cluster
 from .live_plan import prepare
 from .marketplace import accept_terms as accept_marketplace_terms
@@ -47,6 +47,7 @@ def create(session, request: Request | Spec, options: CreateOptions = CreateOpti
     With options.report.report_to_azure the gate's failing nodes are reported to Guest Health
     Reporting before they are deleted, and that reporting is checked before anything is created.
     """
+    refuse(options.findings())  # the verb's door: every option out of range, once, before anything happens
     gate = options.gate
     reporter = _reporter(session, options)
     validated = request if isinstance(request, Spec) else None
@@ -57,9 +58,6 @@ def create(session, request: Request | Spec, options: CreateOptions = CreateOpti
     if gate.enabled and (options.dry_run or not options.wait):
         raise InputError("--check needs the deployment to finish", code="CHECK_NEEDS_WAIT",
                          remedy="drop --dry-run/--no-wait, or run 'provision check' after 'provision wait'")
-    if gate.enabled:  # bad gate options fail before anything is created
-        health_gate.validate_options(max_rounds=gate.max_rounds, parallel=gate.node.parallel,
-                                     node_timeout=gate.node.node_timeout)
     resource_group = request.resource_group
     zones, locations = list(options.zones), list(options.fallback_locations)
     bad = [f for f in check_fallbacks(zones, locations) if f.is_error]
@@ -119,8 +117,7 @@ def create(session, request: Request | Spec, options: CreateOptions = CreateOpti
         result.resource_group_created = created_group
         result.resources = list(events.values())
         if gate.enabled:
-            _health_gate(session, plan, resource_group, result, gate, _before_delete(reporter, options),
-                         options.on_notice)
+            _health_gate(session, plan, result, gate, _before_delete(reporter, options), options.on_notice)
         if options.certify is not None and options.wait and (result.health is None or result.health.healthy):
             from .certification import certify  # the suite loads only when asked for
 
@@ -178,26 +175,24 @@ def with_spare_racks(request: Request, spare_racks: int) -> Request:
     return request.with_changes(nodes=(request.nodes or 0) + spare_racks * per_rack)
 
 
-def _health_gate(session, plan: Plan, resource_group: str, result: CreateResult, gate: GateOptions,
-                 before_delete, on_notice: Callable[[str], None]) -> None:
-    cluster = plan.spec.names.cluster
+def _health_gate(session, plan: Plan, result: CreateResult, gate: GateOptions, before_delete,
+                 on_notice: Callable[[str], None]) -> None:
+    """The gate over the cluster create just deployed, as its own plan describes it: nothing is listed or
+    loaded again to find it (LiveCluster.of_plan)."""
+    cluster = LiveCluster.of_plan(plan)
     vertical = plan.spec.profile.vertical_connect
     replace = gate.replace_unhealthy
     on_notice(f"health check of {plan.spec.nodes} node(s)" + (", replacing the unhealthy ones" if replace and not
                                                                vertical else ""))
-    on_round = health_gate.round_notices(on_notice)
+    hooks = GateHooks(before_delete=before_delete, on_round=health_gate.round_notices(on_notice), on_notice=on_notice)
     if vertical:  # whole racks only: azgpu.deploy.rack_gate
-        outcome, racks, pruned, stopped = rack_gate.gate(
-            session, plan, resource_group, replace=replace, spare_racks=gate.spare_racks, max_rounds=gate.max_rounds,
-            before_delete=before_delete, options=gate.node, on_notice=on_notice, on_round=on_round)
-        outcome.stopped = stopped
-        result.racks = racks
+        racked = rack_gate.gate(session, cluster, gate, hooks)
+        outcome = racked.health
+        result.racks = racked.racks
         if gate.spare_racks:
-            result.spare_racks = {"requested": gate.spare_racks, "removed": pruned}
+            result.spare_racks = {"requested": gate.spare_racks, "removed": racked.pruned}
     else:
-        outcome = health_gate.gate(session, cluster, resource_group, gate.node, replace=replace,
-                                   max_rounds=gate.max_rounds, before_delete=before_delete, on_round=on_round,
-                                   on_notice=on_notice)
+        outcome = health_gate.gate(session, cluster, gate, hooks)
     result.health = outcome
 
 

@@ -24,6 +24,7 @@ from ..plan import Plan, Resource
 from ..resource_types import VMSS
 from .arm import TERMINAL, is_not_found, list_group, rest_shape, to_azure_error, until_settled, wait_first_polling
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
+from .interface import Event
 from .session import Interrupted, result_of
 
 # After Ctrl-C, how long the workers get to finish what they are doing (every wait of theirs ends at
@@ -55,22 +56,6 @@ def resolved_body(resource: Resource, resolver: Resolver) -> dict[str, Any]:
 
 def plan_parameters(plan: Plan) -> dict[str, Any]:
     return {p.name: p.value for p in plan.parameters}
-
-
-@dataclass
-class Event:
-    """Progress of one resource, for the live display and for --no-wait summaries."""
-
-    key: str
-    name: str
-    stage: str  # the resource type's progress label (its row's stage)
-    state: str  # pending | exists | creating | succeeded | failed
-    total: int = 0
-    done: int = 0
-    started: float = 0.0
-    finished: float = 0.0
-    error: str = ""
-    has_instances: bool = False  # a scale set: done/total count its instances
 
 
 def _immutable(body: dict) -> dict[str, Any]:

@@ -41,14 +41,14 @@ from typing import Any
 from ..bounded import retry_after_of
 from ..errors import EXIT_INPUT, AzgpuError, Finding, InputError, ValidationFailed
 from ..health.impact import LEARN_CATEGORIES, PREFIX, impact_category
-from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT
-from ..health.results import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, NodeResult
+from ..health.limits import INSIGHT_POLL, INSIGHT_TIMEOUT
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, Failure, GpuRef, NodeResult
 from ..profiles import find_size
 from ..resource_types import IMPACT, INSTANCES, PERMISSIONS, VMSS, WORKLOAD_IMPACT
 from . import health_gate
 from .arm import allowed, answer, invalid_answer, json_body, pages, send, to_azure_error
-from .interface import CheckOptions, ReportOptions, ReportResult
-from .lifecycle import find_cluster, require
+from .interface import NO_HOOKS, CheckOptions, GateHooks, LiveCluster, ReportOptions, ReportResult, refuse
+from .lifecycle import live_cluster
 
 # api-versions. Learn's "Report node health" page says of the PUT: "Use `2023-02-01-preview`" (the
 # version AzNHC's triggerGHR.sh sends too), and lists insights at 2025-01-01-preview; insights do not
@@ -300,11 +300,9 @@ class ReportingUnavailable(AzgpuError):
 
 
 def validate_options(*, insight_timeout: float = INSIGHT_TIMEOUT) -> None:
-    if not 0 <= insight_timeout <= MAX_INSIGHT_TIMEOUT:
-        raise ReportingUnavailable(f"--insight-timeout {insight_timeout:g} is out of range",
-                                   code="INVALID_INSIGHT_TIMEOUT",
-                                   remedy=f"use 0 (read the insights once) to {MAX_INSIGHT_TIMEOUT:g} seconds "
-                                          f"(default {INSIGHT_TIMEOUT:g})")
+    """ReportOptions' own check, raised as reporting that cannot happen (exit 2)."""
+    for finding in ReportOptions(insight_timeout=insight_timeout).findings():
+        raise ReportingUnavailable(finding.message, code=finding.code, remedy=finding.remedy)
 
 
 # ------------------------------------------------------------------------------ the wire
@@ -395,7 +393,6 @@ class Reporter:
     def __init__(self, session, *, insight_timeout: float = INSIGHT_TIMEOUT, poll_interval: float | None = None,
                  confirm: Callable[[list[ImpactReport]], bool] | None = None,
                  on_event: Callable[[str], None] | None = None, now: Callable[[], datetime] | None = None):
-        validate_options(insight_timeout=insight_timeout)
         self.session = session
         self.insight_timeout = insight_timeout
         # Simulation in real time polls each second; tests and real Azure every INSIGHT_POLL seconds
@@ -598,17 +595,21 @@ def list_reports(session, resource_group: str, name: str | None = None) -> list[
 
 def report(session, name: str, resource_group: str, options: ReportOptions = ReportOptions(), *,
            nodes: Sequence[str] = (), check: CheckOptions = CheckOptions(),
-           on_node: Callable[[NodeResult], None] | None = None,
-           on_event: Callable[[str], None] | None = None) -> ReportResult:
+           hooks: GateHooks = NO_HOOKS) -> ReportResult:
     """Check the cluster's nodes (or only `nodes`: computer names, SCALESET/ID, instance ids or resource
     ids) as `provision check` does and
-    file a report for each one proven faulty; nothing is deleted. Reporting is checked before a node is."""
+    file a report for each one proven faulty; nothing is deleted. Reporting is checked before a node is.
+    hooks.on_node(NodeResult) as each node answers, hooks.on_notice(message) for each step."""
+    on_node, on_event = hooks.on_node, hooks.on_notice
     from . import second_host
 
+    validate_options(insight_timeout=options.insight_timeout)  # the verb's door: its options, once
+    refuse(check.findings())
     reporter = Reporter(session, insight_timeout=options.insight_timeout, confirm=options.confirm, on_event=on_event)
     reporter.preflight()  # before a node is checked: a subscription that cannot report stops here
-    instances = _node_ids(session, name, resource_group, tuple(nodes)) if nodes else None
-    health = health_gate.check(session, name, resource_group, check, instances=instances, on_node=on_node)
+    cluster = live_cluster(session, name, resource_group)  # one lookup serves the nodes named and the check
+    instances = _node_ids(session, cluster, tuple(nodes)) if nodes else None
+    health = health_gate.inspect(session, cluster, check, instances=instances, on_node=on_node)
     if instances is not None:  # the nodes named only: what no node can say about itself is judged here
         health.nodes = health_gate.judged(health.nodes)
     # A finding the image could cause is reported only once a second host with the same image passed.
@@ -618,15 +619,15 @@ def report(session, name: str, resource_group: str, options: ReportOptions = Rep
     return ReportResult(name, resource_group, health, entries)
 
 
-def _node_ids(session, name: str, resource_group: str, wanted: tuple[str, ...]) -> set[str]:
+def _node_ids(session, cluster: LiveCluster, wanted: tuple[str, ...]) -> set[str]:
     """Resource ids (lower case) of the nodes named by computer name, SCALESET/ID, instance id or id."""
-    cluster = require(find_cluster(session, name, resource_group))
+    name, resource_group = cluster.name, cluster.resource_group
     known: list[tuple[str, str, str, str]] = []
     try:
         for vmss in cluster.scale_sets:
-            for vm in INSTANCES.list(session, resource_group, vmss.name):
+            for vm in INSTANCES.list(session, resource_group, vmss):
                 computer = vm.os_profile.computer_name if vm.os_profile else vm.name
-                known.append((vm.id.lower(), vmss.name.lower(), str(vm.instance_id), (computer or "").lower()))
+                known.append((vm.id.lower(), vmss.lower(), str(vm.instance_id), (computer or "").lower()))
     except Exception as exc:
         raise to_azure_error(exc, f"listing the nodes of {name}") from None
     out = set()

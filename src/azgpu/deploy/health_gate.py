@@ -17,84 +17,25 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import resource_types
 from ..errors import AzgpuError
-from ..health.limits import MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
-from ..health.results import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult, unconfirmed
+from ..health.limits import PARALLEL
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, UNREACHABLE, NodeResult
+from ..health.results import unconfirmed
 from ..health.trust import valid_nccl_pubkey
 from ..ownership import live_profile
 from ..resource_types import INSTANCES, NETWORK_API
 from .arm import json_body, send, to_azure_error
-from .interface import CheckOptions
-from .lifecycle import find_cluster, require
+from .interface import NO_HOOKS, CheckOptions, GateHooks, GateOptions, GateResult, HealthReport, LiveCluster, refuse
+from .lifecycle import live_cluster
 from .run_command import Instance, check_body, check_node_raw, expectations, list_instances, run_all, signature
 
 NCCL_KEY_HOURS = 2  # how long a node accepts the launcher's key if the clean-up never reaches it
-
-
-@dataclass
-class HealthReport:
-    """Every node's result (iterate it as a list of NodeResult), the outbound path of each scale set's
-    subnet, and the multi-node NCCL results when they ran."""
-
-    cluster: str
-    resource_group: str
-    nodes: list[NodeResult]
-    scale_sets: list[dict[str, Any]] = field(default_factory=list)
-    outbound: list[dict[str, Any]] = field(default_factory=list)
-    nccl: list[dict[str, Any]] = field(default_factory=list)
-
-    def __iter__(self) -> Iterator[NodeResult]:
-        return iter(self.nodes)
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    def __getitem__(self, index: int) -> NodeResult:
-        return self.nodes[index]
-
-    @property
-    def failed(self) -> list[NodeResult]:
-        return [n for n in self.nodes if n.status == FAILED]
-
-    @property
-    def unreachable(self) -> list[NodeResult]:
-        return [n for n in self.nodes if n.status == UNREACHABLE]
-
-    @property
-    def inconclusive(self) -> list[NodeResult]:
-        return [n for n in self.nodes if n.status == INCONCLUSIVE]
-
-    @property
-    def healthy(self) -> bool:
-        return all(n.passed for n in self.nodes) and all(r["status"] == PASSED for r in self.nccl)
-
-    def as_dict(self) -> dict[str, Any]:
-        counts = {s: sum(1 for n in self.nodes if n.status == s) for s in STATUSES}
-        return {
-            "cluster": self.cluster, "resource_group": self.resource_group, "healthy": self.healthy,
-            "nodes_checked": len(self.nodes), **counts,
-            "warnings": [o["warning"] for o in self.outbound if o.get("warning")],
-            "nodes": [n.as_dict() for n in self.nodes],
-            "nccl": self.nccl,
-            "outbound": self.outbound,
-            "scale_sets": self.scale_sets,
-        }
-
-
-def validate_options(*, parallel: int = PARALLEL, node_timeout: float = NODE_TIMEOUT,
-                     max_rounds: int = MAX_ROUNDS) -> None:
-    """Refuse out-of-range options before anything runs (create checks them before it deploys)."""
-    check_options(parallel=parallel, node_timeout=node_timeout, max_rounds=max_rounds)
-
-
-def _options(parallel: int, node_timeout: float) -> None:
-    check_options(parallel=parallel, node_timeout=node_timeout)
 
 
 def _subnet_of(vmss: Any) -> tuple[str | None, bool]:
@@ -214,11 +155,19 @@ def check(session, name: str, resource_group: str, options: CheckOptions = Check
     Returns the HealthReport (a list of NodeResult plus the outbound path and NCCL results); raises
     only for the cluster as a whole (not found, no permission).
     """
-    parallel, node_timeout, nccl = options.parallel, options.node_timeout, options.nccl
-    _options(parallel, node_timeout)
+    refuse(options.findings())  # the verb's door: out-of-range options stop it before anything is read
+    return inspect(session, live_cluster(session, name, resource_group), options, instances=instances,
+                   on_node=on_node, on_start=on_start)
+
+
+def inspect(session, cluster: LiveCluster, options: CheckOptions, *, instances: set[str] | None = None,
+            on_node: Callable[[NodeResult], None] | None = None,
+            on_start: Callable[[int], None] | None = None) -> HealthReport:
+    """`check` of a cluster already found, with options already checked (the gate's rounds, `report`)."""
+    name, resource_group = cluster.name, cluster.resource_group
+    node_timeout, parallel = options.node_timeout, options.parallel
     try:
-        cluster = require(find_cluster(session, name, resource_group))
-        scale_sets = [resource_types.VMSS.get(session, resource_group, v.name) for v in cluster.scale_sets]
+        scale_sets = [resource_types.VMSS.get(session, resource_group, v) for v in cluster.scale_sets]
         outbound = [_outbound(session, v) for v in scale_sets]
         jobs: list[tuple[Instance, dict]] = []
         sets = []
@@ -241,8 +190,8 @@ def check(session, name: str, resource_group: str, options: CheckOptions = Check
     if instances is None:  # a partial check (the replacements of a round) is judged by the gate
         results = judged(common_failures(results))
     report = HealthReport(name, resource_group, results, sets, outbound)
-    if nccl:
-        report.nccl = nccl_check(session, resource_group, scale_sets, report, node_timeout)
+    if options.nccl:
+        report.nccl = nccl_check(session, cluster, scale_sets, report, node_timeout)
     return report
 
 
@@ -257,7 +206,7 @@ def _ips(session, resource_group: str, vmss_name: str) -> dict[str, str]:
     return out
 
 
-def nccl_check(session, resource_group: str, scale_sets: list[Any], report: HealthReport,
+def nccl_check(session, cluster: LiveCluster, scale_sets: list[Any], report: HealthReport,
                timeout: float) -> list[dict[str, Any]]:
     """all_reduce_perf across the nodes of each InfiniBand domain (scale set) that passed, against the
     size's expected bus bandwidth: what a bad fabric shows and single-node checks miss.
@@ -266,6 +215,7 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
     check: the private key never leaves it, the others accept it only from the launcher's address and
     only for NCCL_KEY_HOURS (authorized_keys from= and expiry-time=), and it is removed afterwards.
     """
+    resource_group = cluster.resource_group
     out = []
     for vmss in scale_sets:
         exp = expectations(vmss)
@@ -285,13 +235,13 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
             out.append({**entry, "status": "skipped", "message": "fewer than 2 healthy nodes with a private IP"})
             continue
         launcher, others = nodes[0], nodes[1:]
-        profile = live_profile(vmss)[0]
+        profile = cluster.profile or live_profile(vmss)[0]  # the profile create holds, or the cluster's tag's
         admin = getattr(getattr(getattr(vmss, "virtual_machine_profile", None), "os_profile", None),
                         "admin_username", None) or "azureuser"
         base = {**exp.settings(), "AZGPU_ADMIN_USER": admin}
         entry.update(launcher=launcher.computer_name)
         key = check_node_raw(session, resource_group, launcher, "nccl-keygen", base, timeout)
-        ran = _nccl_steps(session, resource_group, launcher, others, key, base, ips, profile, timeout, admin)
+        ran = _nccl_steps(session, resource_group, launcher, others, key, _NcclRun(base, ips, profile, timeout, admin))
         if "error" in ran and "ok" not in ran:
             out.append({**entry, "status": "error", "message": ran["error"]})
             continue
@@ -312,11 +262,24 @@ def nccl_check(session, resource_group: str, scale_sets: list[Any], report: Heal
     return out
 
 
-def _nccl_steps(session, resource_group: str, launcher: Instance, others: list[Instance], key: dict, base: dict,
-                ips: dict[str, str], profile, timeout: float, admin: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _NcclRun:
+    """What every step of one scale set's NCCL run shares: the node check's settings, the private IPs by
+    instance id, the profile (its NCCL environment), the seconds a step may take, and the admin user."""
+
+    base: dict[str, Any]
+    ips: dict[str, str]
+    profile: Any
+    timeout: float
+    admin: str
+
+
+def _nccl_steps(session, resource_group: str, launcher: Instance, others: list[Instance], key: dict,
+                run: _NcclRun) -> dict[str, Any]:
     """Trust the launcher's key on the others, run all_reduce_perf, and always clean up after: the others
     forget the key, and the launcher drops its key pair (it made the private key; nothing else needs it).
     all_reduce_perf's verdict, or {"error": why} when it never ran."""
+    base, ips, profile, timeout, admin = run.base, run.ips, run.profile, run.timeout, run.admin
     pubkey = key.get("pubkey") if key.get("ok") and valid_nccl_pubkey(key.get("pubkey")) else ""
     trusted_any = False
     try:
@@ -354,22 +317,6 @@ def replaceable(node: NodeResult) -> bool:
     or a dropped connection from Run Command, a timeout) or answered inconclusively may sit on a healthy
     host: it is shown with its reason, never deleted or reported."""
     return node.status == FAILED
-
-
-@dataclass
-class GateResult:
-    report: HealthReport
-    rounds: list[dict[str, Any]]
-    replaced: list[dict[str, Any]]
-    stopped: str | None = None
-
-    @property
-    def healthy(self) -> bool:
-        return self.report.healthy
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.report.as_dict(), "rounds": self.rounds, "replaced": self.replaced,
-                "stopped": self.stopped}
 
 
 def _round(number: int, report_nodes: list[NodeResult], action: str) -> dict[str, Any]:
@@ -438,23 +385,21 @@ def replacement_stop(checked: list[NodeResult], bad: list[NodeResult], previous:
     return None
 
 
-def gate(session, name: str, resource_group: str, options: CheckOptions = CheckOptions(), *, replace: bool = False,
-         max_rounds: int = MAX_ROUNDS, before_delete: Callable[[list[NodeResult]], None] | None = None,
-         on_node: Callable[[NodeResult], None] | None = None,
-         on_round: Callable[[dict[str, Any]], None] | None = None,
-         on_start: Callable[[int], None] | None = None,
-         on_notice: Callable[[str], None] | None = None) -> GateResult:
-    """Check the cluster; with replace, delete the nodes that fail, scale back out and check the new
-    ones, at most `max_rounds` times. `before_delete(nodes)` runs while the failing VMs still exist
-    (a report to Azure's Guest Health Reporting belongs there); if it raises, nothing is deleted.
-    With replace, a finding the image could cause is first confirmed on a second host (second_host)."""
+def gate(session, cluster: LiveCluster, options: GateOptions, hooks: GateHooks = NO_HOOKS) -> GateResult:
+    """Check the cluster; with options.replace_unhealthy, delete the nodes that fail, scale back out and check
+    the new ones, at most options.max_rounds times. The options were checked at the verb's door (create).
+    hooks.before_delete(nodes) runs while the failing VMs still exist (a report to Azure's Guest Health
+    Reporting belongs there); if it raises, nothing is deleted. With replace, a finding the image could
+    cause is first confirmed on a second host (second_host)."""
     from . import second_host
 
-    node_timeout = options.node_timeout
-    validate_options(parallel=options.parallel, node_timeout=node_timeout, max_rounds=max_rounds)
-    report = check(session, name, resource_group, options, on_node=on_node, on_start=on_start)
+    name, resource_group = cluster.name, cluster.resource_group
+    replace, max_rounds, node = options.replace_unhealthy, options.max_rounds, options.node
+    before_delete, on_node, on_round, on_start, on_notice = (hooks.before_delete, hooks.on_node, hooks.on_round,
+                                                             hooks.on_start, hooks.on_notice)
+    report = inspect(session, cluster, node, on_node=on_node, on_start=on_start)
     if replace:
-        report.nodes = second_host.confirm(session, resource_group, report.nodes, options, on_notice=on_notice)
+        report.nodes = second_host.confirm(session, resource_group, report.nodes, node, on_notice=on_notice)
     rounds = [_round(0, report.nodes, "check")]
     previous: set = set()
     if on_round:
@@ -481,18 +426,18 @@ def gate(session, name: str, resource_group: str, options: CheckOptions = CheckO
         replaced += [{"round": len(rounds), "scale_set": n.scale_set, "instance_id": n.instance_id,
                       "computer_name": n.computer_name, "physical_host": n.physical_host, "resource_id": n.resource_id,
                       "summary": n.summary()} for n in bad]
-        again = check(session, name, resource_group, dataclasses.replace(options, nccl=False), instances=new,
-                      on_node=on_node, on_start=on_start)
+        again = inspect(session, cluster, dataclasses.replace(node, nccl=False), instances=new, on_node=on_node,
+                        on_start=on_start)
         gone = {n.resource_id.lower() for n in bad}
         fresh_ids = {n.resource_id.lower() for n in again.nodes}
         nodes = judged([n for n in report.nodes if n.resource_id.lower() not in gone] + again.nodes)
-        nodes = second_host.confirm(session, resource_group, nodes, options, only=fresh_ids, on_notice=on_notice)
+        nodes = second_host.confirm(session, resource_group, nodes, node, only=fresh_ids, on_notice=on_notice)
         report = HealthReport(name, resource_group,
                               sorted(nodes, key=lambda r: (r.scale_set, int(r.instance_id) if r.instance_id.isdigit()
                                                            else 0)), again.scale_sets, again.outbound)
-        if options.nccl:
+        if node.nccl:
             vmss = [resource_types.VMSS.get(session, resource_group, s["name"]) for s in report.scale_sets]
-            report.nccl = nccl_check(session, resource_group, vmss, report, node_timeout)
+            report.nccl = nccl_check(session, cluster, vmss, report, node.node_timeout)
         checked = [n for n in report.nodes if n.resource_id.lower() in fresh_ids]
         rounds.append(_round(len(rounds), checked, f"replaced {len(bad)}"))
         if on_round:

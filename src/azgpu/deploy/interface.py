@@ -1,27 +1,79 @@
 """The typed options and results of the deploy verbs (azgpu.deploy.create, ...), as SkyPilot's
-sky/provision keeps its own: callers build options once, read results as objects, and print
-`.as_dict()`. Nothing here talks to Azure or imports the SDK."""
+sky/provision keeps its own (sky/provision/common.py): callers build options once, read results as
+objects, and print `.as_dict()`. Every type that crosses a verb lives here (the preflight, each
+resource's progress Event, the gate's HealthReport and GateResult, the rack gate's RackGateResult),
+so the modules that compute them import this one and nothing imports them back. Nothing here talks
+to Azure or imports the SDK."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..health.limits import INSIGHT_TIMEOUT, MAX_ROUNDS, NODE_TIMEOUT, PARALLEL
+from ..errors import Finding, InputError, ValidationFailed
+from ..health.limits import INSIGHT_TIMEOUT, MAX_INSIGHT_TIMEOUT, MAX_ROUNDS, NODE_TIMEOUT, PARALLEL, check_options
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, STATUSES, UNREACHABLE, NodeResult
 from ..health.outcome import UnhealthyNodes, unhealthy_error
+from ..images import PurchasePlan
 from ..plain import plain
 
 if TYPE_CHECKING:
-    from ..health.results import NodeResult
     from ..plan import Plan
-    from .deployer import Event
-    from .health_gate import GateResult
-    from .preflight import Preflight
+    from ..profiles import Profile
+
+
+def _nothing(*args: Any) -> None:
+    return None
+
+
+class _SelfChecked:
+    """Options that check themselves once: findings() at the verb's door (and the CLI, which shows them with the
+    request's) runs the check the first time only; the options are frozen, so the answer cannot change."""
+
+    @functools.cached_property
+    def _checked(self) -> tuple[Finding, ...]:
+        return tuple(self._check())
+
+    def findings(self) -> list[Finding]:
+        return list(self._checked)
+
+    def with_hooks(self, **hooks: Callable[..., Any] | None) -> Any:
+        """These options with other hooks (the CLI adds its prompts): what was checked stays checked."""
+        new = dataclasses.replace(self, **hooks)  # type: ignore[type-var]
+        if "_checked" in self.__dict__ and all(hook is None or callable(hook) for hook in hooks.values()):
+            new.__dict__["_checked"] = self._checked
+        return new
+
+    def _check(self) -> list[Finding]:
+        raise NotImplementedError
+
+
+def _range_findings(**values: Any) -> list[Finding]:
+    """health.limits.check_options's refusals, one finding per option out of range."""
+    out = []
+    for name, value in values.items():
+        try:
+            check_options(**{name: value})
+        except InputError as exc:
+            out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field=name))
+    return out
+
+
+def refuse(findings: list[Finding]) -> None:
+    """A verb's door: options with an error stop the verb before anything happens (one error as InputError, as
+    the option checks always raised; several at once as ValidationFailed)."""
+    errors = [f for f in findings if f.is_error]
+    if len(errors) == 1:
+        raise InputError(errors[0].message, code=errors[0].code, remedy=errors[0].remedy)
+    if errors:
+        raise ValidationFailed(errors)
 
 
 @dataclass(frozen=True)
-class CheckOptions:
+class CheckOptions(_SelfChecked):
     """How each node is checked, wherever the gate runs (`provision check` and `report`, create's gate,
     Slurm's resume): Run Commands in flight at once, the seconds one node's verdict may take, and
     whether an NCCL all-reduce runs across each scale set too."""
@@ -30,9 +82,13 @@ class CheckOptions:
     node_timeout: float = NODE_TIMEOUT
     nccl: bool = False
 
+    def _check(self) -> list[Finding]:
+        """--parallel and --node-timeout out of range, as findings (the verb's door raises them, the CLI shows them)."""
+        return _range_findings(parallel=self.parallel, node_timeout=self.node_timeout)
+
 
 @dataclass(frozen=True)
-class GateOptions:
+class GateOptions(_SelfChecked):
     """The health gate after the scale sets succeed (`create --check`).
 
     replace_unhealthy and spare_racks imply check. replace_unhealthy: replace failing nodes for at
@@ -51,9 +107,13 @@ class GateOptions:
     def enabled(self) -> bool:
         return self.check or self.replace_unhealthy or bool(self.spare_racks)
 
+    def _check(self) -> list[Finding]:
+        """The node check's findings and --max-rounds out of range; none for a gate that does not run."""
+        return [*self.node.findings(), *_range_findings(max_rounds=self.max_rounds)] if self.enabled else []
+
 
 @dataclass(frozen=True)
-class ReportOptions:
+class ReportOptions(_SelfChecked):
     """Guest Health Reporting of the nodes the gate is about to delete (`create --report-to-azure`).
 
     confirm(reports) -> bool is asked before anything is filed (None: file without asking).
@@ -63,13 +123,17 @@ class ReportOptions:
     insight_timeout: float = INSIGHT_TIMEOUT
     confirm: Callable[[list], bool] | None = None
 
-
-def _nothing(*args: Any) -> None:
-    return None
+    def _check(self) -> list[Finding]:
+        """--insight-timeout out of range (0 reads the insights once; at most an hour)."""
+        if isinstance(self.insight_timeout, (int, float)) and 0 <= self.insight_timeout <= MAX_INSIGHT_TIMEOUT:
+            return []
+        return [Finding(code="INVALID_INSIGHT_TIMEOUT", message=f"--insight-timeout {self.insight_timeout:g} is out "
+                        "of range", remedy=f"use 0 (read the insights once) to {MAX_INSIGHT_TIMEOUT:g} seconds "
+                                           f"(default {INSIGHT_TIMEOUT:g})", field="insight_timeout")]
 
 
 @dataclass(frozen=True)
-class CertifyOptions:
+class CertifyOptions(_SelfChecked):
     """`provision certify` (and `create --certify`): burn the cluster in, name the bad node, link or rack.
 
     level: quick | standard | extended (azgpu.certify.levels). replace: replace the nodes proven faulty
@@ -88,6 +152,11 @@ class CertifyOptions:
     seed: int | None = None
     on_notice: Callable[[str], None] = _nothing
     before_delete: Callable[[list[NodeResult]], None] | None = None
+
+    def _check(self) -> list[Finding]:
+        """The node check's options and --max-rounds out of range, and reporting's when it is asked for."""
+        return [*self.node.findings(), *_range_findings(max_rounds=self.max_rounds),
+                *(self.report.findings() if self.report.report_to_azure else [])]
 
 
 @dataclass
@@ -140,6 +209,192 @@ class CreateOptions:
     on_notice: Callable[[str], None] = _nothing
     confirm: Callable[[str], bool] | None = None
     before_delete: Callable[[list[NodeResult]], None] | None = None
+
+    def findings(self) -> list[Finding]:
+        """Every option of create out of range, at once: the gate's (when it runs) and reporting's (when asked),
+        each checked by its own options object, once."""
+        return [*self.gate.findings(), *(self.report.findings() if self.report.report_to_azure else [])]
+
+
+@dataclass(frozen=True)
+class GateHooks:
+    """What the gate tells its caller, and asks: on_node(NodeResult) as each node answers, on_start(count) as
+    a check starts, on_round(round) after each round, on_notice(message) for what it decides, and
+    before_delete(nodes) while the failing VMs still exist (if it raises, nothing is deleted)."""
+
+    before_delete: Callable[[list[NodeResult]], None] | None = None
+    on_node: Callable[[NodeResult], None] | None = None
+    on_round: Callable[[dict[str, Any]], None] | None = None
+    on_start: Callable[[int], None] | None = None
+    on_notice: Callable[[str], None] | None = None
+
+
+NO_HOOKS = GateHooks()
+
+
+@dataclass(frozen=True)
+class LiveCluster:
+    """A cluster that exists, as the gate, `report` and Slurm's callers take it: its name, resource group,
+    scale sets, the profile it was made with and the nodes asked for. `create` builds it from its own plan
+    (no new listing); `check` and `report` with one lookup (lifecycle.live_cluster)."""
+
+    name: str
+    resource_group: str
+    scale_sets: tuple[str, ...]
+    profile: Profile | None = None  # None: a profile no longer known; each scale set's size says what to expect
+    nodes: int = 0
+
+    @classmethod
+    def of_plan(cls, plan: Plan) -> LiveCluster:
+        spec = plan.spec
+        return cls(spec.names.cluster, spec.request.resource_group, tuple(r.name for r in plan.scale_sets),
+                   spec.profile, spec.nodes)
+
+
+# ------------------------------------------------------------------------------ results
+
+
+@dataclass
+class Event:
+    """Progress of one resource, for the live display and for --no-wait summaries."""
+
+    key: str
+    name: str
+    stage: str  # the resource type's progress label (its row's stage)
+    state: str  # pending | exists | creating | succeeded | failed
+    total: int = 0
+    done: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    error: str = ""
+    has_instances: bool = False  # a scale set: done/total count its instances
+
+
+
+@dataclass
+class QuotaLine:
+    name: str
+    usage: int
+    limit: int
+    needed: int
+    key: str = ""  # the usage's name as Azure spells it (the Microsoft.Quota resource name)
+
+    @property
+    def ok(self) -> bool:
+        return self.usage + self.needed <= self.limit
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"quota": self.name, "usage": self.usage, "limit": self.limit, "needed": self.needed}
+        if not self.ok:
+            out["request_limit"] = self.usage + self.needed
+        return out
+
+
+@dataclass
+class Preflight:
+    findings: list[Finding] = field(default_factory=list)
+    quota: list[QuotaLine] = field(default_factory=list)
+    capabilities: dict[str, str] = field(default_factory=dict)
+    zones: list[str] = field(default_factory=list)
+    subnet: dict[str, Any] = field(default_factory=dict)  # what --subnet-id's subnet offers, when given
+    # Live values that override documented ones for what the request needs.
+    overrides: dict[str, Any] = field(default_factory=dict)
+    family: str | None = None  # the size's quota family as the Resource SKUs API spells it here
+    plan: PurchasePlan | None = None  # the live image's purchase plan
+    accept_terms: PurchasePlan | None = None  # a plan whose terms create accepts (--accept-terms)
+    reservation: dict[str, Any] = field(default_factory=dict)  # --capacity-reservation-group's room, when given
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.is_error]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [f.as_dict() for f in self.findings],
+            "quota": [q.as_dict() for q in self.quota],
+            "zones": self.zones,
+            **({"subnet": self.subnet} if self.subnet else {}),
+            **({"capacity_reservation": self.reservation} if self.reservation else {}),
+        }
+
+
+
+@dataclass
+class HealthReport:
+    """Every node's result (iterate it as a list of NodeResult), the outbound path of each scale set's
+    subnet, and the multi-node NCCL results when they ran."""
+
+    cluster: str
+    resource_group: str
+    nodes: list[NodeResult]
+    scale_sets: list[dict[str, Any]] = field(default_factory=list)
+    outbound: list[dict[str, Any]] = field(default_factory=list)
+    nccl: list[dict[str, Any]] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[NodeResult]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, index: int) -> NodeResult:
+        return self.nodes[index]
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == FAILED]
+
+    @property
+    def unreachable(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == UNREACHABLE]
+
+    @property
+    def inconclusive(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status == INCONCLUSIVE]
+
+    @property
+    def healthy(self) -> bool:
+        return all(n.passed for n in self.nodes) and all(r["status"] == PASSED for r in self.nccl)
+
+    def as_dict(self) -> dict[str, Any]:
+        counts = {s: sum(1 for n in self.nodes if n.status == s) for s in STATUSES}
+        return {
+            "cluster": self.cluster, "resource_group": self.resource_group, "healthy": self.healthy,
+            "nodes_checked": len(self.nodes), **counts,
+            "warnings": [o["warning"] for o in self.outbound if o.get("warning")],
+            "nodes": [n.as_dict() for n in self.nodes],
+            "nccl": self.nccl,
+            "outbound": self.outbound,
+            "scale_sets": self.scale_sets,
+        }
+
+
+
+@dataclass
+class GateResult:
+    report: HealthReport
+    rounds: list[dict[str, Any]]
+    replaced: list[dict[str, Any]]
+    stopped: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.report.healthy
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.report.as_dict(), "rounds": self.rounds, "replaced": self.replaced,
+                "stopped": self.stopped}
+
+
+@dataclass
+class RackGateResult:
+    """What the gate of whole racks (rack_gate.gate) found: the nodes' gate result, the racks as measured after
+    any pruning, the spare racks it removed (each with why), and why it stopped short, or None."""
+
+    health: GateResult
+    racks: list[dict[str, Any]]
+    pruned: list[dict[str, Any]]
+    stopped: str | None = None
 
 
 @dataclass

@@ -22,6 +22,7 @@ from ..resource_types import INSTANCES, is_type
 from .arm import BASE, TERMINAL, answer, invalid_answer, is_not_found, list_group, send, to_azure_error, until_settled
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
+from .interface import LiveCluster
 from .session import result_of
 
 
@@ -61,6 +62,20 @@ def find_cluster(session, name: str, resource_group: str) -> Cluster:
     listed = list_group(session, resource_group) or []
     cluster.resources = [r for r in listed if is_ours(r.tags, name) and resource_types.managed(r.type)]
     return cluster
+
+
+def live_cluster(session, name: str, resource_group: str) -> LiveCluster:
+    """The cluster as the gate, `report` and Slurm take it, with one lookup (one listing of the group):
+    its scale sets, the profile its tag names (None for one no longer known) and the nodes it holds.
+    NotFoundError when there is no such cluster."""
+    cluster = require(find_cluster(session, name, resource_group))
+    sets = cluster.scale_sets
+    try:
+        profile = live_profile(sets[0])[0] if sets else None
+    except AzgpuError:  # a size no profile knows any more
+        profile = None
+    nodes = sum(int(getattr(v.sku, "capacity", 0) or 0) for v in sets if getattr(v, "sku", None))
+    return LiveCluster(name, resource_group, tuple(v.name for v in sets), profile, nodes)
 
 
 def require(cluster: Cluster) -> Cluster:

@@ -14,7 +14,8 @@ from ..plan import Plan, build_plan
 from ..resource_types import VMSS
 from ..spec import Spec
 from .arm import to_azure_error
-from .preflight import Preflight, run_preflight
+from .interface import Preflight
+from .preflight import run_preflight
 
 
 def _nodes_needed(spec: Spec, listed: list[Any] | None) -> int:

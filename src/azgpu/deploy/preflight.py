@@ -4,7 +4,6 @@ once."""
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import Finding
@@ -16,6 +15,7 @@ from ..sources import cite
 from ..spec import Spec
 from . import preflight_custom
 from .arm import SOURCE_SKUS, norm_family
+from .interface import Preflight, QuotaLine
 from .reservations import check_group
 
 SOURCE_USAGE = "Azure usage API (az vm list-usage)"
@@ -27,53 +27,6 @@ SOURCE_NETWORK = "Azure virtual networks API (az network vnet show)"
 # disk on NVMe takes whole NVMe disks.
 EPHEMERAL_PLACEMENTS = ("ResourceDisk", "NvmeDisk", "CacheDisk")
 RESERVED_PER_SUBNET = 5  # the first four addresses and the last one of every subnet (D-vnet-faq)
-
-
-@dataclass
-class QuotaLine:
-    name: str
-    usage: int
-    limit: int
-    needed: int
-    key: str = ""  # the usage's name as Azure spells it (the Microsoft.Quota resource name)
-
-    @property
-    def ok(self) -> bool:
-        return self.usage + self.needed <= self.limit
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {"quota": self.name, "usage": self.usage, "limit": self.limit, "needed": self.needed}
-        if not self.ok:
-            out["request_limit"] = self.usage + self.needed
-        return out
-
-
-@dataclass
-class Preflight:
-    findings: list[Finding] = field(default_factory=list)
-    quota: list[QuotaLine] = field(default_factory=list)
-    capabilities: dict[str, str] = field(default_factory=dict)
-    zones: list[str] = field(default_factory=list)
-    subnet: dict[str, Any] = field(default_factory=dict)  # what --subnet-id's subnet offers, when given
-    # Live values that override documented ones for what the request needs.
-    overrides: dict[str, Any] = field(default_factory=dict)
-    family: str | None = None  # the size's quota family as the Resource SKUs API spells it here
-    plan: PurchasePlan | None = None  # the live image's purchase plan
-    accept_terms: PurchasePlan | None = None  # a plan whose terms create accepts (--accept-terms)
-    reservation: dict[str, Any] = field(default_factory=dict)  # --capacity-reservation-group's room, when given
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.is_error]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "findings": [f.as_dict() for f in self.findings],
-            "quota": [q.as_dict() for q in self.quota],
-            "zones": self.zones,
-            **({"subnet": self.subnet} if self.subnet else {}),
-            **({"capacity_reservation": self.reservation} if self.reservation else {}),
-        }
 
 
 def _bool(value: str | None) -> bool | None:

@@ -14,17 +14,16 @@ at most N racks' worth of instances, after reporting their bad hosts (docs/gb-ra
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
-from ..health.results import INCONCLUSIVE
+from ..health.model import INCONCLUSIVE
 from ..profiles import find_size
 from ..rack_record import save
 from ..racks import SUBGROUP, disputes, fabric_of, group
 from ..resource_types import VMSS
 from . import health_gate
 from .arm import to_azure_error
-from .interface import CheckOptions
+from .interface import NO_HOOKS, GateHooks, GateOptions, LiveCluster, RackGateResult
 from .lifecycle import rack_signals
 
 NOT_DELETED = "failed the health check; not deleted: Azure creates vertical-connect scale sets only in whole racks"
@@ -116,19 +115,19 @@ def choose(racks: list[dict[str, Any]], bad: set[str], per_rack: int, wanted: in
     return keep, remove, None
 
 
-def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int, max_rounds: int,
-         before_delete: Callable[[list], None] | None, options: CheckOptions,
-         on_notice: Callable[[str], None], on_round: Callable[[dict[str, Any]], None]):
+def gate(session, live: LiveCluster, options: GateOptions, hooks: GateHooks = NO_HOOKS) -> RackGateResult:
     """Check every node, measure the racks, prune spare racks, leave out what cannot be replaced.
 
-    Returns (the health GateResult, the final racks, the pruned racks, why the gate stopped or None).
-    before_delete(nodes) reports proven-faulty nodes (Guest Health Reporting) before their racks are
-    removed, and, with replace, the ones left in place; if it raises, nothing is removed.
+    hooks.before_delete(nodes) reports proven-faulty nodes (Guest Health Reporting) before their racks are
+    removed, and, with options.replace_unhealthy, the ones left in place; if it raises, nothing is removed.
+    The result's health.stopped says why the gate stopped short, as RackGateResult.stopped does.
     """
-    cluster = plan.spec.names.cluster
-    per_rack = plan.spec.profile.vertical_connect["rack"]
-    outcome = health_gate.gate(session, cluster, resource_group, options, replace=False, max_rounds=max_rounds,
-                               on_round=on_round)
+    cluster, resource_group = live.name, live.resource_group
+    replace, spare_racks, before_delete = options.replace_unhealthy, options.spare_racks, hooks.before_delete
+    on_notice = hooks.on_notice or (lambda message: None)
+    per_rack = live.profile.vertical_connect["rack"]
+    outcome = health_gate.gate(session, live, dataclasses.replace(options, replace_unhealthy=False, spare_racks=0),
+                               GateHooks(on_round=hooks.on_round))
     report = outcome.report
     reported: set[str] = set()
 
@@ -150,7 +149,7 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
         stopped = (f"{len(disputed)} node(s) disagree with Azure or each other about their rack "
                    f"({'; '.join(f'{h}: {why}' for h, why in sorted(disputed.items())[:2])}): no rack was removed")
     elif spare_racks:
-        wanted = max(0, plan.spec.nodes // per_rack - spare_racks)
+        wanted = max(0, live.nodes // per_rack - spare_racks)
         keep, remove, stopped = choose(racks, bad, per_rack, wanted, spare_racks)
         if remove:
             _one_rack_each(remove, signals)
@@ -175,7 +174,8 @@ def gate(session, plan, resource_group: str, *, replace: bool, spare_racks: int,
                               f"{', '.join(short) or 'none'} short: Azure does not let one VM of a rack be deleted"
                               + ("" if replace else "; --replace-unhealthy --report-to-azure reports them to Azure"))
     save(getattr(session, "subscription_id", "") or "", resource_group, cluster, report.nodes, excluded)
-    return outcome, racks, pruned, stopped
+    outcome.stopped = stopped
+    return RackGateResult(outcome, racks, pruned, stopped)
 
 
 def _one_rack_each(remove: list[dict[str, Any]], signals: dict[str, dict[str, str | None]]) -> None:

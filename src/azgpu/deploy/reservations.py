@@ -17,6 +17,7 @@ the reserved quantity (D-crg). A reservation bills at the pay-as-you-go rate whe
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from ..sources import cite
 from .arm import BASE, SOURCE_SKUS, answer, norm_family, pages, send, to_azure_error
 
 if TYPE_CHECKING:
-    from .preflight import Preflight
+    from .interface import Preflight
 
 SOURCE = "Azure capacity reservation groups API (az capacity reservation group show --instance-view)"
 MANAGED_TAGS = {MANAGED_BY_TAG: MANAGED_BY}
@@ -507,14 +508,14 @@ def _quota_findings(plan: ReservePlan, usages: list[Any], family: str, vcpus: in
                 source=f"Azure usage API (az vm list-usage); {cite(('D-crg', 'D-crg-create'))}"))
 
 
-def reserve_check(session, *, resource_group: str, group: str, name: str | None, location: str, size: str, count: int,
-                  zone: str | None, reservation_type: str, schedule: Schedule | None = None,
-                  allow_unowned: bool = False) -> ReservePlan:
+def reserve_check(session, asked: ReservePlan, *, allow_unowned: bool = False) -> ReservePlan:
     """What Azure would refuse, read before anything is written: the size's Resource SKU capabilities (reservable,
     the type, the zone), the group as it is (its owner, location, type and zones, the reservation of this size and
-    zone, what it holds and runs), and quota for the VMs the reservation adds."""
+    zone, what it holds and runs), and quota for the VMs the reservation adds. asked: the reservation as asked
+    for (ReservePlan's first fields; no name: one made of the size and zone); returns it with what was found."""
+    size, zone, location, group = asked.size, asked.zone, asked.location, asked.group
     default = size.lower().replace("_", "-") + (f"-z{zone}" if zone else "")
-    plan = ReservePlan(resource_group, group, name or default, location, size, count, zone, reservation_type, schedule)
+    plan = dataclasses.replace(asked, name=asked.name or default)
     compute = session.compute
     try:
         skus = [s for s in compute.resource_skus.list(filter=f"location eq '{location}'")
@@ -526,9 +527,9 @@ def reserve_check(session, *, resource_group: str, group: str, name: str | None,
         sku = skus[0]
         caps = {c.name: c.value for c in sku.capabilities or []}
         _sku_findings(plan, sku, caps)
-        plan.existing_group = read_group(session, group_path(session, resource_group, group))
+        plan.existing_group = read_group(session, group_path(session, asked.resource_group, group))
         if plan.existing_group is not None:
-            if name is None:  # the reservation of this size and zone, whatever its name
+            if not asked.name:  # the reservation of this size and zone, whatever its name
                 serving = plan.existing_group.serving(size, zone)
                 plan.name = serving.name if serving is not None else plan.name
             _group_findings(plan, plan.existing_group, allow_unowned)
@@ -537,7 +538,7 @@ def reserve_check(session, *, resource_group: str, group: str, name: str | None,
     except (InputError, AzureError):
         raise
     except Exception as exc:
-        raise to_azure_error(exc, f"checking a reservation of {count} {size} in {location}") from None
+        raise to_azure_error(exc, f"checking a reservation of {asked.count} {size} in {location}") from None
     return plan
 
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..health.results import FAILED, INCONCLUSIVE, PASSED, NodeResult
+from ..health.model import FAILED, INCONCLUSIVE, PASSED, NodeResult
 from ..resource_types import INSTANCES, VMSS
 from .arm import to_azure_error
 from .interface import CheckOptions
@@ -46,8 +46,8 @@ def confirm(session, resource_group: str, nodes: list[NodeResult], options: Chec
     decided: dict[str, NodeResult] = {}
     for scale_set in sorted({n.scale_set for n in waiting}):
         mine = [n for n in waiting if n.scale_set == scale_set]
-        second = _second_host(session, resource_group, scale_set, checked, options, grow, notice,
-                              ", ".join(n.computer_name for n in mine))
+        second = _second_host(session, resource_group, scale_set, checked, options,
+                              _Asking(grow, notice, ", ".join(n.computer_name for n in mine)))
         for node in mine:
             decided[node.resource_id.lower()] = _decide(node, second)
     return [decided.get(n.resource_id.lower(), n) for n in nodes]
@@ -72,9 +72,19 @@ def _decide(node: NodeResult, second: NodeResult | str) -> NodeResult:
         "so nothing shows this host at fault: nothing is replaced or reported"))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Asking:
+    """How a second host is found for the nodes `names`: grow (a VM may be added) and whom to tell."""
+
+    grow: bool
+    notice: Callable[[str], None]
+    names: str
+
+
 def _second_host(session, resource_group: str, scale_set: str, checked: set[str], options: CheckOptions,
-                 grow: bool, notice: Callable[[str], None], names: str) -> NodeResult | str:
+                 asking: _Asking) -> NodeResult | str:
     """The result of a second host of the scale set, or why there is none."""
+    grow, notice, names = asking.grow, asking.notice, asking.names
     try:
         vmss = VMSS.get(session, resource_group, scale_set)
         listed = list_instances(session, resource_group, vmss)

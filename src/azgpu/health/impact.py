@@ -10,10 +10,17 @@ every category it can return and fails for one that is not.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # a failure is only read here: results.py calls in, nothing goes back
-    from .results import Failure
+
+class Failure(Protocol):
+    """What a category is read from: the fields of model.Failure this module reads (model.py imports this
+    module to print a failure's category, so it names none of model's types)."""
+
+    kind: str
+    fault_code: str | None
+    xid: int | None
+    measured: str | None
 
 PREFIX = "Resource.Hpc.Unhealthy."
 # triggerGHR/config/nhc_fault_dictionary.cfg at 0e0a1ac2 (NHC2006 is not in it).

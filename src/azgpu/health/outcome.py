@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import AzureError
-from .results import FAILED, INCONCLUSIVE, PASSED, UNREACHABLE
+from .model import FAILED, INCONCLUSIVE, PASSED, UNREACHABLE
 
 
 class UnhealthyNodes(AzureError):

@@ -1,0 +1,133 @@
+"""The deploy verbs' contract (#30): each options object checks itself once, at the verb's door (the CLI
+shows the same findings without a second check); the gate takes the cluster create already holds, so
+one create attempt lists the resource group once; no function in deploy/ takes more than 7 parameters."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from deploy_support import RG, create_args, request
+
+from azgpu.deploy import CheckOptions, CreateOptions, GateOptions, ReportOptions, create
+from azgpu.deploy.interface import CertifyOptions, LiveCluster
+
+DEPLOY = Path(__file__).resolve().parents[2] / "src" / "azgpu" / "deploy"
+MAX_PARAMETERS = 7
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    """How many times each options class ran its own check."""
+    counted: dict[str, int] = {}
+    for cls in (CheckOptions, GateOptions, ReportOptions, CertifyOptions):
+        original = cls._check
+
+        def spy(self, original=original, name=cls.__name__):
+            counted[name] = counted.get(name, 0) + 1
+            return original(self)
+
+        monkeypatch.setattr(cls, "_check", spy)
+    return counted
+
+
+def group_listings(azure) -> int:
+    """Resources - List By Resource Group of the cluster's group (what arm.list_group sends)."""
+    return sum(1 for r in azure.requests
+               if r.method == "GET" and r.path.lower().endswith(f"/resourcegroups/{RG.lower()}/resources"))
+
+
+def test_one_options_check_per_create(azure, session, checks):
+    azure.unhealthy_next(1, gpus=7)
+    result = create(session, request("nd-a100-v4", nodes=3),
+                    CreateOptions(gate=GateOptions(replace_unhealthy=True)))
+    assert result.healthy and result.health.replaced
+    assert checks == {"GateOptions": 1, "CheckOptions": 1}
+
+
+def test_the_cli_shows_the_findings_create_checks_once(sim, checks):
+    rc, out, err = sim(*create_args("nd-a100-v4", nodes=3), "--check", "--replace-unhealthy")
+    assert rc == 0, err
+    assert checks == {"GateOptions": 1, "CheckOptions": 1}
+
+
+def test_bad_options_are_refused_at_the_door_with_every_finding(azure, session):
+    from azgpu.errors import ValidationFailed
+
+    options = CreateOptions(gate=GateOptions(check=True, max_rounds=0, node=CheckOptions(parallel=0)))
+    with pytest.raises(ValidationFailed) as info:
+        create(session, request("nd-a100-v4"), options)
+    assert [f.code for f in info.value.findings] == ["INVALID_PARALLEL", "INVALID_MAX_ROUNDS"]
+    assert not [r for r in azure.requests if r.method in ("PUT", "POST", "DELETE")]
+
+
+def test_the_options_of_a_gate_that_does_not_run_are_not_judged():
+    assert CreateOptions(gate=GateOptions(max_rounds=0)).findings() == []
+    assert [f.code for f in ReportOptions(insight_timeout=-1).findings()] == ["INVALID_INSIGHT_TIMEOUT"]
+
+
+def test_create_check_replace_unhealthy_lists_the_group_once(azure, session):
+    """The gate takes the LiveCluster create built from its own plan: no second listing to find the
+    cluster, none per replacement round."""
+    azure.unhealthy_next(1, gpus=7)
+    result = create(session, request("nd-a100-v4", nodes=3),
+                    CreateOptions(gate=GateOptions(replace_unhealthy=True)))
+    assert len(result.health.rounds) == 2  # a replacement round ran
+    assert group_listings(azure) == 1
+
+
+def test_create_check_replace_unhealthy_lists_the_group_once_from_the_cli(sim, azure_requests):
+    rc, out, err = sim(*create_args("nd-a100-v4", nodes=3), "--check", "--replace-unhealthy")
+    assert rc == 0, err
+    assert json.loads(out)["health"]["healthy"]
+    assert azure_requests() == 1
+
+
+@pytest.fixture
+def azure_requests(monkeypatch):
+    """Calls of arm.list_group, wherever deploy's modules took it from."""
+    from azgpu.deploy import arm, cluster_create, deployer, lifecycle, whatif
+
+    count = [0]
+    original = arm.list_group
+
+    def spy(*args, **kwargs):
+        count[0] += 1
+        return original(*args, **kwargs)
+
+    for module in (arm, cluster_create, deployer, lifecycle, whatif):
+        monkeypatch.setattr(module, "list_group", spy)
+    return lambda: count[0]
+
+
+def test_the_live_cluster_of_a_plan_is_the_plan_s():
+    import azgpu
+
+    plan = azgpu.build_plan(azgpu.validate(request("nd-a100-v4", nodes=3)))
+    live = LiveCluster.of_plan(plan)
+    assert (live.name, live.resource_group, live.nodes) == ("c1", RG, 3)
+    assert live.scale_sets == tuple(r.name for r in plan.scale_sets) and live.profile is plan.spec.profile
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = node.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    if names[:1] in (["self"], ["cls"]):
+        names = names[1:]
+    return names + ([args.vararg.arg] if args.vararg else []) + ([args.kwarg.arg] if args.kwarg else [])
+
+
+def test_no_function_in_deploy_takes_more_than_seven_parameters():
+    """Options travel as one object (GateOptions, GateHooks, LiveCluster), not field by field."""
+    wide = [f"{path.name}:{node.lineno} {node.name} ({len(_parameters(node))})"
+            for path in sorted(DEPLOY.glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and len(_parameters(node)) > MAX_PARAMETERS]
+    assert not wide, wide
+
+
+def test_the_parameter_count_sees_keyword_only_parameters():
+    (node,) = ast.parse("def f(self, a, b, *, c, d, e, f, g, h): pass").body
+    assert len(_parameters(node)) == 8
