@@ -17,6 +17,7 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 
+from . import skus
 from .store import key
 
 
@@ -68,8 +69,22 @@ MODELS: dict[str, Model] = {
 NO_GPU = Model("none", 0)
 
 
+class NoHardwareModel(LookupError):
+    """A GPU size the fake has no hardware row for: simulating it as a node without GPUs would let every
+    check of its GPUs and ports pass against nothing."""
+
+
 def model(size: str) -> Model:
-    return MODELS.get(size.lower(), NO_GPU)
+    """The hardware of a size: its row of MODELS; a size of no GPU (a head node's D-series) has none; a GPU
+    size without a row is an error, not a node without GPUs."""
+    found = MODELS.get(size.lower())
+    if found is not None:
+        return found
+    if skus.is_gpu({"name": size}):
+        raise NoHardwareModel(f"the fake has no hardware model for the GPU size {size}: add its row to MODELS in "
+                              "azgpu/testing/hardware.py (GPUs, memory, InfiniBand ports and rate, AzNHC conf, "
+                              "bus bandwidth), each figure from a source")
+    return NO_GPU
 
 
 def _hpc_image(vmss: dict) -> bool:
