@@ -65,7 +65,6 @@ def find(method: str, path: str) -> tuple[Handler, dict] | None:
 
 
 # Importing the provider modules registers their routes.
-from . import catalog, compute, network, operations, resources, scale_set_vms  # noqa: E402,F401
-from . import galleries, identity, marketplace, placement  # noqa: E402,F401
-from . import authorization, deployments, impact, providers  # noqa: E402,F401
-from . import capacity_reservations, quota  # noqa: E402,F401
+from . import authorization, capacity_reservations, catalog, deployments, galleries, identity  # noqa: E402,F401
+from . import impact_reporting, instance_run_commands, instances, marketplace, network  # noqa: E402,F401
+from . import operations, placement, providers, quota, resources, scale_sets, vm_actions  # noqa: E402,F401

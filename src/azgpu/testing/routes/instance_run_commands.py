@@ -1,31 +1,13 @@
-"""Microsoft.Compute scale-set VM actions: Run Command (testing/models/vm_actions.py), managed Run
-Commands kept on an instance (testing/models/instance_run_commands.py), and deleting one VM."""
+"""Microsoft.Compute managed Run Commands kept on a scale-set instance (models/instance_run_commands.py)."""
 
 from __future__ import annotations
 
-from ..models import instance_run_commands, scale_sets, vm_actions
-from ..errors import ArmError
+from ..models import instance_run_commands
 from . import VMSS, route
 
-# The REST api-version whose shapes these routes answer in (Compute).
-API_VERSION = "2026-04-01"
-
-
-@route("POST", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/runCommand")
-def run_command(backend, req, sub, rg, vmss, instance):
-    return vm_actions.run_command(backend, req, rg, vmss, instance)
-
-
-@route("DELETE", VMSS + r"/virtualMachines/(?P<instance>[^/]+)")
-def delete_instance(backend, req, sub, rg, vmss, instance):
-    """VirtualMachineScaleSetVMs_Delete: the same operation as deleting that one instance."""
-    scale_set = backend.require(scale_sets.scale_set_id(backend, rg, vmss))
-    if backend.find(f"{scale_set['id']}/virtualMachines/{instance}") is None:
-        raise ArmError(404, "NotFound", f"The entity was not found in this Azure location. Instance {instance} of {vmss}.")
-    return scale_sets.begin_delete_instances(backend, req, scale_set, [instance])
-
-
-# Managed Run Commands: the spec's examples are Compute 2026-03-01 (tests/fixtures/azure/compute).
+# The REST api-version whose shapes these routes answer in: the spec's examples of managed Run Commands are
+# Compute 2026-03-01 (tests/fixtures/azure/compute).
+API_VERSION = "2026-03-01"
 RUN_COMMANDS = VMSS + r"/virtualMachines/(?P<instance>[^/]+)/runCommands"
 MANAGED_API = "2026-03-01"
 

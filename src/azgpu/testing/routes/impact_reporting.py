@@ -7,8 +7,8 @@ GET of .../impactCategories. The behaviour is in azgpu/testing/models/impact_rep
 
 from __future__ import annotations
 
-from ..models import impact_reporting as ir
 from ..errors import ArmError
+from ..models import impact_reporting as ir
 from . import SUB, Response, page, route
 
 # The REST api-versions whose shapes these routes answer in: every version of Microsoft.Impact's spec
