@@ -3,7 +3,8 @@
 - docs/error-codes.md: every stable error code azgpu's source gives a user, with what it means
   (the message, placeholders as ‹…›) and the remedy, read from the calls that raise or report it;
 - docs/fake-coverage.md: every Azure REST operation the fake (azgpu.testing) answers, as moto
-  publishes its coverage, read from the fake's route table.
+  publishes its coverage, read from the fake's route table;
+- docs/node-faults.md: every fault of a simulated node, read from the fake's node fault table.
 
 Run `python tools/reference_docs.py` after changing either; tests/test_docs.py fails while a page
 is stale.
@@ -205,7 +206,31 @@ def fake_coverage_page() -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-PAGES = {"error-codes.md": error_codes_page, "fake-coverage.md": fake_coverage_page}
+def node_faults_page() -> str:
+    """Every fault of a simulated node, from the fake's one table of them (azgpu.testing.node_fault_table)."""
+    from azgpu.testing.node_fault_table import NODE_FAULTS
+
+    def value(row) -> str:
+        if row.kind == "flag":
+            return "(a flag: `True` in Python)"
+        if row.kind == "choice":
+            return " or ".join(f"`{c}`" for c in row.choices)
+        if row.metavar:
+            return f"`{row.metavar}`"
+        return {"int": "a whole number", "float": "a number"}.get(row.kind, "text")
+
+    out = ["# Faults of a simulated node", "",
+           "What `provision simulate fault` (and `FakeAzure.make_unhealthy(instance, ...)` /",
+           "`unhealthy_next(count, ...)` in Python) can break on a simulated node, generated from the fake's",
+           "table of them (`src/azgpu/testing/node_fault_table.py`, `python tools/reference_docs.py`). A new fault",
+           "is a row there: its keyword, its option, its help and its effect on the node.", "",
+           f"{len(NODE_FAULTS)} faults.", "",
+           "| option | Python keyword | value | what it does |", "|---|---|---|---|"]
+    out += [f"| `{row.option}` | `{row.name}` | {_cell(value(row))} | {_cell(row.help)} |" for row in NODE_FAULTS]
+    return "\n".join(out) + "\n"
+
+
+PAGES = {"error-codes.md": error_codes_page, "fake-coverage.md": fake_coverage_page, "node-faults.md": node_faults_page}
 
 
 def main() -> int:

@@ -127,11 +127,11 @@ def test_pages_of_another_output_or_a_wrong_digest_are_refused():
 
 
 def _sandboxed(mode: str, settings: dict, script_edit=None, **fault):
-    from azgpu.testing import certify_sandbox, fabric, hardware
+    from azgpu.testing import certify_sandbox, fabric, node_fault_table
 
     node = fabric.make_node("n0", "Standard_ND96isr_H100_v5", 0)
     if fault:
-        hardware.apply_fault(node, **fault)
+        node_fault_table.apply_fault(node, **fault)
     script = body(mode, {"AZGPU_RUN": "run-00000009", "AZGPU_EXPECT_GPUS": 8, "AZGPU_ADMIN_USER": "azureuser",
                          **settings})["script"]
     if script_edit:

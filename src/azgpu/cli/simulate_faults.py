@@ -7,6 +7,9 @@ the multi-node NCCL check. Nothing here talks to Azure.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import click
 
 from ..errors import InputError
@@ -47,6 +50,38 @@ def _instance(fake, name: str | None, instance: str) -> str:
     return instance
 
 
+def _keep_state(ctx: click.Context, _param, value):
+    """--simulate-state of `simulate fault`, kept with the command's settings (obj) rather than passed."""
+    ctx.ensure_object(dict)["simulate_state"] = value
+    return value
+
+
+def _fault_option(row) -> Callable:
+    """The click option of one row of the fake's node fault table."""
+    if row.kind == "flag":
+        return click.option(row.option, row.name, is_flag=True, default=None, help=row.help)
+    kind = {"int": int, "float": float, "text": str}.get(row.kind) or click.Choice(list(row.choices))
+    return click.option(row.option, row.name, type=kind, default=None, metavar=row.metavar, help=row.help)
+
+
+def fault_options(fn: Callable) -> Callable:
+    """An option per row of azgpu.testing.node_fault_table (in its order), collected into one mapping,
+    `fault`, in the keywords make_unhealthy and unhealthy_next take."""
+    from ..testing.node_fault_table import NODE_FAULTS
+
+    @functools.wraps(fn)
+    def collected(*args, **kwargs):
+        fault = {}
+        for row in NODE_FAULTS:
+            value = kwargs.pop(row.name)
+            fault[row.name] = row.from_option(value) if row.from_option and value is not None else value
+        return fn(*args, fault=fault, **kwargs)
+
+    for row in reversed(NODE_FAULTS):
+        collected = _fault_option(row)(collected)
+    return collected
+
+
 def register(cli: click.Group) -> None:
     simulate_group = group(cli)
 
@@ -56,58 +91,18 @@ def register(cli: click.Group) -> None:
                   help="Computer name, SCALESET/INSTANCE_ID, or an instance id with -n (repeatable).")
     @click.option("--next", "next_count", type=int, default=None,
                   help="Apply the fault to the next N instances created instead (e.g. before create --check).")
-    @click.option("--gpus", type=int, default=None, help="GPUs the node still shows (e.g. 7 of 8).")
-    @click.option("--ib-down", "ib_down", default=None,
-                  help="InfiniBand device to take down (e.g. mlx5_ib3), or 'first'.")
-    @click.option("--ib-rate", type=int, default=None, help="Rate in Gb/s for --ib-port (or the first port).")
-    @click.option("--ib-port", default=None, help="InfiniBand device for --ib-rate.")
-    @click.option("--xid", type=int, default=None, help="An Xid in the kernel log (e.g. 79).")
-    @click.option("--nvidia-smi-hang", is_flag=True, default=None, help="nvidia-smi never answers.")
-    @click.option("--nvlink-down", is_flag=True, default=None, help="NVLink links inactive.")
-    @click.option("--run-command", type=click.Choice(["timeout", "no_verdict"]), default=None,
-                  help="Run Command never returns (timeout) or returns without a verdict.")
-    @click.option("--ecc", type=int, default=None, help="Uncorrectable SRAM ECC errors on the first GPU.")
-    @click.option("--row-remap", type=click.Choice(["pending", "failure"]), default=None,
-                  help="A row remap pending or failed on the first GPU.")
-    @click.option("--gpu-lost", is_flag=True, default=None, help="The driver calls the first GPU lost (no Xid line).")
-    @click.option("--no-devices", is_flag=True, default=None,
-                  help="nvidia-smi finds no GPU while the PCI bus still shows them.")
-    @click.option("--driver-not-loaded", is_flag=True, default=None,
-                  help="nvidia-smi answers that the NVIDIA driver is not loaded (exit 9).")
-    @click.option("--fabric-incomplete", is_flag=True, default=None,
-                  help="GB sizes: NVLink fabric state not Completed.")
-    @click.option("--imex-missing", is_flag=True, default=None, help="GB sizes: no IMEX channel.")
-    @click.option("--ib-degraded", default=None, metavar="PORT[:SHARE]",
-                  help="A port up at full rate that carries only SHARE of its bandwidth (default 0.6): what "
-                       "'provision certify' finds and the gate does not (e.g. mlx5_ib3:0.6).")
-    @click.option("--ib-flapping", default=None, metavar="PORT[:SECONDS]",
-                  help="A port whose link drops every SECONDS (default 30; its link_downed counter counts them).")
-    @click.option("--gpu-throttle", default=None, metavar="GPU[:SECONDS]",
-                  help="A GPU that throttles (HW Thermal Slowdown) after SECONDS under load (default 60).")
-    @click.option("--transient", type=int, default=None, help="Slow the node's next N fabric tests once each.")
-    @click.option("--collective-share", type=float, default=None,
-                  help="Every collective with the node runs at this share (its ports pass alone).")
-    @click.option("--nvlink-degraded", type=float, default=None, help="GB sizes: the node's NVLink at this share.")
-    @click.option("--simulate-state", default=None, help="File holding the simulated cloud (default: user state dir).")
+    @fault_options
+    @click.option("--simulate-state", default=None, expose_value=False, callback=_keep_state,
+                  help="File holding the simulated cloud (default: user state dir).")
     @common
-    def fault_cmd(obj, name, instances, next_count, gpus, ib_down, ib_rate, ib_port, xid, nvidia_smi_hang,
-                  nvlink_down, run_command, ecc, row_remap, gpu_lost, no_devices, driver_not_loaded, fabric_incomplete,
-                  imex_missing, ib_degraded, ib_flapping, gpu_throttle, transient, collective_share, nvlink_degraded,
-                  simulate_state):
+    def fault_cmd(obj, name, instances, next_count, fault):
         """Make simulated nodes unhealthy (a GPU missing, an IB port down or slow, an Xid, a hang ...), or faulty in
         the ways only 'provision certify' finds (a degraded or flapping port, a GPU throttling under load ...)."""
         if bool(instances) == (next_count is not None):
             raise InputError("name the nodes with --instance, or the next ones to be created with --next N",
                              code="MISSING_ARGUMENT",
                              remedy="e.g. --next 2 --gpus 7, or --instance c1-000-000003 --xid 79")
-        fault = {"gpus": gpus, "ib_down": True if ib_down == "first" else ib_down, "ib_rate": ib_rate,
-                 "ib_port": ib_port, "xid": xid, "nvidia_smi_hang": nvidia_smi_hang, "nvlink_down": nvlink_down,
-                 "run_command": run_command, "ecc": ecc, "row_remap": row_remap, "gpu_lost": gpu_lost,
-                 "no_devices": no_devices, "fabric_incomplete": fabric_incomplete, "imex_missing": imex_missing,
-                 "driver_not_loaded": driver_not_loaded,
-                 "ib_degraded": ib_degraded, "ib_flapping": ib_flapping, "gpu_throttle": gpu_throttle,
-                 "transient": transient, "collective_share": collective_share, "nvlink_degraded": nvlink_degraded}
-        fake = _fake(simulate_state, new=next_count is not None)
+        fake = _fake(obj.get("simulate_state"), new=next_count is not None)
         try:
             if next_count is not None:
                 fake.unhealthy_next(next_count, **fault)

@@ -25,10 +25,32 @@ operation finishes after `lro_polls` polls. azgpu's `--simulate` uses
 JSON file from one CLI process to the next.
 """
 
-from .credential import FakeCredential
-from .errors import NotImplementedInFake, OfflineError
-from .fake import DEFAULT_SUBSCRIPTION, FakeAzure, LoggedRequest
-from .faults import Fault
+from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
+# The public names load when first used (PEP 562), so the command line can read the fake's light tables
+# (node_fault_table.py for `provision simulate fault --help`) without importing the Azure SDK.
+_PUBLIC = {"FakeCredential": "credential", "NotImplementedInFake": "errors", "OfflineError": "errors",
+           "DEFAULT_SUBSCRIPTION": "fake", "FakeAzure": "fake", "LoggedRequest": "fake", "Fault": "faults"}
 __all__ = ["DEFAULT_SUBSCRIPTION", "FakeAzure", "FakeCredential", "Fault", "LoggedRequest", "NotImplementedInFake",
            "OfflineError"]
+
+if TYPE_CHECKING:
+    from .credential import FakeCredential
+    from .errors import NotImplementedInFake, OfflineError
+    from .fake import DEFAULT_SUBSCRIPTION, FakeAzure, LoggedRequest
+    from .faults import Fault
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -16,8 +16,8 @@ import uuid
 import zlib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
+from . import skus
 from .store import key
 
 
@@ -67,16 +67,24 @@ MODELS: dict[str, Model] = {
     "standard_ng32adms_v620_v1": Model("amd", 1, "AMD Radeon PRO V620", 32752),
 }
 NO_GPU = Model("none", 0)
-FAULT_KEYS = ("gpus", "ib_down", "ib_rate", "ib_port", "xid", "nvidia_smi_hang", "nvlink_down", "run_command", "ecc",
-              "row_remap", "gpu_lost", "no_devices", "fabric_incomplete", "imex_missing", "driver_not_loaded",
-              # What only certification finds (fabric.py says what each does under load).
-              "ib_degraded", "ib_flapping", "gpu_throttle", "transient", "collective_share", "nvlink_degraded")
-ROW_REMAP_FAULTS = ("pending", "failure")
-RUN_COMMAND_FAULTS = ("timeout", "no_verdict")
+
+
+class NoHardwareModel(LookupError):
+    """A GPU size the fake has no hardware row for: simulating it as a node without GPUs would let every
+    check of its GPUs and ports pass against nothing."""
 
 
 def model(size: str) -> Model:
-    return MODELS.get(size.lower(), NO_GPU)
+    """The hardware of a size: its row of MODELS; a size of no GPU (a head node's D-series) has none; a GPU
+    size without a row is an error, not a node without GPUs."""
+    found = MODELS.get(size.lower())
+    if found is not None:
+        return found
+    if skus.is_gpu({"name": size}):
+        raise NoHardwareModel(f"the fake has no hardware model for the GPU size {size}: add its row to MODELS in "
+                              "azgpu/testing/hardware.py (GPUs, memory, InfiniBand ports and rate, AzNHC conf, "
+                              "bus bandwidth), each figure from a source")
+    return NO_GPU
 
 
 def _hpc_image(vmss: dict) -> bool:
@@ -93,7 +101,8 @@ def gpu_bus(index: int, count: int) -> str:
 
 
 def new_node(store, vm: dict, vmss: dict) -> dict:
-    """The node state of a new instance: healthy, on a fresh host, unless faults were queued for it."""
+    """The node state of a new instance: healthy, on a fresh host (node_fault_table.apply_pending then gives it
+    the faults queued for it)."""
     number = store.next_number()
     m = model(vmss["sku"]["name"])
     location = vm.get("location", "eastus")
@@ -118,158 +127,8 @@ def new_node(store, vm: dict, vmss: dict) -> dict:
         "faults": [],
         "files": {},
     }
-    pending = store.pending_faults
-    if pending:
-        fault = pending[0]
-        apply_fault(node, **fault["fault"])
-        fault["count"] -= 1
-        if fault["count"] <= 0:
-            pending.pop(0)
     store.nodes[key(vm["id"])] = node
     return node
-
-
-def apply_fault(node: dict, *, gpus: int | None = None, ib_down: bool | str | int | None = None,
-                ib_rate: int | None = None, ib_port: str | int | None = None, xid: int | None = None,
-                nvidia_smi_hang: bool = False, nvlink_down: bool = False, run_command: str | None = None,
-                ecc: int | None = None, row_remap: str | None = None, gpu_lost: bool = False,
-                no_devices: bool = False, fabric_incomplete: bool = False, imex_missing: bool = False,
-                driver_not_loaded: bool = False,
-                ib_degraded: str | None = None, ib_flapping: str | None = None, gpu_throttle: str | None = None,
-                transient: int | None = None, collective_share: float | None = None,
-                nvlink_degraded: float | None = None) -> None:
-    """Break a node: gpus=7 (one missing), ib_down=True|'mlx5_ib3'|3, ib_rate=100 (on ib_port or the
-    first port), xid=79, nvidia_smi_hang, nvlink_down, run_command='timeout'|'no_verdict'; ecc=N
-    uncorrectable SRAM errors on the first GPU, row_remap='pending'|'failure' there, gpu_lost (the driver
-    calls the first GPU lost, no Xid line), no_devices (the driver lists none, the PCI bus still shows
-    them), driver_not_loaded (nvidia-smi exits 9, "NVIDIA driver is not loaded"); on GB sizes fabric_incomplete
-    (NVLink fabric not Completed) and imex_missing (no IMEX channel).
-    Certification's faults: ib_degraded='mlx5_ib3:0.6' (the port carries that share), ib_flapping='mlx5_ib1:30'
-    (its link drops every 30 s), gpu_throttle='2:60' (GPU 2 throttles after 60 s under load), transient=N
-    (its next N fabric tests are slowed once each), collective_share=0.5 (every collective with it slowed),
-    nvlink_degraded=0.5 (GB racks: its NVLink carries that share)."""
-    m = model(node["size"])
-    _load_faults(node, ib_degraded=ib_degraded, ib_flapping=ib_flapping, gpu_throttle=gpu_throttle, transient=transient,
-                 collective_share=collective_share, nvlink_degraded=nvlink_degraded)
-    _gpu_faults(node, ecc=ecc, row_remap=row_remap, gpu_lost=gpu_lost, no_devices=no_devices,
-                fabric_incomplete=fabric_incomplete, imex_missing=imex_missing)
-    if gpus is not None:
-        if not 0 <= gpus <= len(node["gpus"]):
-            raise ValueError(f"gpus={gpus}: the node has {len(node['gpus'])}")
-        for i, gpu in enumerate(node["gpus"]):
-            gpu["present"] = i < gpus
-        node["faults"].append(f"{gpus} of {len(node['gpus'])} GPUs")
-    if ib_down not in (None, False):
-        port = _port(node, None if ib_down is True else ib_down)
-        port.update(state="DOWN", phys="Polling")
-        node["faults"].append(f"{port['dev']} down")
-    if ib_rate is not None:
-        port = _port(node, ib_port)
-        port["rate"] = int(ib_rate)
-        port["width"] = max(1, round(4 * ib_rate / m.ib_rate)) if m.ib_rate else 4
-        node["faults"].append(f"{port['dev']} at {ib_rate} Gb/s")
-    if xid is not None:
-        node["xids"].append(int(xid))
-        node["faults"].append(f"Xid {xid}")
-    if nvidia_smi_hang:
-        node["nvidia_smi"] = "hang"
-        node["faults"].append("nvidia-smi hangs")
-    if nvlink_down:
-        node["nvlink"] = "down"
-        node["faults"].append("NVLink down")
-    if driver_not_loaded:
-        if m.vendor != "nvidia":
-            raise ValueError(f"{node['size']} has no NVIDIA driver")
-        node["nvidia_smi"] = "driver_not_loaded"
-        node["faults"].append("NVIDIA driver not loaded")
-    if run_command is not None:
-        if run_command not in RUN_COMMAND_FAULTS:
-            raise ValueError(f"run_command={run_command!r}: one of {RUN_COMMAND_FAULTS}")
-        node["run_command"] = run_command
-        node["faults"].append(f"Run Command {run_command}")
-
-
-def _gpu_faults(node: dict, *, ecc, row_remap, gpu_lost, no_devices, fabric_incomplete, imex_missing) -> None:
-    gpu = node["gpus"][0] if node["gpus"] else None
-    if (ecc or row_remap or gpu_lost) and gpu is None:
-        raise ValueError(f"{node['size']} has no GPU")
-    if ecc:
-        gpu["ecc_sram"] = int(ecc)
-        node["faults"].append(f"{ecc} uncorrectable SRAM ECC errors")
-    if row_remap:
-        if row_remap not in ROW_REMAP_FAULTS:
-            raise ValueError(f"row_remap={row_remap!r}: one of {ROW_REMAP_FAULTS}")
-        gpu["remap"] = row_remap
-        node["faults"].append(f"row remap {row_remap}")
-    if gpu_lost:
-        gpu["lost"] = True
-        node["faults"].append("GPU lost")
-    if no_devices:
-        node["nvidia_smi"] = "no_devices"
-        node["faults"].append("driver lists no GPU")
-    if fabric_incomplete or imex_missing:
-        if not gb_family(node["size"]):
-            raise ValueError(f"{node['size']} has no NVLink fabric across nodes (GB sizes only)")
-    if fabric_incomplete:
-        node["fabric"] = {**fabric_of(node), "state": "In Progress", "status": "N/A"}
-        node["faults"].append("NVLink fabric not completed")
-    if imex_missing:
-        node["imex"] = "missing"
-        node["faults"].append("IMEX channel missing")
-
-
-def _pair(text: str, what: str) -> tuple[str, str | None]:
-    head, sep, tail = str(text).partition(":")
-    if not head:
-        raise ValueError(f"{what}={text!r}: give PORT[:VALUE]")
-    return head, (tail if sep else None)
-
-
-def _share(value, what: str) -> float:
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}={value!r}: a share from 0 to 1") from None
-    if not 0 <= share <= 1:
-        raise ValueError(f"{what}={value!r}: a share from 0 to 1")
-    return share
-
-
-def _load_faults(node: dict, *, ib_degraded, ib_flapping, gpu_throttle, transient, collective_share,
-                 nvlink_degraded) -> None:
-    if ib_degraded is not None:
-        dev, share = _pair(ib_degraded, "ib_degraded")
-        port = _port(node, dev)
-        node.setdefault("ib_degraded", {})[port["dev"]] = _share(share if share is not None else 0.6, "ib_degraded")
-        node["faults"].append(f"{port['dev']} carries {node['ib_degraded'][port['dev']]:.0%}")
-    if ib_flapping is not None:
-        dev, period = _pair(ib_flapping, "ib_flapping")
-        port = _port(node, dev)
-        seconds = int(period) if period and period.isdigit() else 30
-        if not 2 < seconds <= 86400:
-            raise ValueError(f"ib_flapping={ib_flapping!r}: a period of 3 to 86400 seconds")
-        node.setdefault("ib_flapping", {})[port["dev"]] = seconds
-        node["faults"].append(f"{port['dev']} flaps every {seconds} s")
-    if gpu_throttle is not None:
-        gpu, after = _pair(gpu_throttle, "gpu_throttle")
-        if not gpu.isdigit() or int(gpu) >= len(node["gpus"]):
-            raise ValueError(f"gpu_throttle={gpu_throttle!r}: GPU index 0 to {len(node['gpus']) - 1}")
-        seconds = int(after) if after and after.isdigit() else 60
-        node.setdefault("gpu_throttle", {})[gpu] = seconds
-        node["faults"].append(f"GPU {gpu} throttles after {seconds} s under load")
-    if transient is not None:
-        if isinstance(transient, bool) or int(transient) < 1:
-            raise ValueError("transient: how many of its next fabric tests are slowed, 1 or more")
-        node["transient"] = int(node.get("transient", 0)) + int(transient)
-        node["faults"].append(f"{transient} transient slowdown(s)")
-    if collective_share is not None:
-        node["collective_share"] = _share(collective_share, "collective_share")
-        node["faults"].append(f"collectives with it at {node['collective_share']:.0%}")
-    if nvlink_degraded is not None:
-        if not gb_family(node["size"]):
-            raise ValueError(f"{node['size']} has no NVLink fabric across nodes (GB sizes only)")
-        node["nvlink_degraded"] = _share(nvlink_degraded, "nvlink_degraded")
-        node["faults"].append(f"NVLink at {node['nvlink_degraded']:.0%}")
 
 
 def gb_family(size: str) -> bool:
@@ -286,34 +145,6 @@ def fabric_of(node: dict) -> dict | None:
     default = {"clusterUuid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"azgpu-fake-fabric/{scale_set}")),
                "cliqueId": 1 + zlib.crc32(scale_set.encode()) % 32766, "state": "Completed", "status": "Success"}
     return {**default, **(node.get("fabric") or {})}
-
-
-def _port(node: dict, which: str | int | None) -> dict:
-    ports = node["ib"]
-    if not ports:
-        raise ValueError(f"{node['size']} has no InfiniBand port")
-    if which is None:
-        return ports[0]
-    if isinstance(which, int) or str(which).isdigit():
-        return ports[int(which)]
-    name = str(which).split(":")[0]
-    for port in ports:
-        if port["dev"] == name:
-            return port
-    raise ValueError(f"no InfiniBand port {which!r} (the node has {', '.join(p['dev'] for p in ports)})")
-
-
-def validate_fault(fault: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(fault) - set(FAULT_KEYS)
-    if unknown:
-        raise ValueError(f"unknown fault(s) {sorted(unknown)}: use {', '.join(FAULT_KEYS)}")
-    if not any(v not in (None, False) for v in fault.values()):
-        raise ValueError("name at least one fault: " + ", ".join(FAULT_KEYS))
-    if fault.get("run_command") not in (None, *RUN_COMMAND_FAULTS):
-        raise ValueError(f"run_command must be one of {RUN_COMMAND_FAULTS}")
-    if fault.get("row_remap") not in (None, *ROW_REMAP_FAULTS):
-        raise ValueError(f"row_remap must be one of {ROW_REMAP_FAULTS}")
-    return {k: v for k, v in fault.items() if v not in (None, False)}
 
 
 # ------------------------------------------------------------------------------ what the tools print

@@ -1,6 +1,6 @@
 """Faults of the simulated node hardware that the health gate must find: broken GPUs and InfiniBand
 ports on an existing instance or the next ones created, racks whose NVLink fabric is incomplete,
-and a scale set whose fabric is slow. hardware.py says what each fault does to the node's output;
+and a scale set whose fabric is slow. node_fault_table.py says what each fault does to the node;
 this module finds the node a test names and records the fault in the store.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import hardware
+from . import node_fault_table
 from .backend import Backend
 from .models import vertical_connect
 from .models.vm_actions import node_of
@@ -44,19 +44,19 @@ def node(backend: Backend, instance: str) -> dict:
 
 
 def make_unhealthy(backend: Backend, instance: str, fault: dict[str, Any]) -> dict:
-    fault = hardware.validate_fault(fault)
+    fault = node_fault_table.validate_fault(fault)
     vm = vm_id(backend, instance)
     state = backend.store.nodes.get(vm.lower())
     if state is None:
         state = node_of(backend, backend.find(vm), backend.find(parse_id(vm).parent))
-    hardware.apply_fault(state, **fault)
+    node_fault_table.apply_fault(state, **fault)
     return state
 
 
 def unhealthy_next(backend: Backend, count: int, fault: dict[str, Any]) -> None:
     if count < 1:
         raise ValueError("count must be at least 1")
-    backend.store.pending_faults.append({"count": int(count), "fault": hardware.validate_fault(fault)})
+    backend.store.pending_faults.append({"count": int(count), "fault": node_fault_table.validate_fault(fault)})
 
 
 def fabric_incomplete(backend: Backend, instance: str, state: str, status: str) -> dict:

@@ -27,12 +27,12 @@ from typing import Any
 from ..errors import ArmError
 from ..lro import iso
 from ..store import Store, stable_uuid
+from . import providers
+from .authorization import allowed, authorization_failed
 
 NAMESPACE = "Microsoft.Impact"
 WRITE = "Microsoft.Impact/workloadImpacts/write"
 READ = "Microsoft.Impact/workloadImpacts/read"
-# Owner-like, so an untouched fake lets azgpu report; set_permissions narrows it.
-DEFAULT_PERMISSIONS = [{"actions": ["*"], "notActions": [], "dataActions": [], "notDataActions": []}]
 NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-:]*[a-zA-Z0-9]{3,120}$")  # WorkloadImpact.name in the spec
 VIRTUAL_STEP = 60.0  # seconds between insights when the fake keeps virtual time
 # The api-versions of Microsoft.Impact/workloadImpacts in Azure/azure-rest-api-specs (specification/impact).
@@ -45,60 +45,21 @@ def data() -> dict[str, Any]:
     return json.loads(resources.files("azgpu.testing").joinpath("data/impact_reporting.json").read_text())
 
 
-# ------------------------------------------------------------------------------ the provider
+# ------------------------------------------------------------------------------ the provider (models/providers.py)
+
+RESOURCE_TYPES = ("workloadImpacts", "workloadImpacts/insights", "impactCategories", "operations")
 
 
 def registration_state(store: Store) -> str:
-    return store.providers.get(NAMESPACE.lower(), "Registered")
+    return providers.registration_state(store, NAMESPACE)
 
 
 def provider_body(store: Store, subscription: str) -> dict[str, Any]:
-    """Providers - Get for Microsoft.Impact, in the spec's Provider shape (GetProviders.json, 2024-11-01)."""
-    types = ["workloadImpacts", "workloadImpacts/insights", "impactCategories", "operations"]
-    return {
-        "id": f"/subscriptions/{subscription}/providers/{NAMESPACE}",
-        "namespace": NAMESPACE,
-        "registrationState": registration_state(store),
-        "registrationPolicy": "RegistrationRequired",
-        "resourceTypes": [{"resourceType": t, "locations": [], "apiVersions": list(API_VERSIONS),
-                           "capabilities": "None"} for t in types],
-    }
+    return providers.provider_body(store, subscription, NAMESPACE, RESOURCE_TYPES, API_VERSIONS)
 
 
 def not_registered() -> ArmError:
-    # Learn, "Resolve errors for resource provider registration": MissingSubscriptionRegistration.
-    message = (f"The subscription is not registered to use namespace '{NAMESPACE}'. See https://aka.ms/rps-not-found "
-               "for how to register subscriptions.")
-    return ArmError(409, "MissingSubscriptionRegistration", message,
-                    details=[{"code": "MissingSubscriptionRegistration", "target": NAMESPACE, "message": message}])
-
-
-# ------------------------------------------------------------------------------ permissions
-
-
-def permissions(store: Store) -> list[dict[str, Any]]:
-    return copy.deepcopy(store.permissions if store.permissions is not None else DEFAULT_PERMISSIONS)
-
-
-def _matches(pattern: str, action: str) -> bool:
-    regex = "^" + ".*".join(re.escape(p) for p in pattern.split("*")) + "$"
-    return re.match(regex, action, re.IGNORECASE) is not None
-
-
-def allowed(store: Store, action: str) -> bool:
-    """Learn: an action is allowed when some permission lists it in actions and not in its notActions."""
-    return any(any(_matches(a, action) for a in p.get("actions") or [])
-               and not any(_matches(n, action) for n in p.get("notActions") or [])
-               for p in permissions(store))
-
-
-def authorization_failed(action: str, scope: str) -> ArmError:
-    # ARM's wording (Learn, "Resolve errors for resource provider registration", AuthorizationFailed).
-    principal = stable_uuid("principal", "caller")
-    return ArmError(403, "AuthorizationFailed",
-                    f"The client '{principal}' with object id '{principal}' does not have authorization to perform "
-                    f"action '{action}' over scope '{scope}' or the scope is invalid. If access was recently "
-                    "granted, please refresh your credentials.")
+    return providers.not_registered(NAMESPACE)
 
 
 # ------------------------------------------------------------------------------ categories

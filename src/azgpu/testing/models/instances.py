@@ -12,7 +12,7 @@ import ipaddress
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .. import hardware
+from .. import hardware, node_fault_table
 from ..errors import ArmError
 from ..lro import iso
 from ..store import key, same_id, stable_uuid
@@ -198,6 +198,7 @@ def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str
     members = vms(backend, vmss)
     backend.store.put(vm)
     node = hardware.new_node(backend.store, vm, vmss)
+    node_fault_table.apply_pending(backend.store, node)
     vertical_connect.place(backend.store, vmss, members, node)
 
 

@@ -1,5 +1,5 @@
-"""Scale sets as ARM checks and changes them (the model behind routes/compute.py and
-routes/scale_set_vms.py).
+"""Scale sets as ARM checks and changes them (the model behind routes/scale_sets.py and
+routes/instances.py).
 
 A scale-set PUT or PATCH is checked the way ARM checks it, synchronously, before anything is
 accepted: Azure Policy, the identities' linked authorization, SKU availability (409
@@ -17,8 +17,17 @@ from ..errors import ArmError, invalid_reference, required_location
 from ..messages import Request, Response
 from ..skus import check_bootable, normalize_location
 from ..store import parse_id, same_id, stable_uuid
-from . import capacity_reservations, deployments, galleries, instances, marketplace, quota, references, vertical_connect
-from . import impact_reporting as ir
+from . import (
+    authorization,
+    capacity_reservations,
+    deployments,
+    galleries,
+    instances,
+    marketplace,
+    quota,
+    references,
+    vertical_connect,
+)
 
 VMSS_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 EXTENSION_TYPE = "Microsoft.Compute/virtualMachineScaleSets/extensions"
@@ -242,9 +251,9 @@ def _check_identity_assign(backend, vmss: dict) -> None:
         return
     granted = [{"actions": [x for a in p.get("actions") or [] for x in (a, a.replace("/*/", "/"))],
                 "notActions": [x for n in p.get("notActions") or [] for x in (n, n.replace("/*/", "/"))]}
-               for p in ir.permissions(backend.store)]
-    if any(any(ir._matches(a, ASSIGN_ACTION) for a in p["actions"]) and
-           not any(ir._matches(n, ASSIGN_ACTION) for n in p["notActions"]) for p in granted):
+               for p in authorization.permissions(backend.store)]
+    if any(any(authorization.matches(a, ASSIGN_ACTION) for a in p["actions"]) and
+           not any(authorization.matches(n, ASSIGN_ACTION) for n in p["notActions"]) for p in granted):
         return
     principal = stable_uuid("principal", "caller")
     raise ArmError(403, "LinkedAuthorizationFailed",

@@ -23,7 +23,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import certify_sandbox, hardware
+from .. import certify_sandbox, hardware, node_fault_table
 from ..errors import ArmError, NotImplementedInFake
 from ..messages import Response
 from ..node_sandbox import Sandbox
@@ -47,6 +47,7 @@ def node_of(backend, vm: dict, vmss: dict) -> dict:
     node = backend.store.nodes.get(key(vm["id"]))
     if node is None:  # an instance from a state file written before nodes were simulated
         node = hardware.new_node(backend.store, vm, vmss)
+        node_fault_table.apply_pending(backend.store, node)
     return node
 
 

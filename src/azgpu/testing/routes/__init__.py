@@ -66,15 +66,16 @@ def find(method: str, path: str) -> tuple[Handler, dict] | None:
 
 
 # Importing the provider modules registers their routes.
-from . import (  # noqa: E402, F401 - after ROUTES, which they register into; imported for that alone
+from . import (  # noqa: E402,F401  # noqa: E402,F401  # noqa: E402,F401
     authorization,
     capacity_reservations,
     catalog,
-    compute,
     deployments,
     galleries,
     identity,
-    impact,
+    impact_reporting,
+    instance_run_commands,
+    instances,
     marketplace,
     network,
     operations,
@@ -82,5 +83,6 @@ from . import (  # noqa: E402, F401 - after ROUTES, which they register into; im
     providers,
     quota,
     resources,
-    scale_set_vms,
+    scale_sets,
+    vm_actions,
 )

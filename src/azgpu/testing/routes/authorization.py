@@ -9,7 +9,7 @@ has the same permissions at every scope.
 
 from __future__ import annotations
 
-from ..models import impact_reporting as ir
+from ..models import authorization
 from . import RG, SUB, page, route
 
 # The REST api-version whose shapes these routes answer in (the authorization spec).
@@ -20,17 +20,17 @@ PERMISSIONS = r"/providers/Microsoft\.Authorization/permissions"
 
 @route("GET", SUB + PERMISSIONS)
 def subscription_permissions(backend, req, sub):
-    return page(ir.permissions(backend.store))
+    return page(authorization.permissions(backend.store))
 
 
 @route("GET", RG + PERMISSIONS)
 def group_permissions(backend, req, sub, rg):
     backend.require_rg(rg)
-    return page(ir.permissions(backend.store))
+    return page(authorization.permissions(backend.store))
 
 
 @route("GET", RG + r"/providers/(?P<namespace>[^/]+)/(?P<kind>[^/]+)/(?P<name>[^/]+)" + PERMISSIONS)
 def resource_permissions(backend, req, sub, rg, namespace, kind, name):
     """Permissions - List For Resource (authorization spec 2022-04-01), for a top-level resource."""
     backend.require(f"{backend.rg_id(rg)}/providers/{namespace}/{kind}/{name}")
-    return page(ir.permissions(backend.store))
+    return page(authorization.permissions(backend.store))

@@ -8,8 +8,7 @@ the permission requirements of a deployment); without the action, ARM answers 40
 
 from __future__ import annotations
 
-from ..models import deployments
-from ..models import impact_reporting as ir
+from ..models import authorization, deployments
 from . import RG, SUB, Response, route
 
 # The REST api-version whose shapes these routes answer in (resources deployments spec).
@@ -19,8 +18,8 @@ DEPLOYMENT = r"/providers/Microsoft\.Resources/deployments/(?P<name>[^/]+)"
 
 
 def _allowed(backend, action: str, scope: str) -> None:
-    if not ir.allowed(backend.store, action):
-        raise ir.authorization_failed(action, scope)
+    if not authorization.allowed(backend.store, action):
+        raise authorization.authorization_failed(action, scope)
 
 
 def _validate(backend, req, sub, rg, name):

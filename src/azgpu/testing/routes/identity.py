@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..models import galleries
+from ..models import identity
 from . import RG, Response, route
 
 # The REST api-version whose shapes these routes answer in (Microsoft.ManagedIdentity).
@@ -13,4 +13,4 @@ IDENTITY = RG + r"/providers/Microsoft\.ManagedIdentity/userAssignedIdentities/(
 
 @route("GET", IDENTITY)
 def get_identity(backend, req, sub, rg, name):
-    return Response(200, backend.require(f"{backend.rg_id(rg)}/providers/{galleries.IDENTITY_TYPE}/{name}"))
+    return Response(200, identity.get(backend, rg, name))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import NotImplementedInFake
 from ..models import impact_reporting as ir
+from ..models import providers
 from . import SUB, Response, route
 
 # The REST api-version whose shapes these routes answer in (resources spec, Providers - Get).
@@ -18,4 +19,4 @@ API_VERSION = "2024-11-01"
 def get_provider(backend, req, sub, namespace):
     if namespace.lower() != ir.NAMESPACE.lower():
         raise NotImplementedInFake(req.method, req.path, f"the registration of provider {namespace}")
-    return Response(200, ir.provider_body(backend.store, sub))
+    return Response(200, providers.provider_body(backend.store, sub, ir.NAMESPACE, ir.RESOURCE_TYPES, ir.API_VERSIONS))

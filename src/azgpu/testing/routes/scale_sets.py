@@ -1,10 +1,10 @@
-"""Microsoft.Compute scale sets: the scale set, its instances and its extensions (URL and body to
-models/scale_sets.py, which holds ARM's checks)."""
+"""Microsoft.Compute scale sets: the scale set and its extensions (URL and body to models/scale_sets.py,
+which holds ARM's checks); its instances are routes/instances.py."""
 
 from __future__ import annotations
 
 from ..errors import child_not_found
-from ..models import instances, scale_sets, vertical_connect
+from ..models import scale_sets
 from ..models.scale_sets import VMSS_TYPE
 from . import COMPUTE, SUB, VMSS, Response, page, route
 
@@ -62,33 +62,6 @@ def list_all_vmss(backend, req, sub):
 @route("GET", VMSS + r"/instanceView")
 def vmss_instance_view(backend, req, sub, rg, vmss):
     return Response(200, scale_sets.instance_view(backend, backend.get_for_read(_vmss_id(backend, rg, vmss))))
-
-
-# -- instances -----------------------------------------------------------------------------------
-def _vm(backend, rg: str, vmss: str, instance: str) -> dict:
-    return scale_sets.vm(backend, backend.require(_vmss_id(backend, rg, vmss)), instance, vmss)
-
-
-def _expand(req) -> bool:
-    return "instanceview" in (req.query.get("$expand") or "").lower()
-
-
-@route("GET", VMSS + r"/virtualMachines")
-def list_vms(backend, req, sub, rg, vmss):
-    vms = instances.vms(backend, backend.require(_vmss_id(backend, rg, vmss)))
-    return page([scale_sets.with_view(vm, backend) for vm in vms] if _expand(req) else vms)
-
-
-@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)")
-def get_vm(backend, req, sub, rg, vmss, instance):
-    vm = _vm(backend, rg, vmss, instance)
-    return Response(200, scale_sets.with_view(vm, backend) if _expand(req) else vm)
-
-
-@route("GET", VMSS + r"/virtualMachines/(?P<instance>[^/]+)/instanceView")
-def vm_instance_view(backend, req, sub, rg, vmss, instance):
-    vm = _vm(backend, rg, vmss, instance)
-    return Response(200, {**instances.instance_view(vm), **vertical_connect.instance_view(backend.store, vm)})
 
 
 # -- extensions ----------------------------------------------------------------------------------
