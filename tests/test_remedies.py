@@ -210,3 +210,34 @@ def test_a_slurm_programs_logged_remedy_under_simulate_carries_simulate(run, tmp
                        "nosuch-0001", *SIM)
     remedy = next(line for line in err.splitlines() if "resume nosuch-0001: remedy:" in line)
     assert rc == 2 and "[UNKNOWN_SLURM_NODE]" in err and "'provision slurm config --simulate'" in remedy
+
+
+def test_a_failed_gate_in_create_names_the_whole_create_that_replaces_the_nodes(run, ssh_key, tmp_path, monkeypatch):
+    """The remedy quotes the create as it was typed, with --replace-unhealthy added (and --simulate under
+    --simulate): pasted, it replaces the failing nodes. Options left out ('provision create ...') would fail."""
+    import shlex
+
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    assert run("simulate", "fault", "--next", "1", "--gpus", "7")[0] == 0
+    create = ("create", "--profile", "nd-a100-v4", "-n", "m4", "-g", "m-rg", "-l", "eastus", "--nodes", "2",
+              "--ssh-key", ssh_key, "--simulate", "--simulate-latency", "0", "--check", "-o", "none")
+    rc, out, err = run(*create)
+    remedy = next(line for line in err.splitlines() if line.startswith("  remedy:"))
+    assert rc == 1 and "[UNHEALTHY_NODES]" in err and "..." not in remedy, err
+    command = shlex.split(remedy.split("replace them: ", 1)[1])[0]
+    assert shlex.split(command) == ["provision", *create, "--replace-unhealthy"], remedy
+    rc, out, err = run(*shlex.split(command)[1:])
+    assert rc == 0, err
+
+
+def test_check_and_report_say_in_words_what_replaces_the_nodes(run, ssh_key, tmp_path, monkeypatch):
+    """Standalone check does not hold the options the cluster was created with: no create with '...' in it."""
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    assert run("create", "--profile", "nd-a100-v4", "-n", "m5", "-g", "m-rg", "-l", "eastus", "--nodes", "2",
+               "--ssh-key", ssh_key, *SIM, "-o", "none")[0] == 0
+    assert run("simulate", "fault", "-n", "m5", "--instance", "1", "--xid", "79")[0] == 0
+    rc, out, err = run("check", "-n", "m5", "-g", "m-rg", *SIM, "-o", "none")
+    remedy = next(line for line in err.splitlines() if line.startswith("  remedy:"))
+    assert rc == 1 and "'provision check -n m5 -g m-rg -o table --simulate'" in remedy, err
+    assert "re-run the create that made the cluster with --check --replace-unhealthy added" in remedy
+    assert not placeholders(remedy), remedy
