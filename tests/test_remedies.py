@@ -178,7 +178,7 @@ def test_remedies_in_a_result_under_simulate_carry_simulate_too(run, tmp_path, m
     rc, out, err = run("capacity", "--profile", "nd-a100-v4", "--nodes", "2", "-l", "eastus", *SIM)
     short = next(c for c in json.loads(out)["checks"] if c["status"] == "short")
     assert rc == 1 and short["remedy"].startswith(
-        "request 192: 'provision quota request -n train01 --size Standard_ND96asr_v4 --nodes 2 -l eastus --simulate'")
+        "request 192: 'provision quota request --size Standard_ND96asr_v4 --nodes 2 -l eastus --simulate'")
     command = short["remedy"].split("'")[1].split()[1:]  # the quoted command, pasted: it files the request
     rc, out, err = run(*command, "--simulate-latency", "0", "--yes")
     assert rc in (0, 1) and "request 192" in err and "ERROR" not in err.replace("QUOTA_REQUEST", ""), err
@@ -251,3 +251,14 @@ def test_check_and_report_say_in_words_what_replaces_the_nodes(run, ssh_key, tmp
     assert rc == 1 and "'provision check -n m5 -g m-rg -o table --simulate'" in remedy, err
     assert "re-run the create that made the cluster with --check --replace-unhealthy added" in remedy
     assert not placeholders(remedy), remedy
+
+
+def test_quota_request_needs_a_name_only_to_count_what_a_cluster_in_its_group_holds(run, tmp_path, monkeypatch):
+    """The capacity report's quota remedy names no cluster (capacity has none): quota request files for a size,
+    count and location without -n; with -g, the name picks the cluster whose scale sets hold quota already."""
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    quota = ("quota", "request", "--size", "Standard_ND96asr_v4", "--nodes", "2", "-l", "eastus", "--yes", *SIM)
+    rc, out, err = run(*quota)
+    assert rc == 0 and json.loads(out)["shortfall"] == [] and "MISSING_NAME" not in err, err
+    rc, out, err = run(*quota, "-g", "ml-rg")
+    assert rc == 2 and "[MISSING_NAME]" in err
