@@ -162,6 +162,24 @@ def test_the_width_follows_the_terminal(monkeypatch):
     assert output.table_width() == output.DEFAULT_WIDTH  # not a terminal: 120
 
 
+@pytest.mark.parametrize("columns, width", [("30", 40), ("1", 40), ("39", 40), ("40", 40), ("200", 200),
+                                           ("0", 120), ("", 120), ("wide", 120)])
+def test_a_narrow_columns_in_a_pipe_is_laid_out_narrow_never_at_120(monkeypatch, columns, width):
+    """COLUMNS is the width asked for, in a pipe too: below the narrowest azgpu lays out (40), the narrowest, not
+    the 120 of a width nobody gave. 0, empty or not a number: not given (a pipe: 120)."""
+    monkeypatch.setattr("sys.stdout.isatty", lambda: False)
+    monkeypatch.setenv("COLUMNS", columns)
+    assert output.table_width() == width
+
+
+def test_profiles_list_at_30_columns_keeps_retired_within_40(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "30")
+    rc, out, _ = run("profiles", "list", "-o", "table")
+    lines = out.splitlines()
+    assert rc == 0 and "Retired" in lines[0] and max(map(len, lines)) <= 40
+    assert "2023-09-06" in next(line for line in lines if line.startswith("nd "))
+
+
 # ------------------------------------------------------------------------------ a terminal of 80 x 24
 
 

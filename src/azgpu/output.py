@@ -198,6 +198,7 @@ def _records(rows: list[dict], columns: list[str]) -> str:
 # The widest table azgpu prints when the width is not known (a pipe, a file): what fits a terminal
 # of 120 columns. On a terminal, its width (COLUMNS, as the shell sets it, wins).
 DEFAULT_WIDTH = 120
+NARROWEST = 40  # a narrower width given is laid out at this one: a name and a verdict column still fit
 MIN_COLUMN = 10  # a column is wrapped down to this width at most, then columns are left out
 
 
@@ -205,11 +206,13 @@ def table_width() -> int:
     import shutil
     import sys
 
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) >= 40:
-        return int(columns)
+    # COLUMNS is the width the user asked for, in a pipe too: one below NARROWEST is a narrow screen, laid out
+    # at the narrowest, never at the 120 of an unknown width (0 or a non-number: not set).
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return max(NARROWEST, int(columns))
     if sys.stdout.isatty():
-        return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+        return max(NARROWEST, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
     return DEFAULT_WIDTH
 
 

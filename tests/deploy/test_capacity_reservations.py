@@ -327,7 +327,7 @@ def test_a_full_block_reservation_is_not_told_to_update_its_capacity(reservable,
     with pytest.raises(ValidationFailed) as info:
         create(session, in_group(reservable, nodes=3))
     f = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FULL")
-    assert "capacity reservation update" not in f.remedy and "--capacity" not in f.remedy
+    assert "capacity reservation update" not in f.remedy and "--capacity " not in f.remedy
     assert "cannot be updated" in f.remedy and "at most 2" in f.remedy
 
 
@@ -520,6 +520,24 @@ def test_a_block_reservation_before_its_window_serves_no_cluster(reservable, ses
     with pytest.raises(ValidationFailed) as info:
         create(session, in_group(reservable, nodes=2))
     assert "CAPACITY_RESERVATION_NOT_ACTIVE" in {f.code for f in info.value.errors}
+
+
+def test_a_block_reservation_over_or_full_names_the_whole_reserve_of_another_block(reservable, session):
+    """A Block's capacity and schedule cannot change (S-rest-crg): the remedy is a reserve of another Block in a new
+    group, whole (no '...' or NEW to fill in), as long as the one held, in a capacity Azure offers a Block."""
+    reserve(session, count=2, reservation_type="Block", days=3)
+    new = f"{group_id(reservable).rsplit('/', 1)[0]}/{GROUP}-next"
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=3))
+    full = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FULL")
+    assert (f"'provision reserve -g {CRG_RG} --group {GROUP}-next --type Block --size {A100} --count 4 -l {LOCATION} "
+            f"--start +1 --days 3', then create with --capacity-reservation-group {new}") in full.remedy, full.remedy
+    advance_to(reservable, window_start() + timedelta(days=3, hours=1))
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=2))
+    over = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_NOT_ACTIVE")
+    assert f"--count 2 -l {LOCATION} --start +1 --days 3'" in over.remedy and "..." not in over.remedy, over.remedy
 
 
 def test_a_block_reservations_capacity_and_schedule_stay(reservable, session):

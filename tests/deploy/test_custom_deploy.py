@@ -61,12 +61,18 @@ def test_a_version_not_replicated_to_the_location_is_refused_before_any_write(az
     image_id = _gallery(azure, regions=("westus2", "westus3"))
     f = next(iter(_preflight_errors(session, image=image_id)))
     assert f.code == "IMAGE_NOT_REPLICATED" and "westus2, westus3" in f.message and f"name={LOCATION}" in f.remedy
+    # The version named whole, as az sig takes it (no '...' left to fill in).
+    sub = image_id.split("/")[2]
+    assert (f"'az sig image-version update -g img-rg -r hpcgallery -i ubuntu-hpc -e 1.0.0 --subscription {sub} --add "
+            f"publishingProfile.targetRegions name={LOCATION}'") in f.remedy, f.remedy
     assert not writes(azure)
 
 
 def test_a_version_still_replicating_is_refused(azure, session):
     image_id = _gallery(azure, state="Replicating")
-    assert _codes(_preflight_errors(session, image=image_id)) == {"IMAGE_REPLICATION_INCOMPLETE"}
+    (f,) = _preflight_errors(session, image=image_id)
+    assert f.code == "IMAGE_REPLICATION_INCOMPLETE" and "'az sig image-version show -g img-rg -r hpcgallery -i " \
+        "ubuntu-hpc -e 1.0.0 --subscription " in f.remedy, f.remedy
 
 
 def test_latest_is_the_highest_version_not_excluded_from_latest(azure, session):
@@ -122,6 +128,9 @@ def test_too_few_replicas_for_the_cluster_is_a_warning(azure, session):
     result = create(session, request(image=image_id, nodes=120), CreateOptions(dry_run=True)).as_dict()
     f = next(f for f in result["preflight"]["findings"] if f["code"] == "GALLERY_REPLICAS_LOW")
     assert f["severity"] == "warning" and "3 for 120 nodes" in f["message"]
+    # The replica count of this region's entry in the version's target regions (the first and only one here).
+    assert "-e 1.0.0 --subscription" in f["remedy"] and \
+        "--set publishingProfile.targetRegions[0].regionalReplicaCount=3'" in f["remedy"], f["remedy"]
 
 
 def test_an_arm64_gallery_image_deploys_on_gb300_in_simulation(sim, state_file):

@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get(DEBUG_ENV))
-    obj = {"debug": debug}  # what the command's options said (common() fills it), for the error lines below
+    # What the command's options said (common() fills it), for the error lines below; the command line as typed,
+    # for a remedy that names it again (options.rerun).
+    obj = {"debug": debug, "argv": args}
     try:
         cli.main(args=args, prog_name="provision", standalone_mode=False, obj=obj)
     except ValidationFailed as exc:

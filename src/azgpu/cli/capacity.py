@@ -98,6 +98,11 @@ def register(cli: click.Group) -> None:
         from ..spec import check_fallbacks
 
         request = make_request(values)
+        if request.name is None and request.resource_group is None:
+            # The name only picks the cluster whose scale sets in -g already hold part of the quota (a re-run asks
+            # for what it adds); without -g nothing is held and a request is per subscription and location, so
+            # -n would be a word to make up: any valid name stands in (it reaches neither Azure nor the output).
+            request = request.with_changes(name="quota")
         _need_location(request)
         validated_with(request, "quota", [f for f in check_fallbacks((), fallback_locations) if f.is_error]
                        + _timeout_findings(timeout))

@@ -175,7 +175,7 @@ def _judge_output(obj: dict, path: str, size: str) -> None:
     from ..bounded_read import read_bounded
     from ..errors import InputError
     from ..health.judging import judge
-    from ..health.outcome import unhealthy_error
+    from ..health.outcome import REPLACE_IN_WORDS, UnhealthyNodes, unhealthy_error
 
     limit = 4 * 1024 * 1024
     try:
@@ -190,7 +190,12 @@ def _judge_output(obj: dict, path: str, size: str) -> None:
     data = {"nodes_checked": 1, "healthy": result.passed, result.status: 1, "nodes": [result.as_dict()]}
     emit_report(data, obj)
     if not result.passed:
-        raise unhealthy_error(data, cluster="NAME", resource_group="RG", replacing=False)
+        # One output, no cluster: the gate's remedy would name a cluster and group this node has none of.
+        error = unhealthy_error(data, cluster="", resource_group="", replacing=False)
+        replace = f"; to replace a failing node of a cluster azgpu made, {REPLACE_IN_WORDS}"
+        raise UnhealthyNodes(error.message, code=error.code, report=data, remedy=(
+            "the node's findings are above (-o json shows every check and its log lines)"
+            + (replace if error.code == "UNHEALTHY_NODES" else "")))
 
 
 def register(cli: click.Group) -> None:

@@ -171,6 +171,12 @@ def register(cli: click.Group) -> None:
                     settings, on_event=progress.update, on_notice=progress.notice))
         if not result.healthy:  # the result and its health report first, then the error
             error = result.unhealthy_error()
+            if error.code == "UNHEALTHY_NODES" and not result.replacing:  # the replacing create, whole, as typed
+                from ..health.outcome import unhealthy_error
+
+                error = unhealthy_error(error.report, cluster=result.cluster, resource_group=result.resource_group,
+                                        replacing=False, result=error.result,
+                                        rerun=options.rerun(obj, "--check", "--replace-unhealthy"))
             emit(with_compact_reports(with_compact_health(error.result, obj), obj), obj)
             raise error
         for f in result.preflight.findings:

@@ -118,6 +118,20 @@ def for_session(remedy: str, obj: dict | None = None) -> str:
     return QUOTED_AZ.sub(az, bare.sub(provision, QUOTED_PROVISION.sub(provision, remedy)))
 
 
+def rerun(obj: dict, *added: str) -> str | None:
+    """This invocation's own command line with the flags `added` that it lacks: a remedy's command the user pastes
+    whole (create's options cannot be guessed afterwards). None where the command line is not known. A word the
+    shell would split or expand is double-quoted: a remedy quotes its commands in single quotes."""
+    argv = obj.get("argv")
+    if argv is None:
+        return None
+
+    def word(w: str) -> str:
+        return w if re.fullmatch(r"[\w./~:=,@+%-]+", w) else '"' + re.sub(r'(["\\$`])', r"\\\1", w) + '"'
+
+    return "provision " + " ".join(word(w) for w in [*argv, *(flag for flag in added if flag not in argv)])
+
+
 def _remedies_for_session(value: Any, obj: dict) -> Any:
     """A copy of a result whose "remedy" texts are for_session's."""
     if isinstance(value, dict):

@@ -130,12 +130,13 @@ def register(cli: click.Group) -> None:
 
         The checks run as in 'provision check' (one Run Command per node, which also reads the physical
         host name); each failing node gets one workload impact per impact category, named by node, fault
-        and day, so a re-run the same day files nothing new. Nothing is deleted: replace the nodes with
-        'provision create ... --check --replace-unhealthy'.
+        and day, so a re-run the same day files nothing new. Nothing is deleted: to replace the nodes, re-run the
+        create that made the cluster with --check --replace-unhealthy added.
         """
         from ..deploy import CheckOptions, ReportOptions, ghr, report
         from ..deploy.interface import GateHooks
         from ..health.limits import check_options
+        from ..health.outcome import REPLACE_IN_WORDS
 
         # Every option of its own before Azure is asked anything (the reporting preflight comes first there).
         cluster_args(name, resource_group, latency=simulate_latency)
@@ -164,8 +165,8 @@ def register(cli: click.Group) -> None:
             log("every node passed: nothing to report" if all(n.passed for n in health.nodes) else
                 "no node shows a host fault: nothing to report")
         elif filed:
-            log("reported; to replace the node(s): 'provision create ... --check --replace-unhealthy' (a re-run "
-                "with --report-to-azure the same day files nothing new)")
+            log(f"reported; to replace the node(s), {REPLACE_IN_WORDS} (with --report-to-azure too, it files "
+                "nothing new the same day)")
 
     @cli.command("reports")
     @click.option("-n", "--name", default=None, help="Cluster name (default: every scale set of the group).")

@@ -84,9 +84,8 @@ def _quota_rows(compute, location: str, family: str, vcpus: int, spot: bool, siz
         else:
             rows.append(_row(location, "", f"quota ({what})", SHORT,
                              f"{label}: {free} of {u.limit} free, {vcpus} needed",
-                             f"request {int(u.current_value) + vcpus}: 'provision quota request -n train01 "
-                             f"--size {size} --nodes {nodes} -l {location}{' --spot' if spot else ''}' "
-                             "(the name is any cluster's; the requests are per location)"))
+                             f"request {int(u.current_value) + vcpus}: 'provision quota request --size {size} "
+                             f"--nodes {nodes} -l {location}{' --spot' if spot else ''}'"))
     return rows
 
 

@@ -167,19 +167,28 @@ def _latest(versions: list[dict], location: str) -> dict | None:
     return max(eligible, key=lambda v: version_key(v.get("name")), default=None)
 
 
+def _version_args(ref: ImageId, version: str | None = None) -> str:
+    """The az sig arguments that name a private gallery's definition (and version), its subscription with them."""
+    sub = f" --subscription {ref.subscription}" if ref.subscription else ""
+    return (f"-g {ref.resource_group} -r {ref.gallery} -i {ref.definition}" + (f" -e {version}" if version else "")
+            + sub)
+
+
 def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
     """A private gallery version must be replicated, completely, to the location before anything is deployed."""
     loc = spec.request.location
+    where = _version_args(spec.image.image_id, version.get("name"))
     props = version.get("properties") or {}
     profile = props.get("publishingProfile") or {}
-    targets = {location_name(t.get("name")): t for t in profile.get("targetRegions") or []}
+    regions_listed = profile.get("targetRegions") or []
+    targets = {location_name(t.get("name")): t for t in regions_listed}
     name = version.get("name")
     if location_name(loc) not in targets:
         regions = ", ".join(t.get("name", "") for t in targets.values()) or "none"
         pf.findings.append(Finding(
             code="IMAGE_NOT_REPLICATED",
             message=f"{label} version {name} is not replicated to {loc} (its regions: {regions})",
-            remedy=f"add {loc} to the version's target regions ('az sig image-version update ... --add "
+            remedy=f"add {loc} to the version's target regions ('az sig image-version update {where} --add "
             f"publishingProfile.targetRegions name={loc}') and wait for replication, or deploy to one of its regions",
             source=cite(("D-acg",))))
         return
@@ -191,19 +200,21 @@ def check_replication(pf, spec: Spec, label: str, version: dict) -> None:
             message=f"{label} version {name} is still {status.get('state')} "
             f"to {loc} ({status.get('progress', '?')} %): VMs can be deployed "
             "from it only once replication to the region is complete",
-            remedy="wait, then re-run ('az sig image-version show ... --expand ReplicationStatus' shows the progress)",
+            remedy=f"wait, then re-run ('az sig image-version show {where} --expand ReplicationStatus' shows the "
+            "progress)",
             source=cite(("D-acg",))))
     replicas = targets[location_name(loc)].get("regionalReplicaCount") or profile.get("replicaCount") or 1
     recommended = max(math.ceil(spec.nodes / VMS_PER_REPLICA), len(spec.scale_sets))
     if replicas < recommended:
+        at = next(i for i, t in enumerate(regions_listed) if location_name(t.get("name")) == location_name(loc))
         pf.findings.append(Finding(
             code="GALLERY_REPLICAS_LOW",
             message=f"{label} version {name} has {replicas} replica(s) in {loc}; "
             f"Azure recommends one per 50 VMs and one per scale set created at once, {recommended} for {spec.nodes} "
             f"nodes in {len(spec.scale_sets)} scale set(s)",
-            remedy=f"raise the regional replica count to {recommended} "
-            "('az sig image-version update ... --target-regions "
-            f"{loc}={recommended}'), or expect slower or throttled provisioning", source=cite(("D-acg",)),
+            remedy=f"raise the regional replica count to {recommended} ('az sig image-version update {where} --set "
+            f"publishingProfile.targetRegions[{at}].regionalReplicaCount={recommended}'), or expect slower or "
+            "throttled provisioning", source=cite(("D-acg",)),
             severity="warning"))
     if (profile.get("replicationMode") or "").lower() == "shallow":
         pf.findings.append(Finding(code="IMAGE_SHALLOW_REPLICATION",
@@ -232,16 +243,18 @@ def _gallery(pf, session, spec: Spec, ref: ImageId) -> None:
         latest = _latest(versions, spec.request.location)
         if latest is None:
             pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} has no version that 'latest' can use",
-                                       remedy="publish a version, or pass one explicitly (.../versions/1.0.0)",
-                                       source=SOURCE_GALLERY))
+                                       remedy="publish a version, or pass one explicitly "
+                                       f"({ref.definition_id}/versions/1.0.0, say)", source=SOURCE_GALLERY))
             return
         name = latest["name"]
     version = _get(compute.gallery_image_versions.get, ref.resource_group, ref.gallery, ref.definition, name,
                    expand="ReplicationStatus", cls=_body)
     if version is None:
         pf.findings.append(Finding(code="IMAGE_NOT_FOUND", message=f"{label} has no version {name}",
-                                   remedy="pass an existing version ('az sig image-version "
-                                   "list ... -o table') or the definition's ID for the latest", source=SOURCE_GALLERY))
+                                   remedy="pass an existing version ('az sig image-version list "
+                                   f"{_version_args(ref)} -o table') or the definition's ID for the latest "
+                                   f"({ref.definition_id})",
+                                   source=SOURCE_GALLERY))
         return
     check_replication(pf, spec, label, version)
 
@@ -365,9 +378,11 @@ def _check_assign(pf, session, rid: str) -> None:
             code="IDENTITY_NOT_ASSIGNABLE",
             message="the caller may not assign user-assigned identity "
             f"{rid} ({ASSIGN_ACTION} is not granted): Azure refuses the scale set with LinkedAuthorizationFailed",
-            remedy="grant the 'Managed Identity Operator' role on the "
-            "identity ('az role assignment create --role \"Managed Identity Operator\" --assignee <caller> --scope "
-            f"{rid}'), or drop --identity", source=SOURCE_PERMISSIONS))
+            remedy="grant the identity azgpu runs as the 'Managed Identity Operator' role on the identity (as the user "
+            "signed in to the Azure CLI: 'az role assignment create --role \"Managed Identity Operator\" --scope "
+            f"{rid} --assignee \"$(az ad signed-in-user show --query id -o tsv)\"'; as a service principal, "
+            "--assignee takes its application ID, e.g. \"$AZURE_CLIENT_ID\"), or drop --identity",
+            source=SOURCE_PERMISSIONS))
 
 
 def check_ppg(pf, session, spec: Spec) -> None:

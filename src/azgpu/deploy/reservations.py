@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ..capacity import RESERVATION_TYPES, Schedule, parse_group_id
+from ..capacity import BLOCK_CAPACITIES, BLOCK_DAYS, BLOCK_WEEKS, RESERVATION_TYPES, Schedule, parse_group_id
 from ..errors import AzureError, Finding, InputError, ValidationFailed
 from ..naming import location_name
 from ..ownership import MANAGED_BY, MANAGED_BY_TAG, is_azgpu
@@ -238,6 +238,20 @@ def _when(value: datetime | None) -> str:
 
 # -- create --capacity-reservation-group --------------------------------------------------------------
 
+def _another_block(group_id: str, size: str, nodes: int, loc: str, zone: str | None, held: Held) -> str:
+    """A Block's capacity and schedule are fixed (S-rest-crg): the reserve command, whole, of another Block in a new
+    group for `nodes`, as long as the one held (else 7 days) from tomorrow, and the group create is then given."""
+    ref = parse_group_id(group_id) or {"rg": "", "name": ""}
+    new = f"{ref['name']}-next"
+    days = (held.end.date() - held.start.date()).days if held.start and held.end else 7
+    weeks = min(max(-(-days // 7), BLOCK_WEEKS[0]), BLOCK_WEEKS[1])
+    window = f"--days {max(days, BLOCK_DAYS[0])}" if days <= BLOCK_DAYS[1] else f"--weeks {weeks}"
+    count = next((n for n in BLOCK_CAPACITIES if n >= nodes), BLOCK_CAPACITIES[-1])
+    return (f"'provision reserve -g {ref['rg']} --group {new} --type Block --size {size} --count {count} -l {loc}"
+            f"{f' --zone {zone}' if zone else ''} --start +1 {window}', then create with --capacity-reservation-group "
+            f"{group_id.rsplit('/', 1)[0]}/{new}")
+
+
 def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime | None = None) -> int:
     """create --capacity-reservation-group: the group holds room for the nodes this run adds, for this size,
     location and zone; otherwise they would deploy outside the reservation, without its guarantee.
@@ -314,7 +328,8 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
                     f"{_when(mine.end)}; it is {'over' if started else 'not yet active'} now ({_when(now)}): the nodes "
                     "would deploy outside it",
                     remedy=f"run create after {_when(mine.start)}" if not started else
-                    "reserve again ('provision reserve --type Block ...'), or drop --capacity-reservation-group",
+                    f"reserve another Block: {_another_block(group_id, size, nodes_needed, loc, zone, mine)}; or drop "
+                    "--capacity-reservation-group",
                     source=cite(("S-rest-crg",))))
         return 0
     covered = min(nodes_needed, mine.free)
@@ -322,8 +337,8 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
     if nodes_needed > mine.free:
         if mine.block:
             remedy = (f"a Block reservation's capacity cannot be updated: pass --nodes so that at most {mine.free} are "
-                      f"added, or reserve another Block of {size} in a new group ('provision reserve --type Block "
-                      f"--group NEW --size {size} ...')")
+                      f"added, or reserve another Block of {size} in a new group: "
+                      + _another_block(group_id, size, nodes_needed, loc, zone, mine))
         else:
             remedy = (f"raise its capacity to {mine.used + nodes_needed} ('provision reserve -g {ref['rg']} --group "
                       f"{ref['name']} --name {mine.name} --size {size} --count {mine.used + nodes_needed} -l {loc}"

@@ -19,9 +19,16 @@ class UnhealthyNodes(AzureError):
         self.result = result
 
 
+# Where the command that made the cluster is not at hand (check, report): its options cannot be guessed, so the
+# remedy says what to add rather than quote a create with its options left out ('provision create ...').
+REPLACE_IN_WORDS = "re-run the create that made the cluster with --check --replace-unhealthy added"
+
+
 def unhealthy_error(report: dict[str, Any], *, cluster: str, resource_group: str, replacing: bool,
-                    stopped: str | None = None, result: dict | None = None) -> UnhealthyNodes:
-    """The error a gate that did not pass ends with: which nodes, why, what to do."""
+                    stopped: str | None = None, result: dict | None = None,
+                    rerun: str | None = None) -> UnhealthyNodes:
+    """The error a gate that did not pass ends with: which nodes, why, what to do. `rerun`: the create command
+    that replaces the failing nodes, whole as the user pastes it (create's own invocation), else said in words."""
     nodes = report["nodes"]
     failed = [n for n in nodes if n["status"] == FAILED]
     inconclusive = [n for n in nodes if n["status"] == INCONCLUSIVE]
@@ -46,7 +53,7 @@ def unhealthy_error(report: dict[str, Any], *, cluster: str, resource_group: str
                       f"('provision check {where} -o table') and each node's log under /var/log/azgpu/")
         else:
             remedy = (f"inspect them ('provision check {where} -o table', logs under /var/log/azgpu/ on the node), or "
-                      f"replace them: 'provision create ... --check --replace-unhealthy'")
+                      "replace them: " + (f"'{rerun}'" if rerun else REPLACE_IN_WORDS))
     elif inconclusive:
         code = "HEALTH_INCONCLUSIVE"
         codes = {n.get("reason_code") for n in inconclusive}
