@@ -105,7 +105,7 @@ def _polling(session, timeout: float, stop: threading.Event):
 
 def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
     from azure.core.exceptions import AzureError as SdkError
-    from azure.core.exceptions import HttpResponseError, ServiceRequestError, ServiceResponseError
+    from azure.core.exceptions import DeserializationError, HttpResponseError, ServiceRequestError, ServiceResponseError
 
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
@@ -127,6 +127,9 @@ def _run(session, resource_group: str, node: Instance, body: dict, timeout: floa
             raise Unreachable("run_command_failed", err.message) from None
         except (ServiceRequestError, ServiceResponseError) as exc:
             raise Unreachable("run_command_failed", f"Azure could not be reached: {exc}") from None
+        except DeserializationError:  # a ValueError, not an AzureError: SDKs before about 35 refuse such a body
+            raise Unreachable("run_command_failed", "Azure's Run Command answer is not the shape its REST API "
+                                                     "defines (the SDK could not read it): no verdict") from None
         except SdkError as exc:  # a dropped connection mid-poll, a body cut short: no verdict, nothing known
             raise Unreachable("run_command_failed", f"Run Command did not complete: {type(exc).__name__}: "
                                                      f"{str(exc)[:200]}") from None
