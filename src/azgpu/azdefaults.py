@@ -9,7 +9,6 @@ cluster file's key, win over both; `--verbose` says where a value came from.
 
 from __future__ import annotations
 
-import configparser
 import os
 from pathlib import Path
 
@@ -26,15 +25,24 @@ def defaults() -> dict[str, tuple[str, str]]:
     """{parameter: (value, where it came from)} for the defaults az has configured."""
     found: dict[str, tuple[str, str]] = {}
     path = config_file()
-    parser = configparser.ConfigParser(interpolation=None)
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, OSError, UnicodeDecodeError):
-        parser = configparser.ConfigParser()  # az itself would fail on a broken file; azgpu just ignores it
+    settings = _read_defaults(path) if path.is_file() else {}
     for param, key in KEYS.items():
         env = f"AZURE_DEFAULTS_{key.upper()}"
         if os.environ.get(env, "").strip():
             found[param] = (os.environ[env].strip(), f"the environment variable {env}")
-        elif parser.has_option("defaults", key) and parser.get("defaults", key).strip():
-            found[param] = (parser.get("defaults", key).strip(), f"the az CLI's defaults ({path} [defaults] {key})")
+        elif settings.get(key, "").strip():
+            found[param] = (settings[key].strip(), f"the az CLI's defaults ({path} [defaults] {key})")
     return found
+
+
+def _read_defaults(path: Path) -> dict[str, str]:
+    """The [defaults] section of az's config file. configparser is imported here, not at the top:
+    most machines that run the offline commands have no az config file, and every command reads this."""
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return {}  # az itself would fail on a broken file; azgpu just ignores it
+    return {key: parser.get("defaults", key) for key in KEYS.values() if parser.has_option("defaults", key)}

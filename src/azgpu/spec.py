@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from . import cloud_init, naming, rules
-from .capacity import group_option_findings
 from .drivers import cloud_init_ofed, decide_drivers
 from .errors import AzgpuError, Finding, ValidationFailed
 from .eviction import decide_eviction
@@ -438,8 +437,11 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
     findings += identity_findings
     ppg_findings, ppg_id, ppg_name = _check_ppg(req)
     findings += ppg_findings
-    findings += group_option_findings(req, bool(size is not None and size.infiniband),
-                                      vertical_connect=bool(profile and profile.vertical_connect))
+    if req.capacity_reservation_group:  # the reservations' module (patterns, dates) loads only when asked
+        from .capacity import group_option_findings
+
+        findings += group_option_findings(req, bool(size is not None and size.infiniband),
+                                          vertical_connect=bool(profile and profile.vertical_connect))
 
     image: Image | None = None
     try:
