@@ -262,3 +262,44 @@ def test_quota_request_needs_a_name_only_to_count_what_a_cluster_in_its_group_ho
     assert rc == 0 and json.loads(out)["shortfall"] == [] and "MISSING_NAME" not in err, err
     rc, out, err = run(*quota, "-g", "ml-rg")
     assert rc == 2 and "[MISSING_NAME]" in err
+
+
+# Words a shell would split, expand or run, and a history expansion ('!') in an interactive bash.
+HOSTILE_TAG = "note=it's $(touch MARK) `touch MARK` \"q\" back\\slash ~root !! \u00e9"
+
+
+def _pasted(command: str, tmp_path, interactive: bool = False) -> list[str]:
+    """The argv a `provision` receives when `command` is pasted into bash (interactive: history expansion on)."""
+    import subprocess
+
+    script = "set -H; provision() { printf '%s\\0' \"$@\"; }\n" + command + "\n"
+    args = ["bash", "-i"] if interactive else ["bash", "-c", script]
+    done = subprocess.run(args, input=script if interactive else None, capture_output=True, text=True,
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=30)
+    assert not (tmp_path / "MARK").exists(), "pasting the remedy ran a command"
+    return done.stdout.split("\0")[:-1]
+
+
+def test_the_replacing_create_pastes_back_exactly_what_was_typed(run, ssh_key, tmp_path, monkeypatch):
+    """A word holding quotes, $(...), backticks, a backslash, a ~ or a ! arrives as typed when the remedy's command
+    is pasted into a shell, an interactive bash too; --simulate stays where it was and is not added again."""
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    assert run("simulate", "fault", "--next", "1", "--gpus", "7")[0] == 0
+    create = ("create", "--profile", "nd-a100-v4", "-n", "m6", "-g", "m-rg", "-l", "eastus", "--nodes", "2",
+              "--tag", HOSTILE_TAG, "--ssh-key", ssh_key, *SIM, "--check", "-o", "none")
+    rc, out, err = run(*create)
+    remedy = next(line for line in err.splitlines() if line.startswith("  remedy:"))
+    assert rc == 1 and "[UNHEALTHY_NODES]" in err, err
+    quoted = remedy.split("replace them: '", 1)[1]
+    command = quoted[:quoted.rindex("'")]  # what the user copies: from the opening quote to the closing one
+    for interactive in (False, True):
+        assert _pasted(command, tmp_path, interactive) == [*create, "--replace-unhealthy"], (interactive, remedy)
+
+
+def test_a_command_line_no_one_line_shows_as_typed_is_not_quoted_back():
+    """A newline or an escape sequence in a word: one_line shows it escaped, so the pasted command would differ."""
+    from azgpu.cli.options import rerun
+
+    assert rerun({"argv": ["create", "--tag", "k=a\nb"]}, "--check") is None
+    assert rerun({"argv": ["create", "--tag", "k=\x1b[31mred"]}, "--check") is None
+    assert rerun({"argv": ["create", "--tag", "k=v"]}, "--check") == "provision create --tag k=v --check"
