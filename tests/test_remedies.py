@@ -79,20 +79,54 @@ def test_no_remedy_holds_a_placeholder(code, remedy):
     assert not unquoted_commands(remedy), f"{code} names a command outside quotes: {remedy}"
 
 
-def test_no_text_in_the_source_quotes_a_command_with_options_left_out():
-    """The registry reads a remedy chosen by a condition, or printed by log(), as ‹…› or not at all: every string
-    in azgpu's source that opens a quoted command is checked for '...' or <caller> before its closing quote."""
+def _string_text(node) -> str | None:
+    """A string expression's text, a value filled in at run time as ‹›: a constant, an f-string, or a sum of
+    strings ("'provision create " + "...'" holds a blank no constant of it shows)."""
     import ast
 
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "‹›" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _string_text(node.left), _string_text(node.right)
+        if left is not None or right is not None:
+            return (left if left is not None else "‹›") + (right if right is not None else "‹›")
+    return None
+
+
+def source_blanks(source: str, name: str = "<source>") -> list[str]:
+    """The quoted commands in a module's strings (not its docstrings, which are prose about commands) that hold
+    '...', <caller> or a word in capitals (NAME, RG, SIZE)."""
+    import ast
+
+    tree = ast.parse(source, name)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    found = []
+    for node in ast.walk(tree):
+        text = None if id(node) in docstrings else _string_text(node)
+        for command in re.findall(r"'((?:provision|az) (?:\\.|[^'\\])*)(?:'|$)", text or ""):
+            capitals = [w for w in re.findall(r"\b[A-Z][A-Z0-9_]*\b", command) if w not in WORDS - {"ID", "URN"}]
+            if capitals or re.search(r"\.\.\.|<[a-z][\w -]*>", command):
+                found.append(f"{name}:{node.lineno}: {command}")
+    return sorted(set(found))
+
+
+def test_the_source_scan_finds_blanks_in_f_strings_and_sums():
+    assert source_blanks("x = \"'provision create \" + \"...'\"")
+    assert source_blanks("x = f\"'provision check -n {n} -g RG'\"")
+    assert source_blanks("x = \"'az role assignment create --assignee <caller>'\".format()")
+    assert not source_blanks("x = f\"'provision check -n {n} -g {g}'\"")
+    assert not source_blanks("def f():\n    \"\"\"'provision create ...' in prose\"\"\"")
+
+
+def test_no_text_in_the_source_quotes_a_command_with_options_left_out():
+    """The registry reads a remedy chosen by a condition, or printed by log(), as ‹…› or not at all: every string
+    in azgpu's source that opens a quoted command is checked for '...', <caller> or a capital word before its
+    closing quote."""
     found = []
     for path in sorted((REPO / "src" / "azgpu").rglob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
-        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # prose about commands
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                for command in re.findall(r"'((?:provision|az) [^']*)(?:'|$)", node.value):
-                    if re.search(r"\.\.\.|<[a-z][\w -]*>", command):
-                        found.append(f"{path.relative_to(REPO)}:{node.lineno}: {command}")
+        found += source_blanks(path.read_text(), str(path.relative_to(REPO)))
     assert not found, "\n".join(found)
 
 
