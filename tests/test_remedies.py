@@ -295,7 +295,7 @@ def test_quota_request_needs_a_name_only_to_count_what_a_cluster_in_its_group_ho
     rc, out, err = run(*quota)
     assert rc == 0 and json.loads(out)["shortfall"] == [] and "MISSING_NAME" not in err, err
     rc, out, err = run(*quota, "-g", "ml-rg")
-    assert rc == 2 and "[MISSING_NAME]" in err
+    assert rc == 2 and "[MISSING_NAME]" in err and "train01" not in err and "the cluster in -g" in err, err
 
 
 # Words a shell would split, expand or run, and a history expansion ('!') in an interactive bash.
