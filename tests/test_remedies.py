@@ -79,20 +79,54 @@ def test_no_remedy_holds_a_placeholder(code, remedy):
     assert not unquoted_commands(remedy), f"{code} names a command outside quotes: {remedy}"
 
 
-def test_no_text_in_the_source_quotes_a_command_with_options_left_out():
-    """The registry reads a remedy chosen by a condition, or printed by log(), as ‹…› or not at all: every string
-    in azgpu's source that opens a quoted command is checked for '...' or <caller> before its closing quote."""
+def _string_text(node) -> str | None:
+    """A string expression's text, a value filled in at run time as ‹›: a constant, an f-string, or a sum of
+    strings ("'provision create " + "...'" holds a blank no constant of it shows)."""
     import ast
 
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "‹›" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _string_text(node.left), _string_text(node.right)
+        if left is not None or right is not None:
+            return (left if left is not None else "‹›") + (right if right is not None else "‹›")
+    return None
+
+
+def source_blanks(source: str, name: str = "<source>") -> list[str]:
+    """The quoted commands in a module's strings (not its docstrings, which are prose about commands) that hold
+    '...', <caller> or a word in capitals (NAME, RG, SIZE)."""
+    import ast
+
+    tree = ast.parse(source, name)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    found = []
+    for node in ast.walk(tree):
+        text = None if id(node) in docstrings else _string_text(node)
+        for command in re.findall(r"'((?:provision|az) (?:\\.|[^'\\])*)(?:'|$)", text or ""):
+            capitals = [w for w in re.findall(r"\b[A-Z][A-Z0-9_]*\b", command) if w not in WORDS - {"ID", "URN"}]
+            if capitals or re.search(r"\.\.\.|<[a-z][\w -]*>", command):
+                found.append(f"{name}:{node.lineno}: {command}")
+    return sorted(set(found))
+
+
+def test_the_source_scan_finds_blanks_in_f_strings_and_sums():
+    assert source_blanks("x = \"'provision create \" + \"...'\"")
+    assert source_blanks("x = f\"'provision check -n {n} -g RG'\"")
+    assert source_blanks("x = \"'az role assignment create --assignee <caller>'\".format()")
+    assert not source_blanks("x = f\"'provision check -n {n} -g {g}'\"")
+    assert not source_blanks("def f():\n    \"\"\"'provision create ...' in prose\"\"\"")
+
+
+def test_no_text_in_the_source_quotes_a_command_with_options_left_out():
+    """The registry reads a remedy chosen by a condition, or printed by log(), as ‹…› or not at all: every string
+    in azgpu's source that opens a quoted command is checked for '...', <caller> or a capital word before its
+    closing quote."""
     found = []
     for path in sorted((REPO / "src" / "azgpu").rglob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
-        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}  # prose about commands
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                for command in re.findall(r"'((?:provision|az) [^']*)(?:'|$)", node.value):
-                    if re.search(r"\.\.\.|<[a-z][\w -]*>", command):
-                        found.append(f"{path.relative_to(REPO)}:{node.lineno}: {command}")
+        found += source_blanks(path.read_text(), str(path.relative_to(REPO)))
     assert not found, "\n".join(found)
 
 
@@ -261,4 +295,45 @@ def test_quota_request_needs_a_name_only_to_count_what_a_cluster_in_its_group_ho
     rc, out, err = run(*quota)
     assert rc == 0 and json.loads(out)["shortfall"] == [] and "MISSING_NAME" not in err, err
     rc, out, err = run(*quota, "-g", "ml-rg")
-    assert rc == 2 and "[MISSING_NAME]" in err
+    assert rc == 2 and "[MISSING_NAME]" in err and "train01" not in err and "the cluster in -g" in err, err
+
+
+# Words a shell would split, expand or run, and a history expansion ('!') in an interactive bash.
+HOSTILE_TAG = "note=it's $(touch MARK) `touch MARK` \"q\" back\\slash ~root !! \u00e9"
+
+
+def _pasted(command: str, tmp_path, interactive: bool = False) -> list[str]:
+    """The argv a `provision` receives when `command` is pasted into bash (interactive: history expansion on)."""
+    import subprocess
+
+    script = "set -H; provision() { printf '%s\\0' \"$@\"; }\n" + command + "\n"
+    args = ["bash", "-i"] if interactive else ["bash", "-c", script]
+    done = subprocess.run(args, input=script if interactive else None, capture_output=True, text=True,
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=30)
+    assert not (tmp_path / "MARK").exists(), "pasting the remedy ran a command"
+    return done.stdout.split("\0")[:-1]
+
+
+def test_the_replacing_create_pastes_back_exactly_what_was_typed(run, ssh_key, tmp_path, monkeypatch):
+    """A word holding quotes, $(...), backticks, a backslash, a ~ or a ! arrives as typed when the remedy's command
+    is pasted into a shell, an interactive bash too; --simulate stays where it was and is not added again."""
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "sim.json"))
+    assert run("simulate", "fault", "--next", "1", "--gpus", "7")[0] == 0
+    create = ("create", "--profile", "nd-a100-v4", "-n", "m6", "-g", "m-rg", "-l", "eastus", "--nodes", "2",
+              "--tag", HOSTILE_TAG, "--ssh-key", ssh_key, *SIM, "--check", "-o", "none")
+    rc, out, err = run(*create)
+    remedy = next(line for line in err.splitlines() if line.startswith("  remedy:"))
+    assert rc == 1 and "[UNHEALTHY_NODES]" in err, err
+    quoted = remedy.split("replace them: '", 1)[1]
+    command = quoted[:quoted.rindex("'")]  # what the user copies: from the opening quote to the closing one
+    for interactive in (False, True):
+        assert _pasted(command, tmp_path, interactive) == [*create, "--replace-unhealthy"], (interactive, remedy)
+
+
+def test_a_command_line_no_one_line_shows_as_typed_is_not_quoted_back():
+    """A newline or an escape sequence in a word: one_line shows it escaped, so the pasted command would differ."""
+    from azgpu.cli.options import rerun
+
+    assert rerun({"argv": ["create", "--tag", "k=a\nb"]}, "--check") is None
+    assert rerun({"argv": ["create", "--tag", "k=\x1b[31mred"]}, "--check") is None
+    assert rerun({"argv": ["create", "--tag", "k=v"]}, "--check") == "provision create --tag k=v --check"

@@ -163,7 +163,8 @@ def test_the_width_follows_the_terminal(monkeypatch):
 
 
 @pytest.mark.parametrize("columns, width", [("30", 40), ("1", 40), ("39", 40), ("40", 40), ("200", 200),
-                                           ("0", 120), ("", 120), ("wide", 120)])
+                                           ("0", 120), ("", 120), ("wide", 120),
+                                           ("-5", 120), ("\u00b2", 120), (" 80 ", 80)])
 def test_a_narrow_columns_in_a_pipe_is_laid_out_narrow_never_at_120(monkeypatch, columns, width):
     """COLUMNS is the width asked for, in a pipe too: below the narrowest azgpu lays out (40), the narrowest, not
     the 120 of a width nobody gave. 0, empty or not a number: not given (a pipe: 120)."""

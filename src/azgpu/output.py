@@ -208,8 +208,9 @@ def table_width() -> int:
 
     # COLUMNS is the width the user asked for, in a pipe too: one below NARROWEST is a narrow screen, laid out
     # at the narrowest, never at the 120 of an unknown width (0 or a non-number: not set).
+    # ASCII digits: str.isdigit() is true of '²', which int() refuses (a traceback from every table).
     columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and int(columns) > 0:
+    if re.fullmatch(r"[0-9]+", columns) and int(columns) > 0:
         return max(NARROWEST, int(columns))
     if sys.stdout.isatty():
         return max(NARROWEST, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)

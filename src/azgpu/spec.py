@@ -391,7 +391,11 @@ def validate(request: Request, *, command: str = "validate") -> Spec:
                                 remedy="check the number; split very large clusters into several azgpu clusters",
                                 field="nodes"))
 
-    if not req.name:
+    if not req.name and command == "quota":  # with -g the name picks the cluster whose nodes there hold quota
+        findings.append(Finding(code="MISSING_NAME", message="no cluster name given", field="name",
+                                remedy="pass -n with the name of the cluster in -g whose nodes hold quota already, or "
+                                "drop -g (a request is per location)"))
+    elif not req.name:
         findings.append(Finding(code="MISSING_NAME", message="no cluster name given",
                                 remedy="pass -n/--name, e.g. -n train01", field="name"))
     elif not naming.CLUSTER_NAME_RE.fullmatch(req.name):

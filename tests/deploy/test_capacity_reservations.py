@@ -764,3 +764,44 @@ def test_cli_quota_request_and_create_request_quota_count_reserved_vms_once(sim,
     assert rc == 0 and json.loads(out)["shortfall"] == [] and "no quota increase needed" in err
     rc, out, err = sim(*create_args(nodes=4), *group, "--request-quota", "--yes", "-o", "none")
     assert rc == 0 and "filed quota request" not in err, err
+
+
+def _pasted_reserve(remedy: str) -> dict:
+    """The reserve command a remedy quotes, parsed as the CLI parses it, and checked as reserve checks it first."""
+    import shlex
+
+    import click
+
+    from azgpu.cli import cli
+
+    words = shlex.split(remedy.split("'provision ", 1)[1].split("'", 1)[0])
+    ctx = cli.get_command(click.Context(cli), words[0]).make_context(words[0], words[1:])
+    p = ctx.params
+    bad = reserve_findings(reservation_type=p["reservation_type"], count=p["count"], name=p["name"], group=p["group"],
+                           start=p["start"], days=p["days"], weeks=p["weeks"], size=p["size"], rack=None)
+    bad += schedule_findings(p["reservation_type"], start=p["start"], days=p["days"], weeks=p["weeks"])[1]
+    assert not [f for f in bad if f.is_error], bad
+    return p
+
+
+def test_another_block_is_named_in_a_group_that_does_not_exist_yet(reservable, session):
+    """<group>-next already holding a Block of the size: reserve would refuse the pasted command
+    (CAPACITY_RESERVATION_BLOCK_FIXED), so the remedy names a group that does not exist."""
+    reserve(session, count=2, reservation_type="Block", days=3)
+    reserve(session, count=4, reservation_type="Block", days=3, group=f"{GROUP}-next")
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=3))
+    full = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FULL")
+    pasted = _pasted_reserve(full.remedy)
+    assert pasted["group"] == f"{GROUP}-next2" and pasted["count"] == 4 and pasted["days"] == 3, full.remedy
+    assert full.remedy.endswith(f"--capacity-reservation-group {group_id(reservable, f'{GROUP}-next2')}")
+
+
+def test_another_block_for_more_than_64_nodes_says_a_block_holds_64(reservable, session):
+    reserve(session, count=2, reservation_type="Block", days=3)
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    with pytest.raises(ValidationFailed) as info:
+        create(session, in_group(reservable, nodes=70))
+    full = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FULL")
+    assert _pasted_reserve(full.remedy)["count"] == 64 and "at most 64" in full.remedy, full.remedy

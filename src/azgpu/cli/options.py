@@ -56,7 +56,9 @@ def confirm(question: str) -> bool:
 
 
 # The provision commands a remedy quotes ('provision destroy -n x -g y'), and the az ones.
-QUOTED_PROVISION = re.compile(r"'(provision [^']*)'")
+# A quoted command ends at the first ' that no backslash escapes (rerun writes a ' in a word as \').
+QUOTED_PROVISION = re.compile(r"'(provision (?:\\.|[^'\\])*)'")
+SAFE_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII)  # shlex.quote's: a word the shell takes as it is
 QUOTED_AZ = re.compile(r"'(az [^']*)'")
 # az commands whose simulated counterpart is a `provision simulate` command.
 SIMULATED_AZ = {
@@ -120,14 +122,21 @@ def for_session(remedy: str, obj: dict | None = None) -> str:
 
 def rerun(obj: dict, *added: str) -> str | None:
     """This invocation's own command line with the flags `added` that it lacks: a remedy's command the user pastes
-    whole (create's options cannot be guessed afterwards). None where the command line is not known. A word the
-    shell would split or expand is double-quoted: a remedy quotes its commands in single quotes."""
+    whole (create's options cannot be guessed afterwards). None where the command line is not known, or holds a
+    character that no one line shows as typed (a newline, an escape sequence: one_line shows them escaped, so the
+    pasted command would differ). A remedy quotes its commands in single quotes, so a word the shell would split
+    or expand is double-quoted, or, where it holds a ' or a ! (history expansion in an interactive bash, even
+    in double quotes), each such character is backslash-escaped; no word holds a bare '."""
     argv = obj.get("argv")
-    if argv is None:
+    if argv is None or not all(w.isprintable() for w in argv):
         return None
 
     def word(w: str) -> str:
-        return w if re.fullmatch(r"[\w./~:=,@+%-]+", w) else '"' + re.sub(r'(["\\$`])', r"\\\1", w) + '"'
+        if SAFE_WORD.fullmatch(w):
+            return w
+        if "'" not in w and "!" not in w:
+            return '"' + re.sub(r'(["\\$`])', r"\\\1", w) + '"'
+        return re.sub(r"[^\w@%+=:,./-]", lambda m: "\\" + m.group(), w, flags=re.ASCII)
 
     return "provision " + " ".join(word(w) for w in [*argv, *(flag for flag in added if flag not in argv)])
 

@@ -238,18 +238,24 @@ def _when(value: datetime | None) -> str:
 
 # -- create --capacity-reservation-group --------------------------------------------------------------
 
-def _another_block(group_id: str, size: str, nodes: int, loc: str, zone: str | None, held: Held) -> str:
+def _another_block(session, group_id: str, size: str, nodes: int, loc: str, zone: str | None, held: Held) -> str:
     """A Block's capacity and schedule are fixed (S-rest-crg): the reserve command, whole, of another Block in a new
-    group for `nodes`, as long as the one held (else 7 days) from tomorrow, and the group create is then given."""
+    group for `nodes`, as long as the one held (else 7 days) from tomorrow, and the group create is then given.
+    The new group is one that does not exist yet (<group>-next, else -next2 ...): pasted into a group that holds a
+    Block of the size already, reserve would refuse (CAPACITY_RESERVATION_BLOCK_FIXED)."""
     ref = parse_group_id(group_id) or {"rg": "", "name": ""}
-    new = f"{ref['name']}-next"
+    parent = group_id.rsplit("/", 1)[0]
+    new = next((name for name in (f"{ref['name']}-next{n if n > 1 else ''}" for n in range(1, 10))
+                if read_group(session, f"{parent}/{name}") is None), f"{ref['name']}-next10")
     days = (held.end.date() - held.start.date()).days if held.start and held.end else 7
     weeks = min(max(-(-days // 7), BLOCK_WEEKS[0]), BLOCK_WEEKS[1])
     window = f"--days {max(days, BLOCK_DAYS[0])}" if days <= BLOCK_DAYS[1] else f"--weeks {weeks}"
     count = next((n for n in BLOCK_CAPACITIES if n >= nodes), BLOCK_CAPACITIES[-1])
+    # A group holds one reservation per size per zone (D-crg), and a Block at most 64 VMs: more is another create.
+    most = "" if nodes <= count else f" (a Block holds at most {count} VMs: add at most {count} nodes in it)"
     return (f"'provision reserve -g {ref['rg']} --group {new} --type Block --size {size} --count {count} -l {loc}"
             f"{f' --zone {zone}' if zone else ''} --start +1 {window}', then create with --capacity-reservation-group "
-            f"{group_id.rsplit('/', 1)[0]}/{new}")
+            f"{parent}/{new}{most}")
 
 
 def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime | None = None) -> int:
@@ -328,7 +334,8 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
                     f"{_when(mine.end)}; it is {'over' if started else 'not yet active'} now ({_when(now)}): the nodes "
                     "would deploy outside it",
                     remedy=f"run create after {_when(mine.start)}" if not started else
-                    f"reserve another Block: {_another_block(group_id, size, nodes_needed, loc, zone, mine)}; or drop "
+                    "reserve another Block: " + _another_block(session, group_id, size, nodes_needed, loc, zone, mine)
+                    + "; or drop "
                     "--capacity-reservation-group",
                     source=cite(("S-rest-crg",))))
         return 0
@@ -338,7 +345,7 @@ def check_group(pf: Preflight, session, spec, nodes_needed: int, now: datetime |
         if mine.block:
             remedy = (f"a Block reservation's capacity cannot be updated: pass --nodes so that at most {mine.free} are "
                       f"added, or reserve another Block of {size} in a new group: "
-                      + _another_block(group_id, size, nodes_needed, loc, zone, mine))
+                      + _another_block(session, group_id, size, nodes_needed, loc, zone, mine))
         else:
             remedy = (f"raise its capacity to {mine.used + nodes_needed} ('provision reserve -g {ref['rg']} --group "
                       f"{ref['name']} --name {mine.name} --size {size} --count {mine.used + nodes_needed} -l {loc}"
