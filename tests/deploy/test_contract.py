@@ -131,3 +131,23 @@ def test_no_function_in_deploy_takes_more_than_seven_parameters():
 def test_the_parameter_count_sees_keyword_only_parameters():
     (node,) = ast.parse("def f(self, a, b, *, c, d, e, f, g, h): pass").body
     assert len(_parameters(node)) == 8
+
+
+@pytest.mark.parametrize(("options", "code"), [
+    (ReportOptions(insight_timeout="5"), "INVALID_INSIGHT_TIMEOUT"),
+    (ReportOptions(insight_timeout=None), "INVALID_INSIGHT_TIMEOUT"),
+    (GateOptions(spare_racks=-1), "INVALID_SPARE_RACKS"),
+    (GateOptions(spare_racks="2"), "INVALID_SPARE_RACKS"),
+])
+def test_options_built_in_python_with_values_of_any_type_are_findings_not_tracebacks(options, code):
+    """Options are a public API: a value of the wrong type is one coded finding, as the CLI's are."""
+    assert [f.code for f in options.findings()] == [code]
+
+
+def test_create_refuses_a_spare_rack_count_of_the_wrong_type_at_the_door(azure, session):
+    from azgpu.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        create(session, request("nd-gb300-v6", nodes=18), CreateOptions(gate=GateOptions(spare_racks="1")))
+    assert info.value.code == "INVALID_SPARE_RACKS"
+    assert not [r for r in azure.requests if r.method in ("PUT", "POST", "DELETE")]
