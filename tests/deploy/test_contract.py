@@ -5,6 +5,7 @@ one create attempt lists the resource group once; no function in deploy/ takes m
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 from pathlib import Path
 
@@ -23,6 +24,11 @@ def checks(monkeypatch):
     """How many times each options class ran its own check."""
     counted: dict[str, int] = {}
     for cls in (CheckOptions, GateOptions, ReportOptions, CertifyOptions):
+        # A default options object (GateOptions.node = CheckOptions()) is one object for every GateOptions:
+        # a test before this one may have had it checked already, and its cached findings would hide the check.
+        for f in dataclasses.fields(cls):
+            if isinstance(f.default, (CheckOptions, GateOptions, ReportOptions, CertifyOptions)):
+                monkeypatch.delitem(f.default.__dict__, "_checked", raising=False)
         original = cls._check
 
         def spy(self, original=original, name=cls.__name__):
