@@ -267,6 +267,14 @@ def test_a_profile_whose_rack_rule_disagrees_with_its_rack_size_is_refused(profi
                                                     "rack = 18", "one rack size")), str(info.value)
 
 
+def test_the_rack_size_is_read_one_way():
+    """Profile.rack_size, not the [vertical_connect] table's key again (rack_gate read it so twice)."""
+    src = REPO / "src" / "azgpu"
+    readers = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
+                     if p.relative_to(src).parts[0] != "testing" and re.search(r"""\[["']rack["']\]""", p.read_text()))
+    assert readers == ["profiles.py"]
+
+
 @pytest.mark.parametrize("rack", ["0", "-18"])
 def test_a_rack_size_that_is_not_a_number_of_vms_is_refused(profile_copy, rack):
     """The nodes are cut into racks of this many (layout, rules, certify): 0 divided by zero at create."""
