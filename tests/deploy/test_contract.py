@@ -93,9 +93,17 @@ def test_create_check_replace_unhealthy_lists_the_group_once_from_the_cli(sim, a
 
 @pytest.fixture
 def azure_requests(monkeypatch):
-    """Calls of arm.list_group, wherever deploy's modules took it from."""
-    from azgpu.deploy import arm, cluster_create, deployer, lifecycle, whatif
+    """Calls of arm.list_group, wherever azgpu's modules took it from (every module that holds it by name)."""
+    import importlib
+    import pkgutil
+    import sys
 
+    import azgpu
+    from azgpu.deploy import arm
+
+    for info in pkgutil.walk_packages(azgpu.__path__, "azgpu."):
+        if not info.name.startswith("azgpu.testing") and not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
     count = [0]
     original = arm.list_group
 
@@ -103,7 +111,11 @@ def azure_requests(monkeypatch):
         count[0] += 1
         return original(*args, **kwargs)
 
-    for module in (arm, cluster_create, deployer, lifecycle, whatif):
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("azgpu") and getattr(m, "list_group", None) is original]
+    assert {"azgpu.deploy.arm", "azgpu.deploy.cluster_create", "azgpu.deploy.quota_requests"} <= {
+        m.__name__ for m in holders}
+    for module in holders:
         monkeypatch.setattr(module, "list_group", spy)
     return lambda: count[0]
 
