@@ -21,9 +21,20 @@ def literal_tag_names(sources: dict[str, str]) -> list[str]:
     found = []
     for name, source in sorted(sources.items()):
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in TAG_NAMES:
-                found.append(f"{name}: {node.value!r}")
+            text = _folded(node) if isinstance(node, (ast.Constant, ast.BinOp)) else None
+            if text in TAG_NAMES:
+                found.append(f"{name}: {text!r}")
     return found
+
+
+def _folded(node: ast.AST) -> str | None:
+    """The string a constant, or a sum of constants ("azgpu-" + "cluster"), spells; None for anything else."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _folded(node.left), _folded(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
 
 
 def _sources() -> dict[str, str]:
@@ -43,6 +54,7 @@ def test_the_tag_names_are_written_in_the_ownership_module_only():
 def test_the_walk_finds_a_tag_name_written_again():
     bad = {"x.py": 'def f(tags):\n    return tags.get("azgpu-cluster"), {"managed-by": 1}, f"{tags}azgpu-profile"\n'}
     assert sorted(literal_tag_names(bad)) == ["x.py: 'azgpu-cluster'", "x.py: 'azgpu-profile'", "x.py: 'managed-by'"]
+    assert literal_tag_names({"z.py": 'PREFIX = 1\nTAG = "azgpu-" + "clu" + "ster"\n'}) == ["z.py: 'azgpu-cluster'"]
     # A tag name inside prose is prose (help text, docstrings); only a whole string is a tag written again.
     assert literal_tag_names({"y.py": '"""Tagged managed-by: azgpu."""\n'}) == []
 

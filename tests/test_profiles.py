@@ -267,6 +267,23 @@ def test_a_profile_whose_rack_rule_disagrees_with_its_rack_size_is_refused(profi
                                                     "rack = 18", "one rack size")), str(info.value)
 
 
+def test_the_rack_size_is_read_one_way():
+    """Profile.rack_size, not the [vertical_connect] table's key again (rack_gate read it so twice)."""
+    src = REPO / "src" / "azgpu"
+    readers = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
+                     if p.relative_to(src).parts[0] != "testing" and re.search(r"""\[["']rack["']\]""", p.read_text()))
+    assert readers == ["profiles.py"]
+
+
+@pytest.mark.parametrize("rack", ["0", "-18"])
+def test_a_rack_size_that_is_not_a_number_of_vms_is_refused(profile_copy, rack):
+    """The nodes are cut into racks of this many (layout, rules, certify): 0 divided by zero at create."""
+    edit(profile_copy / "nd-gb300-v6.toml", "\nrack = 18\n", f"\nrack = {rack}\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile("nd-gb300-v6")
+    assert all(part in str(info.value) for part in ("nd-gb300-v6.toml", "[vertical_connect]", f"rack = {rack}"))
+
+
 def test_a_rack_rule_that_agrees_with_the_rack_size_loads(profile_copy):
     edit(profile_copy / "nd-gb300-v6.toml", RACK_RULE, RACK_RULE + "multiple = 18\n")
     assert load_profile("nd-gb300-v6").rack_size == 18

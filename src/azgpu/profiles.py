@@ -344,7 +344,8 @@ def _vertical_connect(raw: dict | None, where: str) -> dict[str, Any] | None:
         return None
     table = dict(raw)
     _check_keys(table, VERTICAL_CONNECT_KEYS, where)
-    _require(table, "rack", int, where)
+    if _require(table, "rack", int, where) < 1:  # nodes are cut into racks of this many: 0 would divide by zero
+        raise ProfileError(f"{where}: rack = {table['rack']} is not a number of VMs (1 or more)")
     _require(table, "single_placement_group", bool, where)
     _require(table, "platform_fault_domain_count", int, where)
     _require(table, "ephemeral_placement", str, where)

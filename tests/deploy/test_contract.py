@@ -5,6 +5,7 @@ one create attempt lists the resource group once; no function in deploy/ takes m
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 from pathlib import Path
 
@@ -23,6 +24,11 @@ def checks(monkeypatch):
     """How many times each options class ran its own check."""
     counted: dict[str, int] = {}
     for cls in (CheckOptions, GateOptions, ReportOptions, CertifyOptions):
+        # A default options object (GateOptions.node = CheckOptions()) is one object for every GateOptions:
+        # a test before this one may have had it checked already, and its cached findings would hide the check.
+        for f in dataclasses.fields(cls):
+            if isinstance(f.default, (CheckOptions, GateOptions, ReportOptions, CertifyOptions)):
+                monkeypatch.delitem(f.default.__dict__, "_checked", raising=False)
         original = cls._check
 
         def spy(self, original=original, name=cls.__name__):
@@ -87,9 +93,17 @@ def test_create_check_replace_unhealthy_lists_the_group_once_from_the_cli(sim, a
 
 @pytest.fixture
 def azure_requests(monkeypatch):
-    """Calls of arm.list_group, wherever deploy's modules took it from."""
-    from azgpu.deploy import arm, cluster_create, deployer, lifecycle, whatif
+    """Calls of arm.list_group, wherever azgpu's modules took it from (every module that holds it by name)."""
+    import importlib
+    import pkgutil
+    import sys
 
+    import azgpu
+    from azgpu.deploy import arm
+
+    for info in pkgutil.walk_packages(azgpu.__path__, "azgpu."):
+        if not info.name.startswith("azgpu.testing") and not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
     count = [0]
     original = arm.list_group
 
@@ -97,7 +111,11 @@ def azure_requests(monkeypatch):
         count[0] += 1
         return original(*args, **kwargs)
 
-    for module in (arm, cluster_create, deployer, lifecycle, whatif):
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("azgpu") and getattr(m, "list_group", None) is original]
+    assert {"azgpu.deploy.arm", "azgpu.deploy.cluster_create", "azgpu.deploy.quota_requests"} <= {
+        m.__name__ for m in holders}
+    for module in holders:
         monkeypatch.setattr(module, "list_group", spy)
     return lambda: count[0]
 
@@ -131,3 +149,23 @@ def test_no_function_in_deploy_takes_more_than_seven_parameters():
 def test_the_parameter_count_sees_keyword_only_parameters():
     (node,) = ast.parse("def f(self, a, b, *, c, d, e, f, g, h): pass").body
     assert len(_parameters(node)) == 8
+
+
+@pytest.mark.parametrize(("options", "code"), [
+    (ReportOptions(insight_timeout="5"), "INVALID_INSIGHT_TIMEOUT"),
+    (ReportOptions(insight_timeout=None), "INVALID_INSIGHT_TIMEOUT"),
+    (GateOptions(spare_racks=-1), "INVALID_SPARE_RACKS"),
+    (GateOptions(spare_racks="2"), "INVALID_SPARE_RACKS"),
+])
+def test_options_built_in_python_with_values_of_any_type_are_findings_not_tracebacks(options, code):
+    """Options are a public API: a value of the wrong type is one coded finding, as the CLI's are."""
+    assert [f.code for f in options.findings()] == [code]
+
+
+def test_create_refuses_a_spare_rack_count_of_the_wrong_type_at_the_door(azure, session):
+    from azgpu.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        create(session, request("nd-gb300-v6", nodes=18), CreateOptions(gate=GateOptions(spare_racks="1")))
+    assert info.value.code == "INVALID_SPARE_RACKS"
+    assert not [r for r in azure.requests if r.method in ("PUT", "POST", "DELETE")]

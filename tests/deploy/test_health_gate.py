@@ -206,3 +206,18 @@ def test_simulate_fault_on_an_existing_node_is_what_check_finds(sim, fault):
     assert rc == 1
     (bad,) = [n for n in json.loads(out)["nodes"] if n["status"] == "failed"]
     assert bad["instance_id"] == "1" and bad["failures"][0]["kind"] == "ib_port_rate"
+
+
+def test_simulate_fault_takes_every_gpu_gone_and_refuses_a_port_index_the_node_lacks(sim, fault):
+    """--gpus 0 is a fault (0 == False once dropped it, and with it the whole fault); --ib-port 99 is one clear
+    error, not an IndexError's traceback."""
+    rc, out, err = fault("--next", "1", "--gpus", "0", "--xid", "79")
+    assert rc == 0, err
+    assert json.loads(out)["fault"] == {"gpus": 0, "xid": 79}
+    assert sim(*create_args("nd-a100-v4", nodes=1))[0] == 0
+    rc, out, err = fault("--instance", "c1-000-000000", "--gpus", "0")
+    assert rc == 0, err
+    assert "0 of 8 GPUs" in json.loads(out)["nodes"][0]["faults"]
+    rc, out, err = fault("--instance", "c1-000-000000", "--ib-rate", "200", "--ib-port", "99")
+    assert rc == 2 and "Traceback" not in err
+    assert "ERROR: [INVALID_FAULT] no InfiniBand port '99'" in err

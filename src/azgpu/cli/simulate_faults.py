@@ -102,11 +102,13 @@ def register(cli: click.Group) -> None:
             raise InputError("name the nodes with --instance, or the next ones to be created with --next N",
                              code="MISSING_ARGUMENT",
                              remedy="e.g. --next 2 --gpus 7, or --instance c1-000-000003 --xid 79")
+        from ..testing.node_fault_table import validate_fault
+
         fake = _fake(obj.get("simulate_state"), new=next_count is not None)
         try:
             if next_count is not None:
                 fake.unhealthy_next(next_count, **fault)
-                result = {"next_instances": next_count, "fault": {k: v for k, v in fault.items() if v}}
+                result = {"next_instances": next_count, "fault": validate_fault(fault)}
             else:
                 nodes = [fake.make_unhealthy(_instance(fake, name, i), **fault) for i in instances]
                 result = {"nodes": [{"computer_name": n["computer"], "physical_host": n["physical_host"],

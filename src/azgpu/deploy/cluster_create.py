@@ -162,12 +162,9 @@ def _accept_terms(session, plan) -> None:
 
 
 def with_spare_racks(request: Request, spare_racks: int) -> Request:
-    """The request with `spare_racks` whole racks more; bad input (not a rack size, a negative count)
-    exits 2 before anything is created."""
+    """The request with `spare_racks` whole racks more; a profile without racks exits 2 before anything is
+    created (a negative count or one of another type: GateOptions' own findings, at create's door)."""
     per_rack = load_profile(request.profile).rack_size if request.profile else None
-    if spare_racks < 0:
-        raise InputError(f"--spare-racks must be 0 or more, not {spare_racks}", code="INVALID_SPARE_RACKS",
-                         remedy="pass --spare-racks 1 for one rack more than --nodes asks")
     if not per_rack:
         raise InputError(f"--spare-racks needs a profile with rack-scale NVLink (nd-gb200-v6, nd-gb300-v6), "
                          f"not '{request.profile}'", code="SPARE_RACKS_WITHOUT_RACKS",

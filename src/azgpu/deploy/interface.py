@@ -109,7 +109,16 @@ class GateOptions(_SelfChecked):
 
     def _check(self) -> list[Finding]:
         """The node check's findings and --max-rounds out of range; none for a gate that does not run."""
-        return [*self.node.findings(), *_range_findings(max_rounds=self.max_rounds)] if self.enabled else []
+        if not self.enabled:
+            return []
+        return [*self.node.findings(), *_range_findings(max_rounds=self.max_rounds), *self._spare_findings()]
+
+    def _spare_findings(self) -> list[Finding]:
+        spare = self.spare_racks
+        if isinstance(spare, int) and not isinstance(spare, bool) and spare >= 0:
+            return []
+        return [Finding(code="INVALID_SPARE_RACKS", message=f"--spare-racks must be 0 or more, not {spare!r}",
+                        remedy="pass --spare-racks 1 for one rack more than --nodes asks", field="spare_racks")]
 
 
 @dataclass(frozen=True)
@@ -125,9 +134,12 @@ class ReportOptions(_SelfChecked):
 
     def _check(self) -> list[Finding]:
         """--insight-timeout out of range (0 reads the insights once; at most an hour)."""
-        if isinstance(self.insight_timeout, (int, float)) and 0 <= self.insight_timeout <= MAX_INSIGHT_TIMEOUT:
+        value = self.insight_timeout
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and 0 <= value <= MAX_INSIGHT_TIMEOUT:
             return []
-        return [Finding(code="INVALID_INSIGHT_TIMEOUT", message=f"--insight-timeout {self.insight_timeout:g} is out "
+        shown = f"{value:g}" if number else repr(value)  # options built in Python may hold anything
+        return [Finding(code="INVALID_INSIGHT_TIMEOUT", message=f"--insight-timeout {shown} is out "
                         "of range", remedy=f"use 0 (read the insights once) to {MAX_INSIGHT_TIMEOUT:g} seconds "
                                            f"(default {INSIGHT_TIMEOUT:g})", field="insight_timeout")]
 

@@ -74,15 +74,15 @@ def for_check(session, cluster: str, resource_group: str, report) -> list[dict[s
     did not pass left out (and the measurement recorded for `outputs`); None on other sizes."""
     sizes = {s.get("size") for s in report.scale_sets if s.get("size")}
     try:
-        vertical = next((find_size(size)[0].vertical_connect for size in sizes), None)
+        per_rack = next((find_size(size)[0].rack_size for size in sizes), None)
     except Exception:  # a size no profile knows has no racks azgpu could name
         return None
-    if not vertical:
+    if not per_rack:
         return None
     signals = _signals(session, resource_group, sorted({n.scale_set for n in report.nodes}))
-    identity(report, signals, vertical["rack"])
+    identity(report, signals, per_rack)
     excluded = {n.computer_name: n.summary() for n in report.nodes if not n.passed}
-    racks = measure(signals, cluster, report.nodes, vertical["rack"], excluded=excluded)
+    racks = measure(signals, cluster, report.nodes, per_rack, excluded=excluded)
     save(getattr(session, "subscription_id", "") or "", resource_group, cluster, report.nodes, excluded)
     return racks
 
@@ -125,7 +125,7 @@ def gate(session, live: LiveCluster, options: GateOptions, hooks: GateHooks = NO
     cluster, resource_group = live.name, live.resource_group
     replace, spare_racks, before_delete = options.replace_unhealthy, options.spare_racks, hooks.before_delete
     on_notice = hooks.on_notice or (lambda message: None)
-    per_rack = live.profile.vertical_connect["rack"]
+    per_rack = live.profile.rack_size
     outcome = health_gate.gate(session, live, dataclasses.replace(options, replace_unhealthy=False, spare_racks=0),
                                GateHooks(on_round=hooks.on_round))
     report = outcome.report

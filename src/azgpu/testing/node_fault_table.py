@@ -60,6 +60,8 @@ def _port(node: dict, which: str | int | None) -> dict:
     if which is None:
         return ports[0]
     if isinstance(which, int) or str(which).isdigit():
+        if not 0 <= int(which) < len(ports):
+            raise ValueError(f"no InfiniBand port {which!r} (the node has ports 0 to {len(ports) - 1})")
         return ports[int(which)]
     name = str(which).split(":")[0]
     for port in ports:
@@ -291,19 +293,25 @@ def check_table(rows: tuple[NodeFault, ...] = NODE_FAULTS) -> None:
 check_table()
 
 
+def is_set(value: Any) -> bool:
+    """A fault named: any value but None (left out) or False (a flag not given). By identity: gpus=0 (every
+    GPU gone) is a fault, though 0 == False."""
+    return value is not None and value is not False
+
+
 def validate_fault(fault: dict[str, Any]) -> dict[str, Any]:
     """The faults named (unknown names, none at all and a value outside a row's choices refused), without
     the ones left unset."""
     unknown = set(fault) - set(FAULT_KEYS)
     if unknown:
         raise ValueError(f"unknown fault(s) {sorted(unknown)}: use {', '.join(FAULT_KEYS)}")
-    if not any(v not in (None, False) for v in fault.values()):
+    if not any(is_set(v) for v in fault.values()):
         raise ValueError("name at least one fault: " + ", ".join(FAULT_KEYS))
     for name, value in fault.items():
         row = BY_NAME[name]
         if row.choices and value not in (None, *row.choices):
             raise ValueError(f"{name} must be one of {row.choices}")
-    return {k: v for k, v in fault.items() if v not in (None, False)}
+    return {k: v for k, v in fault.items() if is_set(v)}
 
 
 def apply_fault(node: dict, **fault: Any) -> None:
@@ -313,7 +321,7 @@ def apply_fault(node: dict, **fault: Any) -> None:
         raise ValueError(f"unknown fault(s) {sorted(unknown)}: use {', '.join(FAULT_KEYS)}")
     for row in NODE_FAULTS:
         value = fault.get(row.name)
-        if value is not None and value is not False:
+        if is_set(value):
             row.effect(node, value, fault)
 
 
