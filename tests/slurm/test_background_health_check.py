@@ -134,3 +134,19 @@ def test_the_node_check_asks_only_that_imex_is_installed(tmp_path):
     assert "AZGPU_IMEX_SERVICE" not in subprocess.run(
         [sys.executable, "-m", "azgpu.cli", "check", "--print-script", "--size", SIZE.name], capture_output=True,
         text=True, env={**os.environ}).stdout.split("# azgpu's on-node health check")[0]
+
+
+def test_what_the_node_is_shipped_holds_every_azgpu_module_it_imports():
+    """A module the judge's code imports but the bootstrap does not ship makes every node's verdict
+    inconclusive (health/model.py, when the result types moved there, and bounded.py before it)."""
+    import ast
+
+    shipped = {path.removeprefix(f"{health_check.LIB_DIR}/"): text for path, text in health_check.shipped().items()}
+    for path, text in shipped.items():
+        package = path.rpartition("/")[0].replace("/", ".")
+        for node in ast.parse(text).body:  # what loads with the module (a function's own import loads on call)
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+                candidates = [module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"]
+                assert any(c in shipped for c in candidates), f"{path} imports {module}, which is not shipped"

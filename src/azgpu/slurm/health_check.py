@@ -10,7 +10,7 @@ VERDICT_PATH. The HealthCheckProgram only reads that file: it returns at once, d
 verdict is `failed` with the finding as the Reason, and never drains on `inconclusive` (the check's
 own fault: a tool the image lacks, AzNHC's set-up or watchdog) or `unreachable` (no verdict).
 
-The node judges its own output with azgpu's code (health/results.py, health/impact.py and the
+The node judges its own output with azgpu's code (health/results.py, model.py, impact.py and the
 constants of health/script.py, shipped as they are by the bootstrap): a node, the health gate and
 `provision check --from-output` judge the same output alike. What the node prints stays evidence:
 the verdict is validated, the reason is printable text of bounded length, nothing is executed.
@@ -41,7 +41,7 @@ REASON_LIMIT = 200
 # What the node needs of azgpu to judge a verdict: the package markers and pure modules (stdlib only), the
 # health package's and those they import from azgpu itself (tests/slurm/test_background_health_check.py
 # judges with only these, in a Python without site-packages).
-SHIPPED = ("__init__.py", "results.py", "impact.py", "script.py")
+SHIPPED = ("__init__.py", "model.py", "results.py", "impact.py", "script.py")
 SHIPPED_TOP = ("bounded.py",)
 
 _RUNNER = r"""#!/bin/bash
