@@ -156,6 +156,10 @@ def test_the_parameter_count_sees_keyword_only_parameters():
     (ReportOptions(insight_timeout=None), "INVALID_INSIGHT_TIMEOUT"),
     (GateOptions(spare_racks=-1), "INVALID_SPARE_RACKS"),
     (GateOptions(spare_racks="2"), "INVALID_SPARE_RACKS"),
+    (CheckOptions(parallel=None), "INVALID_PARALLEL"),
+    (CheckOptions(node_timeout=None), "INVALID_NODE_TIMEOUT"),
+    (CertifyOptions(level="bogus"), "INVALID_CERTIFY_LEVEL"),
+    (CertifyOptions(level=["standard"]), "INVALID_CERTIFY_LEVEL"),
 ])
 def test_options_built_in_python_with_values_of_any_type_are_findings_not_tracebacks(options, code):
     """Options are a public API: a value of the wrong type is one coded finding, as the CLI's are."""

@@ -14,11 +14,11 @@ from ..bounded import BoundedError, loads, retry_after_of
 from ..errors import AzgpuError, AzureError
 from ..resource_types import ResourceType
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError, translate
+from .resource_manager import BASE, arm_url, invalid_answer
 
 TERMINAL = {"succeeded", "failed", "canceled"}
 # Without a $filter: a listing filtered by tag leaves out every resource's tags (Resources - List By
 # Resource Group, api 2024-11-01), and the tags are how azgpu tells its resources from others.
-BASE = "https://management.azure.com"
 SOURCE_SKUS = "Azure Resource SKUs API (az vm list-skus --all)"  # read by preflight, reserve, capacity
 EXPAND = "createdTime,changedTime,provisioningState"
 # The longest wait between two status reads of a long-running operation, whatever Retry-After says (a create
@@ -177,29 +177,6 @@ def _rest_client(session):
 # The largest answer azgpu reads from Azure as JSON: a what-if of a large cluster in full resource payloads
 # runs to megabytes; anything beyond this is not an answer azgpu can use.
 MAX_ANSWER = 32 * 1024 * 1024
-INVALID_ANSWER_REMEDY = ("nothing more was sent; re-run the command, and if Azure keeps answering so, run it with "
-                         "--debug and report what it shows")
-
-
-def invalid_answer(what: str, problem: str) -> AzureError:
-    """The error for an answer from Azure that azgpu cannot read (not JSON, too large or deep, wrong types)."""
-    return AzureError(f"{what}: Azure's answer {problem}", code="ARM_ANSWER_INVALID", remedy=INVALID_ANSWER_REMEDY)
-
-
-def arm_url(url: Any) -> bool:
-    """A URL Azure may send azgpu on to (a nextLink, Location, Azure-AsyncOperation): HTTPS to Resource
-    Manager itself. The session's token goes with every request, so nothing else is followed."""
-    from urllib.parse import urlsplit
-
-    if not isinstance(url, str) or len(url) > 8192 or not url.isprintable():
-        return False
-    try:
-        parts = urlsplit(url)
-        return parts.scheme == "https" and parts.netloc.lower() == BASE.split("://", 1)[1] and parts.port is None
-    except ValueError:
-        return False
-
-
 def send(session, method: str, path: str, api_version: str, body: Any = None, url: str | None = None):
     """One REST request to ARM for what no SDK client covers (Guest Health Reporting, permissions):
     the HttpResponse, whatever its status. `url` (a nextLink, a status URL from Azure's answer) must be

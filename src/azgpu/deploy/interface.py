@@ -56,7 +56,8 @@ def _range_findings(**values: Any) -> list[Finding]:
     out = []
     for name, value in values.items():
         try:
-            check_options(**{name: value})
+            # None is "not given" on the command line, but no value for an option of a built options object.
+            check_options(**{name: "None" if value is None else value})
         except InputError as exc:
             out.append(Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field=name))
     return out
@@ -167,8 +168,18 @@ class CertifyOptions(_SelfChecked):
 
     def _check(self) -> list[Finding]:
         """The node check's options and --max-rounds out of range, and reporting's when it is asked for."""
-        return [*self.node.findings(), *_range_findings(max_rounds=self.max_rounds),
+        return [*_level_findings(self.level), *self.node.findings(), *_range_findings(max_rounds=self.max_rounds),
                 *(self.report.findings() if self.report.report_to_azure else [])]
+
+
+def _level_findings(name: Any) -> list[Finding]:
+    from ..certify.levels import level
+
+    try:
+        level(name if isinstance(name, str) else repr(name))
+    except InputError as exc:
+        return [Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="level")]
+    return []
 
 
 @dataclass

@@ -226,7 +226,7 @@ def session_transport(session: Session, requests_session: Any = None):
             session.pause(duration)
 
         def send(self, request, **kwargs):  # every request of every client, with the ARM token
-            from .arm import BASE, arm_url, invalid_answer
+            from .resource_manager import BASE, arm_url, invalid_answer
 
             # The SDK's pollers follow whatever Azure-AsyncOperation or Location an answer names, and the
             # session's bearer token goes with it: only Resource Manager itself is ever asked (arm.arm_url).
