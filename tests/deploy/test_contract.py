@@ -158,6 +158,8 @@ def test_the_parameter_count_sees_keyword_only_parameters():
     (GateOptions(spare_racks="2"), "INVALID_SPARE_RACKS"),
     (CheckOptions(parallel=None), "INVALID_PARALLEL"),
     (CheckOptions(node_timeout=None), "INVALID_NODE_TIMEOUT"),
+    (CheckOptions(node_timeout=10**400), "INVALID_NODE_TIMEOUT"),
+    (CheckOptions(node_timeout=float("nan")), "INVALID_NODE_TIMEOUT"),
     (CertifyOptions(level="bogus"), "INVALID_CERTIFY_LEVEL"),
     (CertifyOptions(level=["standard"]), "INVALID_CERTIFY_LEVEL"),
 ])
@@ -173,3 +175,12 @@ def test_create_refuses_a_spare_rack_count_of_the_wrong_type_at_the_door(azure, 
         create(session, request("nd-gb300-v6", nodes=18), CreateOptions(gate=GateOptions(spare_racks="1")))
     assert info.value.code == "INVALID_SPARE_RACKS"
     assert not [r for r in azure.requests if r.method in ("PUT", "POST", "DELETE")]
+
+
+def test_create_refuses_certify_options_at_its_door_before_anything_is_deployed(azure, session):
+    """create --certify's options were first judged by certify, after the whole cluster was deployed."""
+    from azgpu.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        create(session, request("nd-a100-v4", nodes=2), CreateOptions(certify=CertifyOptions(level=["standard"])))
+    assert info.value.code == "INVALID_CERTIFY_LEVEL" and azure.resources() == []

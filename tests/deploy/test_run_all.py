@@ -41,3 +41,26 @@ def test_a_failure_outside_any_node_stops_the_others_and_surfaces_at_once(monkey
     for event in list(answered.values()):
         event.wait(10)
     assert all(stopped.values()), f"workers not told to stop: {stopped}"
+
+
+@pytest.mark.parametrize("error", [
+    ValueError("Expecting value: line 1 column 1 (char 0)"),  # json.JSONDecodeError is one: a 200 that is no JSON
+    UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),  # a body that is not UTF-8
+    LookupError("unknown encoding: x-bogus"),  # Content-Type: application/json; charset=x-bogus
+])
+def test_a_run_command_answer_the_sdk_cannot_read_is_the_node_unreachable(monkeypatch, error):
+    """azure-mgmt-compute 39 reads the answer with json.loads (a ValueError), 34 with its own deserializer
+    (DeserializationError): neither is an AzureError, and either escaped the node's check as a traceback."""
+    class Poller:
+        def result(self):
+            raise error
+
+    class Instances:
+        def begin_run_command(self, *args, **kwargs):
+            return Poller()
+
+    monkeypatch.setattr(run_command, "INSTANCES", Instances())
+    monkeypatch.setattr(run_command, "_polling", lambda *args: None)
+    with pytest.raises(run_command.Unreachable) as info:
+        run_command._run(None, "rg", _node(0), {}, 60.0, threading.Event())
+    assert info.value.code == "run_command_failed"

@@ -145,8 +145,17 @@ def test_what_the_node_is_shipped_holds_every_azgpu_module_it_imports():
     for path, text in shipped.items():
         package = path.rpartition("/")[0].replace("/", ".")
         for node in ast.parse(text).body:  # what loads with the module (a function's own import loads on call)
-            if isinstance(node, ast.ImportFrom) and node.level:
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names if alias.name.split(".")[0] == "azgpu"]
+            elif isinstance(node, ast.ImportFrom) and node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 module = f"{base}.{node.module}" if node.module else base
+                # `from . import x` loads x as a module when the package does not define it
+                modules = [module] if node.module else [f"{module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "azgpu":
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
                 candidates = [module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"]
                 assert any(c in shipped for c in candidates), f"{path} imports {module}, which is not shipped"

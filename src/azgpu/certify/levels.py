@@ -54,8 +54,8 @@ DURATIONS = {
 def level(name: str) -> Level:
     from ..errors import InputError
 
-    if name not in LEVELS:
-        raise InputError(f"--level {name!r} is not a certification level", code="INVALID_CERTIFY_LEVEL",
+    if not isinstance(name, str) or name not in LEVELS:
+        raise InputError(f"--level {ascii(name)[:80]} is not a certification level", code="INVALID_CERTIFY_LEVEL",
                          remedy=f"use one of {', '.join(LEVELS)}")
     return LEVELS[name]
 

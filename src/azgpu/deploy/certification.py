@@ -276,9 +276,9 @@ class _Domain:
 
 def certify(session, name: str, resource_group: str, options: CertifyOptions = CertifyOptions()) -> CertifyResult:
     """Certify every node and fabric of the cluster; returns the certificate (CertifyResult)."""
+    refuse(options.findings())  # the verb's door: its options, once (the level among them)
     lv = level_of(options.level)
     node = options.node
-    refuse(options.findings())  # the verb's door: its options, once
     notice = options.on_notice
     reporter = None
     if options.report.report_to_azure:

@@ -176,7 +176,7 @@ def _level_findings(name: Any) -> list[Finding]:
     from ..certify.levels import level
 
     try:
-        level(name if isinstance(name, str) else repr(name))
+        level(name)
     except InputError as exc:
         return [Finding(code=exc.code, message=exc.message, remedy=exc.remedy, field="level")]
     return []
@@ -234,9 +234,12 @@ class CreateOptions:
     before_delete: Callable[[list[NodeResult]], None] | None = None
 
     def findings(self) -> list[Finding]:
-        """Every option of create out of range, at once: the gate's (when it runs) and reporting's (when asked),
-        each checked by its own options object, once."""
-        return [*self.gate.findings(), *(self.report.findings() if self.report.report_to_azure else [])]
+        """Every option of create out of range, at once: the gate's (when it runs), reporting's (when asked) and
+        certify's (when asked: before the cluster is deployed, not after), each checked by its own options
+        object, once; a finding two of them share (one CheckOptions) listed once."""
+        found = [*self.gate.findings(), *(self.report.findings() if self.report.report_to_azure else []),
+                 *(self.certify.findings() if self.certify is not None else [])]
+        return list({(f.code, f.field, f.message): f for f in found}.values())
 
 
 @dataclass(frozen=True)

@@ -127,9 +127,12 @@ def _run(session, resource_group: str, node: Instance, body: dict, timeout: floa
             raise Unreachable("run_command_failed", err.message) from None
         except (ServiceRequestError, ServiceResponseError) as exc:
             raise Unreachable("run_command_failed", f"Azure could not be reached: {exc}") from None
-        except DeserializationError:  # a ValueError, not an AzureError: SDKs before about 35 refuse such a body
-            raise Unreachable("run_command_failed", "Azure's Run Command answer is not the shape its REST API "
-                                                     "defines (the SDK could not read it): no verdict") from None
+        except (DeserializationError, ValueError, LookupError):
+            # Not AzureErrors: an answer the SDK cannot read (azure-mgmt-compute 34 raises DeserializationError for
+            # a body of the wrong shape; 39 reads it with json.loads, so JSONDecodeError or UnicodeDecodeError; an
+            # unknown charset= is a LookupError). No verdict, nothing known of the node.
+            raise Unreachable("run_command_failed", "Azure's Run Command answer could not be read (not the JSON "
+                                                     "its REST API defines): no verdict") from None
         except SdkError as exc:  # a dropped connection mid-poll, a body cut short: no verdict, nothing known
             raise Unreachable("run_command_failed", f"Run Command did not complete: {type(exc).__name__}: "
                                                      f"{str(exc)[:200]}") from None

@@ -229,7 +229,8 @@ def session_transport(session: Session, requests_session: Any = None):
             from .resource_manager import BASE, arm_url, invalid_answer
 
             # The SDK's pollers follow whatever Azure-AsyncOperation or Location an answer names, and the
-            # session's bearer token goes with it: only Resource Manager itself is ever asked (arm.arm_url).
+            # session's bearer token goes with it: only Resource Manager itself is ever asked
+            # (resource_manager.arm_url).
             if not arm_url(request.url):
                 raise invalid_answer(f"{request.method} {_short(str(request.url))}",
                                      f"points azgpu to {ascii(str(request.url)[:100])}, which is not {BASE}")

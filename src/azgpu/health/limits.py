@@ -33,9 +33,10 @@ def check_options(*, parallel: int | None = None, node_timeout: float | None = N
                                  or not 1 <= parallel <= MAX_PARALLEL):
         raise InputError(f"--parallel {parallel} is out of range", code="INVALID_PARALLEL",
                          remedy=f"use 1 to {MAX_PARALLEL} Run Commands at a time (default {PARALLEL})")
+    # Compared before math.isfinite, which cannot convert an int past a float's range (OverflowError).
     if node_timeout is not None and (isinstance(node_timeout, bool) or not isinstance(node_timeout, (int, float))
-                                     or not math.isfinite(node_timeout)
-                                     or not MIN_NODE_TIMEOUT <= node_timeout <= MAX_NODE_TIMEOUT):
+                                     or not MIN_NODE_TIMEOUT <= node_timeout <= MAX_NODE_TIMEOUT
+                                     or not math.isfinite(node_timeout)):
         raise InputError(f"--node-timeout {node_timeout} is out of range", code="INVALID_NODE_TIMEOUT",
                          remedy=f"use {MIN_NODE_TIMEOUT:g} to {MAX_NODE_TIMEOUT:g} seconds (Run Command stops a "
                                 f"script after 90 minutes; default {NODE_TIMEOUT:g})")
