@@ -27,6 +27,19 @@ class SshKeyError(Exception):
         self.message, self.code, self.remedy = message, code, remedy
 
 
+def _read_key(path: Path, limit: int, what: str) -> bytes:
+    """A key file, read as every file a user names is: a FIFO would block for ever, /dev/zero fill memory."""
+    try:
+        raw = read_bounded(path, limit=limit)
+    except IsADirectoryError as exc:
+        raise SshKeyError(f"'{path}' exists but is {exc.args[0] if exc.args else 'a directory'}, not a {what}",
+                          remedy="pass --ssh-key with another path") from None
+    if len(raw) > limit:
+        raise SshKeyError(f"'{path}' exists but is larger than {limit // 1024} KiB: not a {what}",
+                          remedy="pass --ssh-key with another path")
+    return raw
+
+
 def generate(public_path: str | os.PathLike) -> str:
     """The OpenSSH public key at public_path, creating the pair when it is missing; returns the key."""
     public = Path(public_path).expanduser()
@@ -35,16 +48,7 @@ def generate(public_path: str | os.PathLike) -> str:
                           code="INVALID_SSH_KEY_PATH",
                           remedy="pass the public key's path, e.g. --ssh-key ~/.ssh/id_rsa.pub, or drop --ssh-key")
     if public.exists():
-        # Read as every file a user names is: a FIFO at the .pub path blocked here for ever.
-        try:
-            raw = read_bounded(public, limit=MAX_PUBLIC_KEY)
-        except IsADirectoryError as exc:
-            raise SshKeyError(f"'{public}' exists but is {exc.args[0] if exc.args else 'a directory'}, not a public "
-                              "key", remedy="pass --ssh-key with another path") from None
-        if len(raw) > MAX_PUBLIC_KEY:
-            raise SshKeyError(f"'{public}' exists but is larger than {MAX_PUBLIC_KEY // 1024} KiB: not a public key",
-                              remedy="pass --ssh-key with another path")
-        return raw.decode("utf-8", "replace").strip()
+        return _read_key(public, MAX_PUBLIC_KEY, "public key").decode("utf-8", "replace").strip()
     private = public.with_suffix("")
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
@@ -54,16 +58,8 @@ def generate(public_path: str | os.PathLike) -> str:
 
     try:
         if private.exists():
-            # The pair's private half is there: derive its public key, as az does; never replace it. Read as
-            # every file a user names is (a FIFO would block for ever, /dev/zero fill memory).
-            try:
-                raw = read_bounded(private, limit=MAX_PRIVATE_KEY)
-            except IsADirectoryError as exc:
-                raise SshKeyError(f"'{private}' exists but is {exc.args[0] if exc.args else 'a directory'}, "
-                                  "not a private key", remedy="pass --ssh-key with another path") from None
-            if len(raw) > MAX_PRIVATE_KEY:
-                raise SshKeyError(f"'{private}' exists but is larger than {MAX_PRIVATE_KEY // 1024} KiB: not a "
-                                  "private key", remedy="pass --ssh-key with another path")
+            # The pair's private half is there: derive its public key, as az does; never replace it.
+            raw = _read_key(private, MAX_PRIVATE_KEY, "private key")
             try:
                 key = serialization.load_ssh_private_key(raw, password=None)
             except unreadable:
