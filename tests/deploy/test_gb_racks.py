@@ -166,6 +166,21 @@ def test_destroy_forgets_what_was_measured_so_a_new_cluster_of_the_same_name_sta
     assert "Left out" not in out and len([x for x in out.splitlines() if not x.startswith("#")]) == 18
 
 
+@pytest.mark.parametrize("command", [["outputs", "--format", "slurm"], ["check"]])
+def test_an_instance_that_is_not_an_object_is_an_error_not_a_shorter_list(cli, azure, racks_quota, command):
+    """arm.pages dropped an item that was not an object: one rack member fewer, where a rack's deletion rests
+    on the list. It is ARM_ANSWER_INVALID, read through the one page reader every listing uses."""
+    rc, out, err = cli(*create_args("nd-gb300-v6", nodes=18), "-o", "none")
+    assert rc == 0, err
+    path = "virtualMachineScaleSets/c1-vmss000/virtualMachines"
+    listed = requests.get(f"https://management.azure.com{azure.resources(type=VMSS)[0]['id']}/virtualMachines",
+                          params={"api-version": "2026-03-01", "$expand": "instanceView"}, timeout=5).json()
+    azure.inject(method="GET", path=f"{path}$", status=200, body={**listed, "value": [*listed["value"][1:], 7]},
+                 times=None)
+    rc, _out, err = cli(command[0], *cluster_args(), *command[1:])
+    assert rc == 1 and "ARM_ANSWER_INVALID" in err and "not an object" in err and "Traceback" not in err, err
+
+
 def test_instance_pages_that_never_end_are_an_error_not_a_shorter_list(cli, azure, racks_quota):
     """A rack's members come from the scale set's instance pages (whether a rack is deleted rests on them): a
     nextLink back to a page already read, or pages that go on past the bound, is ARM_ANSWER_INVALID, not the

@@ -221,7 +221,9 @@ def pages(session, path: str, api_version: str, what: str, *, query: str = "",
         value = data.get("value")
         if value is not None and not isinstance(value, list):
             raise invalid_answer(what, f"holds 'value' as {type(value).__name__}, not a list")
-        items += [i for i in value or [] if isinstance(i, dict)]
+        if any(not isinstance(item, dict) for item in value or []):  # dropping it would be a shorter list
+            raise invalid_answer(what, "holds an item that is not an object")
+        items += value or []
         link = data.get("nextLink")
         if not link:
             return items

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import resource_types
-from ..bounded import BoundedError, array, obj, text
+from ..bounded import BoundedError, obj, text
 from ..errors import AzgpuError, AzureError, NotFoundError
 from ..naming import Names
 from ..output import listing
@@ -19,7 +19,15 @@ from ..ownership import cluster_of, created_by_azgpu, is_azgpu, is_ours, live_pr
 from ..plain import plain
 from ..racks import group as group_racks
 from ..resource_types import INSTANCES, is_type
-from .arm import BASE, TERMINAL, answer, invalid_answer, is_not_found, list_group, send, to_azure_error, until_settled
+from .arm import (
+    TERMINAL,
+    invalid_answer,
+    is_not_found,
+    list_group,
+    pages,
+    to_azure_error,
+    until_settled,
+)
 from .azure_errors import IN_PROGRESS_REMEDY, OperationInProgressError
 from .deployer import IN_PROGRESS_ATTEMPTS, INTERRUPT_GRACE
 from .interface import LiveCluster
@@ -204,49 +212,27 @@ def interconnect(vm: dict[str, Any], what: str = "the scale set's instances") ->
     return {"subgroup": subgroup or None, "block": block_id or None}
 
 
-# a scale set holds at most 1,000 VMs (Learn, "Virtual Machine Scale Sets and placement groups")
-MAX_INSTANCE_PAGES = 1000
-
-
 def rack_instances(session, resource_group: str, scale_set: str) -> list[dict[str, Any]]:
     """Every instance of the scale set as Azure's REST answer gives it at azgpu's Compute api-version
-    (VirtualMachineScaleSetVMs_List with $expand=instanceView, nextLink pages bounded): instance_id, vm_id,
-    hostname (the computer name), provisioning_state and interconnect(vm) (subgroup, block)."""
+    (VirtualMachineScaleSetVMs_List with $expand=instanceView, every page read or none: arm.pages): instance_id,
+    vm_id, hostname (the computer name), provisioning_state and interconnect(vm) (subgroup, block)."""
     path = (f"/subscriptions/{session.subscription_id}/resourceGroups/{resource_group}"
             f"{INSTANCES.provider_path(scale_set)}")
     what = f"the instances of {scale_set}"
     found: list[dict[str, Any]] = []
-    url = f"{BASE}{path}?$expand=instanceView&api-version={INSTANCES.api_version}"
-    followed: set[str] = set()
-    for _ in range(MAX_INSTANCE_PAGES):
-        followed.add(url)
-        response = send(session, "GET", path, INSTANCES.api_version, url=url)
-        if response.status_code != 200:
-            from azure.core.exceptions import HttpResponseError
-
-            raise to_azure_error(HttpResponseError(response=response), what)
-        data = answer(response, what)
+    for vm in pages(session, path, INSTANCES.api_version, what, query="$expand=instanceView"):
+        signal = interconnect(vm, what)
         try:
-            items = array(data.get("value"), "its value")
-            for vm in items:
-                signal = interconnect(vm, what)
-                props = vm["properties"]
-                name = text(obj(props.get("osProfile"), "its osProfile").get("computerName"), "its computer name", 80)
-                instance = text(vm.get("instanceId"), "its instanceId", 20) or ""
-                found.append({"instance_id": instance, "vm_id": text(props.get("vmId"), "its vmId", 64),
-                              "hostname": name or text(vm.get("name"), "its name", 80) or instance,
-                              "provisioning_state": text(props.get("provisioningState"), "its provisioningState", 40),
-                              **signal})
+            props = vm["properties"]
+            name = text(obj(props.get("osProfile"), "its osProfile").get("computerName"), "its computer name", 80)
+            instance = text(vm.get("instanceId"), "its instanceId", 20) or ""
+            found.append({"instance_id": instance, "vm_id": text(props.get("vmId"), "its vmId", 64),
+                          "hostname": name or text(vm.get("name"), "its name", 80) or instance,
+                          "provisioning_state": text(props.get("provisioningState"), "its provisioningState", 40),
+                          **signal})
         except BoundedError as exc:
             raise invalid_answer(what, str(exc)) from None
-        url = data.get("nextLink")
-        if not url:
-            return found
-        if not isinstance(url, str):
-            raise invalid_answer(what, f"holds a nextLink that is {type(url).__name__}, not a URL")
-        if url in followed:  # the listing is read whole or not at all: a rack's deletion rests on it
-            raise invalid_answer(what, "points back to a page already read (its nextLink goes round)")
-    raise invalid_answer(what, f"kept pointing to a next page after {MAX_INSTANCE_PAGES:,} pages")
+    return found
 
 
 def rack_signals(session, resource_group: str, scale_set: str) -> dict[str, dict[str, str | None]]:
