@@ -38,7 +38,8 @@ TARGETED_UNSUPPORTED = (("ND-series", re.compile(r"Standard_ND", re.IGNORECASE))
 SCHEDULE_SOURCE = ("S-rest-crg",)
 GROUP_ID = re.compile(r"/subscriptions/(?P<sub>[0-9a-fA-F-]{36})/resourceGroups/(?P<rg>[-\w._()]+)"
                       + CAPACITY_RESERVATION_GROUP.path_pattern(r"(?P<name>[-\w._]+)"), re.IGNORECASE)
-NAME = re.compile(r"[A-Za-z0-9][-\w.]{0,78}[\w]|[A-Za-z0-9]")
+MAX_NAME = 80
+NAME = re.compile(rf"[A-Za-z0-9][-\w.]{{0,{MAX_NAME - 2}}}[\w]|[A-Za-z0-9]")
 
 
 def parse_group_id(text: str) -> dict[str, str] | None:

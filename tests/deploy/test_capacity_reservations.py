@@ -805,3 +805,17 @@ def test_another_block_for_more_than_64_nodes_says_a_block_holds_64(reservable, 
         create(session, in_group(reservable, nodes=70))
     full = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FULL")
     assert _pasted_reserve(full.remedy)["count"] == 64 and "at most 64" in full.remedy, full.remedy
+
+
+def test_another_block_for_a_group_of_the_longest_name_is_named_within_the_limit(reservable, session):
+    """A group's name may have 80 characters (capacity.NAME): '<group>-next' would have 85, which reserve refuses
+    (INVALID_NAME); the remedy's group is cut to fit, and still does not exist."""
+    longest = "g" * 80
+    reserve(session, count=2, reservation_type="Block", days=3, group=longest)
+    advance_to(reservable, window_start() + timedelta(hours=1))
+    with pytest.raises(ValidationFailed) as info:
+        create(session, request(capacity_reservation_group=group_id(reservable, longest),
+                                accept_reservation_infiniband_risk=True, nodes=3))
+    full = next(f for f in info.value.errors if f.code == "CAPACITY_RESERVATION_FULL")
+    pasted = _pasted_reserve(full.remedy)  # checked as reserve checks it: no INVALID_NAME
+    assert pasted["group"] == "g" * 75 + "-next" and len(pasted["group"]) == 80, full.remedy

@@ -95,3 +95,48 @@ def test_the_docs_page_lists_every_row():
     page = reference_docs.node_faults_page()
     for row in NODE_FAULTS:
         assert f"| `{row.option}` | `{row.name}` |" in page
+
+
+# Values no node could show: ibstat prints no rate of 0 or below and none above the port's full rate; NVIDIA's Xid
+# catalog numbers Xids from 1; a period that is not a number is a typo, not the default. Each is refused when the
+# fault is named, also for the next instances (--next), where it used to fail Azure's side of `create` later.
+REFUSED = [
+    (["--ib-rate", "-5"], "ib_rate=-5"), (["--ib-rate", "0"], "ib_rate=0"),
+    (["--xid", "-1"], "xid=-1"), (["--xid", "99999999999999999999"], "an Xid from 1"), (["--ecc", "-3"], "ecc=-3"),
+    (["--ib-flapping", "mlx5_ib0:x"], "whole number of seconds"), (["--ib-flapping", "mlx5_ib0:2"], "3 to 86400"),
+    (["--gpu-throttle", "0:x"], "whole number of seconds"), (["--gpu-throttle", "\u00b2"], "GPU an index"),
+    (["--gpu-throttle", "0:0"], "1 to 86400"), (["--transient", "0"], "1 or more"), (["--gpus", "-1"], "gpus=-1"),
+]
+
+
+@pytest.fixture
+def simulated(tmp_path, monkeypatch, run, ssh_key_file):
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "state.json"))
+
+    def create(nodes: int, *more: str) -> int:
+        return run("create", "--profile", "nd-h100-v5", "-n", "demo", "-g", "demo-rg", "-l", "eastus", "--nodes",
+                   nodes, "--ssh-key", ssh_key_file, "--simulate", "--simulate-latency", "0", "-o", "none", *more)[0]
+    assert create(1) == 0
+    return create
+
+
+@pytest.mark.parametrize("args,said", REFUSED, ids=[" ".join(a) for a, _ in REFUSED])
+def test_a_value_no_node_could_show_is_refused_on_a_node_and_for_the_next(simulated, run, args, said):
+    for target in (["-n", "demo", "--instance", "0"], ["--next", "1"]):
+        code, out, err = run("simulate", "fault", *target, *args, "-o", "none")
+        assert code == 2 and "[INVALID_FAULT]" in err and said in err and "Traceback" not in err, err
+    # nothing was queued and nothing broken: both nodes pass the gate
+    assert simulated(2, "--check") == 0
+
+
+def test_a_rate_above_the_ports_full_rate_is_refused_on_the_node(simulated, run):
+    # (for the next instances it depends on their size: ND GB300 v6's ports run at 800 Gb/s)
+    code, _, err = run("simulate", "fault", "-n", "demo", "--instance", "0", "--ib-rate", "500", "-o", "none")
+    assert code == 2 and "[INVALID_FAULT] ib_rate=500: a rate from 1 to the port's full 400 Gb/s" in err, err
+
+
+def test_the_values_a_node_can_show_are_taken(simulated, run):
+    for args in (["--ib-rate", "200"], ["--xid", "79"], ["--ib-flapping", "mlx5_ib0"], ["--gpu-throttle", "3:120"],
+                 ["--ecc", "0"]):
+        code, _, err = run("simulate", "fault", "-n", "demo", "--instance", "0", *args, "-o", "none")
+        assert code == 0, (args, err)

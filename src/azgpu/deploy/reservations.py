@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from ..capacity import BLOCK_CAPACITIES, BLOCK_DAYS, BLOCK_WEEKS, RESERVATION_TYPES, Schedule, parse_group_id
+from ..capacity import BLOCK_CAPACITIES, BLOCK_DAYS, BLOCK_WEEKS, MAX_NAME, RESERVATION_TYPES, Schedule, parse_group_id
 from ..errors import AzureError, Finding, InputError, ValidationFailed
 from ..naming import location_name
 from ..ownership import MANAGED_BY, MANAGED_BY_TAG, is_azgpu
@@ -238,6 +238,13 @@ def _when(value: datetime | None) -> str:
 
 # -- create --capacity-reservation-group --------------------------------------------------------------
 
+def _next_name(group: str, n: int) -> str:
+    """<group>-next (n 1), -next2 ...: within the 80 characters a group's name may have (capacity.NAME), the
+    group's own name cut where the suffix would not fit."""
+    suffix = f"-next{n if n > 1 else ''}"
+    return group[:MAX_NAME - len(suffix)] + suffix
+
+
 def _another_block(session, group_id: str, size: str, nodes: int, loc: str, zone: str | None, held: Held) -> str:
     """A Block's capacity and schedule are fixed (S-rest-crg): the reserve command, whole, of another Block in a new
     group for `nodes`, as long as the one held (else 7 days) from tomorrow, and the group create is then given.
@@ -245,8 +252,8 @@ def _another_block(session, group_id: str, size: str, nodes: int, loc: str, zone
     Block of the size already, reserve would refuse (CAPACITY_RESERVATION_BLOCK_FIXED)."""
     ref = parse_group_id(group_id) or {"rg": "", "name": ""}
     parent = group_id.rsplit("/", 1)[0]
-    new = next((name for name in (f"{ref['name']}-next{n if n > 1 else ''}" for n in range(1, 10))
-                if read_group(session, f"{parent}/{name}") is None), f"{ref['name']}-next10")
+    new = next((name for name in (_next_name(ref["name"], n) for n in range(1, 10))
+                if read_group(session, f"{parent}/{name}") is None), _next_name(ref["name"], 10))
     days = (held.end.date() - held.start.date()).days if held.start and held.end else 7
     weeks = min(max(-(-days // 7), BLOCK_WEEKS[0]), BLOCK_WEEKS[1])
     window = f"--days {max(days, BLOCK_DAYS[0])}" if days <= BLOCK_DAYS[1] else f"--weeks {weeks}"

@@ -19,6 +19,8 @@ from . import hardware
 ROW_REMAP_FAULTS = ("pending", "failure")
 RUN_COMMAND_FAULTS = ("timeout", "no_verdict")
 KINDS = ("int", "float", "flag", "text", "choice")
+MAX_XID = 999
+MAX_COUNT = 2**32  # NVML's ECC counters are 64-bit; no real node shows anywhere near this
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,10 @@ class NodeFault:
     choices: tuple[str, ...] = ()
     metavar: str | None = None
     from_option: Callable[[Any], Any] | None = None  # the option's text as the keyword takes it
+    # What the value alone must be, whatever node takes it: checked when the fault is named, so a fault queued
+    # for the next instances (--next) is refused then, not when Azure creates them. What depends on the node
+    # (its ports, its GPU count, GB sizes) the effect checks.
+    check: Callable[[Any], None] | None = None
 
     def problems(self) -> list[str]:
         """What this row lacks: a fault without its help or effect cannot be offered or applied."""
@@ -87,6 +93,16 @@ def _share(value, what: str) -> float:
     return share
 
 
+def _seconds(text: str | None, default: int, what: str, whole: Any) -> int:
+    """SECONDS of PORT:SECONDS or GPU:SECONDS: left out, the default; anything but digits refused (a typo
+    must not become the default silently)."""
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit()) or len(text) > 6:
+        raise ValueError(f"{what}={whole!r}: SECONDS is a whole number of seconds")
+    return int(text)
+
+
 def _first_gpu(node: dict) -> dict:
     if not node["gpus"]:
         raise ValueError(f"{node['size']} has no GPU")
@@ -113,8 +129,11 @@ def _ib_down(node, ib_down, _):
 
 
 def _ib_rate(node, ib_rate, fault):
-    full = hardware.model(node["size"]).ib_rate
     port = _port(node, fault.get("ib_port"))
+    full = hardware.model(node["size"]).ib_rate
+    # A port trained down shows a lower rate in ibstat; none shows 0, a negative rate or more than its full one.
+    if int(ib_rate) > full:
+        raise ValueError(f"ib_rate={ib_rate}: a rate from 1 to the port's full {full} Gb/s")
     port["rate"] = int(ib_rate)
     port["width"] = max(1, round(4 * ib_rate / full)) if full else 4
     node["faults"].append(f"{port['dev']} at {ib_rate} Gb/s")
@@ -199,25 +218,21 @@ def _ib_degraded(node, ib_degraded, _):
 def _ib_flapping(node, ib_flapping, _):
     dev, period = _pair(ib_flapping, "ib_flapping")
     port = _port(node, dev)
-    seconds = int(period) if period and period.isdigit() else 30
-    if not 2 < seconds <= 86400:
-        raise ValueError(f"ib_flapping={ib_flapping!r}: a period of 3 to 86400 seconds")
+    seconds = _seconds(period, 30, "ib_flapping", ib_flapping)
     node.setdefault("ib_flapping", {})[port["dev"]] = seconds
     node["faults"].append(f"{port['dev']} flaps every {seconds} s")
 
 
 def _gpu_throttle(node, gpu_throttle, _):
     gpu, after = _pair(gpu_throttle, "gpu_throttle")
-    if not gpu.isdigit() or int(gpu) >= len(node["gpus"]):
+    if int(gpu) >= len(node["gpus"]):
         raise ValueError(f"gpu_throttle={gpu_throttle!r}: GPU index 0 to {len(node['gpus']) - 1}")
-    seconds = int(after) if after and after.isdigit() else 60
+    seconds = _seconds(after, 60, "gpu_throttle", gpu_throttle)
     node.setdefault("gpu_throttle", {})[gpu] = seconds
     node["faults"].append(f"GPU {gpu} throttles after {seconds} s under load")
 
 
 def _transient(node, transient, _):
-    if isinstance(transient, bool) or int(transient) < 1:
-        raise ValueError("transient: how many of its next fabric tests are slowed, 1 or more")
     node["transient"] = int(node.get("transient", 0)) + int(transient)
     node["faults"].append(f"{transient} transient slowdown(s)")
 
@@ -233,22 +248,60 @@ def _nvlink_degraded(node, nvlink_degraded, _):
     node["faults"].append(f"NVLink at {node['nvlink_degraded']:.0%}")
 
 
+# ------------------------------------------------------------------------------ the values alone
+
+
+def _whole(name: str, low: int, high: int, what: str) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name}={value!r}: {what}")
+    return check
+
+
+def _check_period(text: Any) -> None:
+    _, period = _pair(text, "ib_flapping")
+    if not 2 < _seconds(period, 30, "ib_flapping", text) <= 86400:
+        raise ValueError(f"ib_flapping={text!r}: a period of 3 to 86400 seconds")
+
+
+def _check_throttle(text: Any) -> None:
+    gpu, after = _pair(text, "gpu_throttle")
+    if not (gpu.isascii() and gpu.isdigit()) or len(gpu) > 4:
+        raise ValueError(f"gpu_throttle={text!r}: GPU[:SECONDS], GPU an index from 0")
+    if not 0 < _seconds(after, 60, "gpu_throttle", text) <= 86400:
+        raise ValueError(f"gpu_throttle={text!r}: after 1 to 86400 seconds")
+
+
+def _check_share_of(name: str) -> Callable[[Any], None]:
+    def check(text: Any) -> None:
+        _, share = _pair(text, name)
+        if share is not None:
+            _share(share, name)
+    return check
+
+
 # ------------------------------------------------------------------------------ the table
 
 # In the order `provision simulate fault --help` lists them and a node takes them. The last six are what
 # only certification finds (fabric.py says what each does under load).
 NODE_FAULTS: tuple[NodeFault, ...] = (
-    NodeFault("gpus", "--gpus", "GPUs the node still shows (e.g. 7 of 8).", _gpus, "int"),
+    NodeFault("gpus", "--gpus", "GPUs the node still shows (e.g. 7 of 8).", _gpus, "int",
+              check=_whole("gpus", 0, 1024, "how many GPUs the node still shows, 0 or more")),
     NodeFault("ib_down", "--ib-down", "InfiniBand device to take down (e.g. mlx5_ib3), or 'first'.", _ib_down,
               "text", from_option=lambda text: True if text == "first" else text),
-    NodeFault("ib_rate", "--ib-rate", "Rate in Gb/s for --ib-port (or the first port).", _ib_rate, "int"),
+    # A port trained down shows a lower rate in ibstat; none shows 0, a negative rate or more than its full one.
+    NodeFault("ib_rate", "--ib-rate", "Rate in Gb/s for --ib-port (or the first port).", _ib_rate, "int",
+              check=_whole("ib_rate", 1, 10**6, "a rate in Gb/s from 1 to the port's full rate")),
     NodeFault("ib_port", "--ib-port", "InfiniBand device for --ib-rate.", _ib_port, "text"),
-    NodeFault("xid", "--xid", "An Xid in the kernel log (e.g. 79).", _xid, "int"),
+    # NVIDIA's Xid catalog numbers its errors from 1 (the highest listed today is below 200).
+    NodeFault("xid", "--xid", "An Xid in the kernel log (e.g. 79).", _xid, "int",
+              check=_whole("xid", 1, MAX_XID, f"an Xid from 1 to {MAX_XID} (NVIDIA's Xid catalog)")),
     NodeFault("nvidia_smi_hang", "--nvidia-smi-hang", "nvidia-smi never answers.", _nvidia_smi_hang),
     NodeFault("nvlink_down", "--nvlink-down", "NVLink links inactive.", _nvlink_down),
     NodeFault("run_command", "--run-command", "Run Command never returns (timeout) or returns without a verdict.",
               _run_command, "choice", RUN_COMMAND_FAULTS),
-    NodeFault("ecc", "--ecc", "Uncorrectable SRAM ECC errors on the first GPU.", _ecc, "int"),
+    NodeFault("ecc", "--ecc", "Uncorrectable SRAM ECC errors on the first GPU.", _ecc, "int",
+              check=_whole("ecc", 0, MAX_COUNT, f"a count from 0 to {MAX_COUNT}")),
     NodeFault("row_remap", "--row-remap", "A row remap pending or failed on the first GPU.", _row_remap, "choice",
               ROW_REMAP_FAULTS),
     NodeFault("gpu_lost", "--gpu-lost", "The driver calls the first GPU lost (no Xid line).", _gpu_lost),
@@ -262,19 +315,20 @@ NODE_FAULTS: tuple[NodeFault, ...] = (
     NodeFault("ib_degraded", "--ib-degraded",
               "A port up at full rate that carries only SHARE of its bandwidth (default 0.6): what "
               "'provision certify' finds and the gate does not (e.g. mlx5_ib3:0.6).", _ib_degraded, "text",
-              metavar="PORT[:SHARE]"),
+              metavar="PORT[:SHARE]", check=_check_share_of("ib_degraded")),
     NodeFault("ib_flapping", "--ib-flapping",
               "A port whose link drops every SECONDS (default 30; its link_downed counter counts them).",
-              _ib_flapping, "text", metavar="PORT[:SECONDS]"),
+              _ib_flapping, "text", metavar="PORT[:SECONDS]", check=_check_period),
     NodeFault("gpu_throttle", "--gpu-throttle",
               "A GPU that throttles (HW Thermal Slowdown) after SECONDS under load (default 60).", _gpu_throttle,
-              "text", metavar="GPU[:SECONDS]"),
-    NodeFault("transient", "--transient", "Slow the node's next N fabric tests once each.", _transient, "int"),
+              "text", metavar="GPU[:SECONDS]", check=_check_throttle),
+    NodeFault("transient", "--transient", "Slow the node's next N fabric tests once each.", _transient, "int",
+              check=_whole("transient", 1, 10**6, "how many of its next fabric tests are slowed, 1 or more")),
     NodeFault("collective_share", "--collective-share",
               "Every collective with the node runs at this share (its ports pass alone).", _collective_share,
-              "float"),
+              "float", check=lambda value: _share(value, "collective_share")),
     NodeFault("nvlink_degraded", "--nvlink-degraded", "GB sizes: the node's NVLink at this share.", _nvlink_degraded,
-              "float"),
+              "float", check=lambda value: _share(value, "nvlink_degraded")),
 )
 BY_NAME = {row.name: row for row in NODE_FAULTS}
 FAULT_KEYS = tuple(BY_NAME)
@@ -300,25 +354,29 @@ def is_set(value: Any) -> bool:
 
 
 def validate_fault(fault: dict[str, Any]) -> dict[str, Any]:
-    """The faults named (unknown names, none at all and a value outside a row's choices refused), without
+    """The faults named (unknown names, none at all and a value that no node could take refused), without
     the ones left unset."""
+    _check_values(fault)
+    if not any(is_set(v) for v in fault.values()):
+        raise ValueError("name at least one fault: " + ", ".join(FAULT_KEYS))
+    return {k: v for k, v in fault.items() if is_set(v)}
+
+
+def _check_values(fault: dict[str, Any]) -> None:
     unknown = set(fault) - set(FAULT_KEYS)
     if unknown:
         raise ValueError(f"unknown fault(s) {sorted(unknown)}: use {', '.join(FAULT_KEYS)}")
-    if not any(is_set(v) for v in fault.values()):
-        raise ValueError("name at least one fault: " + ", ".join(FAULT_KEYS))
     for name, value in fault.items():
         row = BY_NAME[name]
         if row.choices and value not in (None, *row.choices):
             raise ValueError(f"{name} must be one of {row.choices}")
-    return {k: v for k, v in fault.items() if is_set(v)}
+        if row.check is not None and is_set(value):
+            row.check(value)
 
 
 def apply_fault(node: dict, **fault: Any) -> None:
     """Break a node: each fault named (a keyword of NODE_FAULTS) takes effect, in the table's order."""
-    unknown = set(fault) - set(FAULT_KEYS)
-    if unknown:
-        raise ValueError(f"unknown fault(s) {sorted(unknown)}: use {', '.join(FAULT_KEYS)}")
+    _check_values(fault)
     for row in NODE_FAULTS:
         value = fault.get(row.name)
         if is_set(value):
