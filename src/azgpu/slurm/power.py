@@ -354,16 +354,22 @@ class _Run:
 
     # ---------------------------------------------------------------- reading
 
-    def load(self, index: int, verify: list[str] = ()) -> _Set:
+    def listing(self, index: int) -> list[dict[str, Any]]:
+        """deploy.cluster_nodes' entry of the domain's scale set ([] before it exists)."""
+        from ..deploy import cluster_nodes
+
+        return cluster_nodes(self.session, self.ctx.cluster, self.ctx.resource_group,
+                             racks=bool(self.ctx.spec.profile.rack_size), only=[self.ctx.domains[index].scale_set])
+
+    def load(self, index: int, verify: list[str] = (), listed: list[dict[str, Any]] | None = None) -> _Set:
         """Read the domain's scale set and its bindings: the cache where it matches what Azure lists, Azure's
         own record for every instance the cache does not know and for the names this run acts on
-        (`verify`), and slurmctld's addresses."""
-        from ..deploy import cluster_nodes, node_bindings
+        (`verify`), and slurmctld's addresses. `listed`: the scale set as listing() read it just now."""
+        from ..deploy import node_bindings
 
         domain = self.ctx.domains[index]
         per_rack = self.ctx.spec.profile.rack_size
-        listed = cluster_nodes(self.session, self.ctx.cluster, self.ctx.resource_group, racks=bool(per_rack),
-                               only=[domain.scale_set])
+        listed = self.listing(index) if listed is None else listed
         s = _Set(domain, listed[0] if listed else None, per_rack=per_rack)
         s.nodes = {n["instance_id"]: n for n in (s.info or {}).get("nodes", [])}
         names = set(domain.names)
@@ -667,9 +673,8 @@ def _resume_domains(run: _Run, wanted: dict[int, list[str]]) -> list[tuple[list[
 
     def finish(index: int) -> tuple[list[str], dict[str, str]]:
         try:
-            if together and index in short:
-                run.load(index)  # the VMs the create added
-            return _finish(run, index, *prepared[index])
+            checked = _fresh_checked(run, index) if together and index in short else {}
+            return _finish(run, index, *prepared[index], checked)
         except Exception as exc:
             return _domain_failed(run, index, wanted[index], exc)
 
@@ -686,6 +691,35 @@ def _resume_domains(run: _Run, wanted: dict[int, list[str]]) -> list[tuple[list[
     else:
         results.update((index, finish(index)) for index in prepared)
     return [results[index] for index in wanted if index in results]
+
+
+def _fresh_checked(run: _Run, index: int) -> dict[str, Any]:
+    """After the grow: the domain read again (the VMs the create added, and whether each carries a name in
+    Azure, one read a VM) while the new VMs' health check runs, as the two draw on different buckets of
+    Azure's (Resource Manager's reads, Run Commands' writes): one after the other the reads held the check
+    back some 30 s at 1,000 nodes. instance id -> its NodeResult, for the bring-up's first round (which uses
+    only VMs that carry no name). On rack sizes the racks' own checks run instead: {}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = run.sets[index]
+    listed = run.listing(index)
+    fresh = [n["instance_id"] for n in (listed[0]["nodes"] if listed else []) if n["instance_id"] not in before.nodes]
+    if before.per_rack or not fresh:
+        run.load(index, listed=listed)
+        return {}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loading: list[Any] = []
+
+        def read(_count: int) -> None:  # once the check's own reads are done: its Run Commands wait for none
+            loading.append(pool.submit(run.load, index, (), listed))
+
+        try:
+            checked = _check(run, _Set(before.domain, listed[0], per_rack=before.per_rack), fresh, on_start=read)
+        finally:
+            if not loading:
+                read(0)
+            loading[0].result()
+    return checked
 
 
 def _domain_failed(run: _Run, index: int, names: list[str], exc: BaseException) -> tuple[list[str], dict[str, str]]:
@@ -784,13 +818,17 @@ def _prepare(run: _Run, index: int, names: list[str]) -> tuple[list[str], dict[s
     return done, waiting, todo
 
 
-def _finish(run: _Run, index: int, done: list[str], waiting: dict[str, str],
-            todo: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The names to bring up onto checked VMs (grown where short), the join, the reconcile."""
+def _finish(run: _Run, index: int, done: list[str], waiting: dict[str, str], todo: list[str],
+            checked: dict[str, Any] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The names to bring up onto checked VMs (grown where short), the join, the reconcile. `checked`: the
+    new VMs' results of a check run already (_fresh_checked)."""
     brought: list[str] = []
     left: dict[str, str] = {}
     if todo:  # (the bring-up takes the names it brings up off todo)
-        brought, left = (_bring_up_racks if run.sets[index].per_rack else _bring_up)(run, index, list(todo))
+        if run.sets[index].per_rack:
+            brought, left = _bring_up_racks(run, index, list(todo))
+        else:
+            brought, left = _bring_up(run, index, list(todo), dict(checked or {}))
     resumed = done + brought
     if run.ctx.join is not None and resumed:
         resumed, refused = _join(run, index, resumed)
@@ -920,14 +958,16 @@ def _present(run: _Run, domain: Domain) -> int:
     return len(listed[0]["nodes"]) if listed else 0
 
 
-def _check(run: _Run, s: _Set, candidates: list[str]) -> dict[str, Any]:
+def _check(run: _Run, s: _Set, candidates: list[str],
+           on_start: Callable[[int], None] | None = None) -> dict[str, Any]:
     """The health gate's node check on these instances, judged by the gate's own rule for a finding every
     node shares; instance id -> NodeResult (absent: not checked)."""
     from ..deploy import check, common_failures
 
     ids = {f"{s.info['id']}/virtualMachines/{i}".lower() for i in candidates}
     run.log(f"health check of {len(candidates)} node(s) of {s.name}")
-    report = check(run.session, run.ctx.cluster, run.ctx.resource_group, run.ctx.node_check, instances=ids)
+    report = check(run.session, run.ctx.cluster, run.ctx.resource_group, run.ctx.node_check, instances=ids,
+                   on_start=on_start)
     results = common_failures([n for n in report.nodes if n.scale_set == s.name])
     return {n.instance_id: n for n in results}
 
@@ -1017,8 +1057,11 @@ def _keep_for_inspection(run: _Run, s: _Set, instances: list[str], names: list[s
     run.save()
 
 
-def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[str, str]]:
-    """Names onto fresh or adopted VMs of a scale set whose VMs can be deleted one by one."""
+def _bring_up(run: _Run, index: int, todo: list[str],
+              checked: dict[str, Any] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Names onto fresh or adopted VMs of a scale set whose VMs can be deleted one by one. `checked`: results of
+    VMs checked already, each used once (a VM found carrying a name meanwhile is not a candidate)."""
+    checked = checked if checked is not None else {}
     from ..deploy import replacement_stop, signature
 
     s = run.sets[index]
@@ -1044,7 +1087,10 @@ def _bring_up(run: _Run, index: int, todo: list[str]) -> tuple[list[str], dict[s
             grown += 1
             continue
         candidates = free[:len(todo)]
-        results = _check(run, s, candidates)
+        results = {i: checked.pop(i) for i in candidates if i in checked}
+        unchecked = [i for i in candidates if i not in results]
+        if unchecked:
+            results.update(_check(run, s, unchecked))
         passed, bad, left, why = _judge(run, s, candidates, results)
         pairs = list(zip(passed, todo, strict=False))
         del todo[:len(pairs)]
