@@ -136,3 +136,23 @@ def test_a_domain_that_cannot_grow_with_the_others_grows_alone_and_only_its_name
     assert capacity == {ctx.domains[0].scale_set: 4, second.scale_set: 0, ctx.domains[2].scale_set: 4}
     down = [c for c in ctx.slurm.calls if "state=DOWN" in c]
     assert down and down[0][0] == compress(second.names) and "AllocationFailed" in down[0][2]
+
+
+def test_a_domain_that_replaces_a_node_grows_alone_and_leaves_the_others_as_they_are(tmp_path):
+    """The first VM Azure creates comes up with a GPU missing: its domain deletes it and grows again, on its
+    own, while the other domains check and bind theirs; the grow sizes the others as Azure lists them, so none
+    of their VMs goes, and every name comes up on a VM of its own."""
+    with _fake() as azure:
+        ctx, names = _cluster(azure, tmp_path, 12, max_ib_domain=4)
+        azure.unhealthy_next(1, gpus=7)
+        outcome = power.resume(ctx, compress(names))
+        vms = {r["id"].lower() for r in azure.resources(type=VM, resource_group="pace-rg")}
+        bound = _bindings(azure)
+        sets = azure.resources(type="Microsoft.Compute/virtualMachineScaleSets", resource_group="pace-rg")
+        deletions = [r for r in azure.requests if r.method == "POST" and r.path.lower().endswith("/delete")]
+        validations = [r for r in azure.requests if r.method == "POST" and r.path.lower().endswith("/validate")]
+    assert len(validations) == 3  # the empty cluster's create, the grow of all, the replacement's grow alone
+    assert sorted(outcome["resumed"]) == sorted(names) and not outcome["failed"]
+    assert set(bound) == vms and sorted(bound.values()) == sorted(names)
+    assert sorted(v["sku"]["capacity"] for v in sets) == [4, 4, 4]
+    assert len(deletions) == 1  # the one unhealthy VM, nothing of the others

@@ -880,7 +880,9 @@ def _grow(run: _Run, index: int, s: _Set, target: int) -> _Set:
 def _grow_alone(run: _Run, index: int, s: _Set, target: int) -> _Set:
     run.log(f"growing {s.name} from {len(s.nodes)} to {target} instance(s)")
     try:
-        _create(run, _capacities(run, {index: target}))
+        # The other domains' VMs as Azure lists them where their threads run: one may not have read its own
+        # back yet after the grow of all, and create would take its older size for a scale-in.
+        _create(run, _capacities(run, {index: target}, listed=run._serial is not None))
     except BaseException:
         try:
             run.fix_capacity(run.load(index))
@@ -913,14 +915,16 @@ def _grow_together(run: _Run, targets: dict[int, int]) -> None:
         run.log(f"growing them together failed ([{err.code}] {err.message}): each short one grows on its own")
 
 
-def _capacities(run: _Run, targets: dict[int, int]) -> list[int]:
-    """Every scale set's capacity for create: the targets', and for the others the VMs they hold."""
+def _capacities(run: _Run, targets: dict[int, int], *, listed: bool = False) -> list[int]:
+    """Every scale set's capacity for create: the targets', and for the others the VMs they hold (as this run
+    read them, or listed: as Azure lists them now)."""
     capacities = []
     for other in run.ctx.domains:
-        known = run.sets.get(other.index)
-        capacities.append(len(known.nodes) if known else _present(run, other))
-    for index, target in targets.items():
-        capacities[index] = target
+        if other.index in targets:
+            capacities.append(targets[other.index])
+            continue
+        known = None if listed else run.sets.get(other.index)
+        capacities.append(len(known.nodes) if known is not None else _present(run, other))
     return capacities
 
 
