@@ -316,7 +316,7 @@ class _Run:
                      "taken nor deleted until it does")
         self.sets: dict[int, _Set] = {}
         self.given: set[str] = set()  # names slurmctld was given an address for in this run
-        # Resume brings its domains up in threads (one each, _in_parallel): the state file is written by one
+        # Resume brings its domains up in threads (one each, _resume_domains): the state file is written by one
         # at a time, and a scale set's size changes by one at a time (_serially).
         self._saving = threading.Lock()
         self._serial: Any = None  # a one-worker pool while domains run in parallel
