@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import itertools
 import json
 import math
 import sys
@@ -85,29 +84,81 @@ def floor(start: float, phases: list[list[Op]]) -> float:
 
 
 def _phase(start: float, ops: list[Op], buckets: dict) -> float:
-    seq = itertools.count()
-    events = [(start, next(seq), i, "write", 0) for i in range(len(ops))]
-    heapq.heapify(events)
-    end = start
-    while events:
-        now, _, i, stage, done = heapq.heappop(events)
-        op = ops[i]
-        wanted = op.write if stage == "write" else op.read
-        held = [_bucket(buckets, key, limit, now) for key, limit, _ in wanted]
-        empty = [b for b in held if b.available(now) <= 0]
-        if empty:
-            later = max(b.created + (b.periods + 1) * b.limit.period for b in empty)
-            heapq.heappush(events, (later, next(seq), i, stage, done))
-            continue
-        for b in held:
-            b.take(now)
-        if stage == "write":
-            heapq.heappush(events, (now + op.seconds, next(seq), i, "read", 0))
-        elif done + 1 < op.reads:
-            heapq.heappush(events, (now, next(seq), i, "read", done + 1))
+    """Events in (time, order) order: a heap of times, each time's events in the order they were scheduled.
+    An operation that finds a bucket empty tries again at that bucket's next refill. At 10,000 nodes
+    thousands wait on one bucket for hundreds of refills, so operations of one stage that draw on the same
+    shared buckets wait as one group: once one of them finds only shared buckets empty, each behind it
+    finds the same at that moment (a refused try takes nothing, and a bucket only one operation draws on
+    is emptied by that operation alone, never while it waits). The result is that of trying each."""
+    shared = _shared_keys(ops)
+    resolved: dict[tuple, tuple] = {}  # (op, stage) -> (its buckets, the shared ones among them)
+    runs: list[list] = []
+    for i, op in enumerate(ops):  # every write is first tried at the start: its buckets exist from then
+        held, common = _resolve(resolved, buckets, shared, op, i, "write", start)
+        alone = any(b.available(start) <= 0 for b in held if not any(b is c for c in common))
+        if runs and not alone and runs[-1][0] is not None and _same(runs[-1][0], common):
+            runs[-1][1].append((i, "write", 0))
         else:
-            end = max(end, now)
+            runs.append([None if alone else common, [(i, "write", 0)]])
+    times, slots = [start], {start: [group for _, group in runs]}
+    end = start
+    while times:
+        now = heapq.heappop(times)
+        slot = slots[now]
+        k = 0
+        while k < len(slot):  # events scheduled for now while its slot is read go last
+            group, k = slot[k], k + 1
+            for m, (i, stage, done) in enumerate(group):
+                op = ops[i]
+                held, common = resolved.get((i, stage)) or _resolve(resolved, buckets, shared, op, i, stage, now)
+                empty = [b for b in held if b.available(now) <= 0]
+                if empty:
+                    later = max(b.created + (b.periods + 1) * b.limit.period for b in empty)
+                    if all(any(b is c for c in common) for b in empty):
+                        _schedule(times, slots, later, group[m:])  # the rest of its group waits as it does
+                        break
+                    _schedule(times, slots, later, [(i, stage, done)])
+                    continue
+                for b in held:
+                    b.take(now)
+                if stage == "write":
+                    _schedule(times, slots, now + op.seconds, [(i, "read", 0)])
+                elif done + 1 < op.reads:
+                    _schedule(times, slots, now, [(i, "read", done + 1)])
+                else:
+                    end = max(end, now)
+        del slots[now]
     return end
+
+
+def _shared_keys(ops: list[Op]) -> set:
+    """The bucket keys more than one operation of the phase draws on."""
+    seen: dict[tuple, int] = {}
+    for i, op in enumerate(ops):
+        for key, _, _ in (*op.write, *op.read):
+            if seen.setdefault(key, i) != i:
+                seen[key] = -1
+    return {key for key, i in seen.items() if i == -1}
+
+
+def _resolve(resolved: dict, buckets: dict, shared: set, op: Op, i: int, stage: str, now: float) -> tuple:
+    wanted = op.write if stage == "write" else op.read
+    held = tuple(_bucket(buckets, key, limit, now) for key, limit, _ in wanted)
+    common = tuple(b for b, (key, _, _) in zip(held, wanted, strict=True) if key in shared)
+    resolved[(i, stage)] = (held, common)
+    return held, common
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _schedule(times: list, slots: dict, when: float, group: list) -> None:
+    slot = slots.get(when)
+    if slot is None:
+        slot = slots[when] = []
+        heapq.heappush(times, when)
+    slot.append(group)
 
 
 def _bucket(buckets: dict, key: tuple, limit, now: float) -> throttling.Bucket:

@@ -64,7 +64,7 @@ def _prefix(subnet: dict) -> str:
 
 def _used(backend: Backend, subnet_id: str) -> set[str]:
     used = set()
-    for nic in backend.store.of_type(NIC_TYPE):
+    for nic in backend.store.nics_in(subnet_id):
         for ipc in nic["properties"]["ipConfigurations"]:
             if same_id(subnet_ref(ipc), subnet_id):
                 used.add(ipc["properties"]["privateIPAddress"])

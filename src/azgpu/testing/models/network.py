@@ -72,7 +72,7 @@ def _nats_holding(backend, ip_id: str, but: str | None = None) -> list[str]:
 def _shown_subnet(backend, subnet: dict) -> dict:
     """A subnet as ARM answers it: with the read-only ipConfigurations of the NICs placed in it."""
     props = subnet.setdefault("properties", {})
-    used = [{"id": ipc["id"]} for nic in backend.store.of_type(instances.NIC_TYPE)
+    used = [{"id": ipc["id"]} for nic in backend.store.nics_in(subnet["id"])
             for ipc in nic["properties"]["ipConfigurations"] if same_id(instances.subnet_ref(ipc), subnet["id"])]
     known = {(ref.get("id") or "").lower() for ref in props.get("ipConfigurations") or []}
     merged = list(props.get("ipConfigurations") or []) + [u for u in used if u["id"].lower() not in known]
