@@ -140,3 +140,29 @@ def test_the_values_a_node_can_show_are_taken(simulated, run):
                  ["--ecc", "0"]):
         code, _, err = run("simulate", "fault", "-n", "demo", "--instance", "0", *args, "-o", "none")
         assert code == 0, (args, err)
+
+
+# What depends on the node (a port's name, a GPU index, a rate above every size's full one) cannot be checked for
+# the next instances, whose size is not known yet; a value that no simulated size could take is refused when
+# queued, where it used to be queued and crash the fake inside the next create (a traceback).
+NO_SIZE = [
+    (["--ib-down", "mlx5_ib99"], "no InfiniBand port 'mlx5_ib99'"), (["--ib-port", "mlx5_ib99"], "mlx5_ib99"),
+    (["--ib-degraded", "99:0.5"], "no InfiniBand port '99'"), (["--ib-flapping", "mlx5_ib99"], "mlx5_ib99"),
+    (["--gpu-throttle", "8"], "GPU index"), (["--gpus", "9"], "gpus=9"), (["--ib-rate", "801"], "ib_rate=801"),
+    (["--ib-down", "mlx5_ib0:x:y"], "no InfiniBand port 'mlx5_ib0:x:y'"),
+]
+
+
+@pytest.mark.parametrize("args,said", NO_SIZE, ids=[" ".join(a) for a, _ in NO_SIZE])
+def test_a_value_no_size_could_take_is_refused_for_the_next(simulated, run, args, said):
+    code, _, err = run("simulate", "fault", "--next", "1", *args, "-o", "none")
+    assert code == 2 and "[INVALID_FAULT]" in err and said in err and "Traceback" not in err, err
+    assert simulated(2, "--check") == 0  # nothing queued: the new node passes
+
+
+def test_a_value_some_size_takes_is_queued_and_applied(simulated, run):
+    code, _, err = run("simulate", "fault", "--next", "1", "--ib-flapping", "mlx5_ib3:30", "--fabric-incomplete",
+                       "-o", "none")
+    assert code == 0, err  # a GB size takes both (4 ports; the fabric fault only a GB size)
+    code, _, err = run("simulate", "fault", "--next", "1", "--ib-down", "mlx5_ib3", "-o", "none")
+    assert code == 0, err

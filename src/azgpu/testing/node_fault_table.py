@@ -69,9 +69,8 @@ def _port(node: dict, which: str | int | None) -> dict:
         if not 0 <= int(which) < len(ports):
             raise ValueError(f"no InfiniBand port {which!r} (the node has ports 0 to {len(ports) - 1})")
         return ports[int(which)]
-    name = str(which).split(":")[0]
-    for port in ports:
-        if port["dev"] == name:
+    for port in ports:  # the name whole: 'mlx5_ib0:x' is no port (PORT:VALUE forms split before this)
+        if port["dev"] == str(which):
             return port
     raise ValueError(f"no InfiniBand port {which!r} (the node has {', '.join(p['dev'] for p in ports)})")
 
@@ -381,6 +380,22 @@ def apply_fault(node: dict, **fault: Any) -> None:
         value = fault.get(row.name)
         if is_set(value):
             row.effect(node, value, fault)
+
+
+def check_some_size(fault: dict[str, Any]) -> None:
+    """A fault queued for the next instances (--next), whose size is not known yet: refused now when no simulated
+    size could take it (a port or GPU index none has), where it used to crash the fake inside a later create."""
+    errors = []
+    for size, m in hardware.MODELS.items():
+        node = {"size": size, "gpus": [{"present": True} for _ in range(m.gpus)],
+                "ib": [{"dev": f"mlx5_ib{i}", "state": "ACTIVE", "phys": "LinkUp", "rate": m.ib_rate, "width": 4}
+                       for i in range(m.ib_ports)], "xids": [], "faults": [], "vm_name": "next_0"}
+        try:
+            apply_fault(node, **fault)
+            return
+        except (KeyError, ValueError) as exc:
+            errors.append(str(exc).strip("'\""))
+    raise ValueError(f"{errors[0]}; no simulated GPU size could take it")
 
 
 def apply_pending(store, node: dict) -> None:

@@ -56,7 +56,9 @@ def make_unhealthy(backend: Backend, instance: str, fault: dict[str, Any]) -> di
 def unhealthy_next(backend: Backend, count: int, fault: dict[str, Any]) -> None:
     if count < 1:
         raise ValueError("count must be at least 1")
-    backend.store.pending_faults.append({"count": int(count), "fault": node_fault_table.validate_fault(fault)})
+    fault = node_fault_table.validate_fault(fault)
+    node_fault_table.check_some_size(fault)
+    backend.store.pending_faults.append({"count": int(count), "fault": fault})
 
 
 def fabric_incomplete(backend: Backend, instance: str, state: str, status: str) -> dict:
