@@ -116,6 +116,15 @@ def new_node(store, vm: dict, vmss: dict) -> dict:
         "hpc_image": _hpc_image(vmss),
         "admin_user": ((vmss["properties"].get("virtualMachineProfile") or {}).get("osProfile") or {}).get(
             "adminUsername", "azureuser"),
+        **healthy_parts(m, number),
+    }
+    store.nodes[key(vm["id"])] = node
+    return node
+
+
+def healthy_parts(m: Model, number: int) -> dict:
+    """What a healthy node of this model shows (its GPUs, ports and tools), the `number`th host's serials."""
+    return {
         "gpus": [{"bus": gpu_bus(i, m.gpus), "serial": f"{1650000000000 + number * 16 + i}", "present": True}
                  for i in range(m.gpus)],
         "ib": [{"dev": f"mlx5_ib{i}", "state": "ACTIVE", "phys": "LinkUp", "rate": m.ib_rate, "width": 4}
@@ -127,8 +136,6 @@ def new_node(store, vm: dict, vmss: dict) -> dict:
         "faults": [],
         "files": {},
     }
-    store.nodes[key(vm["id"])] = node
-    return node
 
 
 def gb_family(size: str) -> bool:

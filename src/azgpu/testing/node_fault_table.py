@@ -387,9 +387,7 @@ def check_some_size(fault: dict[str, Any]) -> None:
     size could take it (a port or GPU index none has), where it used to crash the fake inside a later create."""
     errors = []
     for size, m in hardware.MODELS.items():
-        node = {"size": size, "gpus": [{"present": True} for _ in range(m.gpus)],
-                "ib": [{"dev": f"mlx5_ib{i}", "state": "ACTIVE", "phys": "LinkUp", "rate": m.ib_rate, "width": 4}
-                       for i in range(m.ib_ports)], "xids": [], "faults": [], "vm_name": "next_0"}
+        node = {"size": size, "vm_name": "next_0", **hardware.healthy_parts(m, 0)}
         try:
             apply_fault(node, **fault)
             return
