@@ -1,4 +1,4 @@
-"""The built wheel ships profiles/ and templates/: install it into a fresh virtual environment
+"""The built wheel ships profiles/: install it into a fresh virtual environment
 (no system site-packages) and run the installed `provision` from outside the checkout.
 
 Dependencies come from the package indexes pip is configured with on this machine (pip config /
@@ -56,10 +56,10 @@ def outside(tmp_path) -> dict:
 @pytest.mark.slow
 def test_installed_package_is_not_the_checkout(installed, outside):
     done = sh(installed / "python", "-c", "import azgpu, azgpu.shipped_data as r; print(azgpu.__file__);"
-              "print(r.data_dir('profiles')); print(r.data_dir('templates'))", **outside)
-    module, profiles, templates = done.stdout.split()
-    assert str(REPO) not in module + profiles + templates
-    assert Path(profiles).name == "profiles" and Path(templates).name == "templates"
+              "print(r.data_dir('profiles'))", **outside)
+    module, profiles = done.stdout.split()
+    assert str(REPO) not in module + profiles
+    assert Path(profiles).name == "profiles"
 
 
 @pytest.mark.slow

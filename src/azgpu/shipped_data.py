@@ -17,7 +17,7 @@ _HERE = Path(__file__).resolve().parent
 
 @cache
 def data_dir(name: str) -> Path:
-    """profiles/ or templates/: the wheel's copy (azgpu/data/) first, then the source checkout's."""
+    """profiles/: the wheel's copy (azgpu/data/) first, then the source checkout's."""
     for candidate in (_HERE / "data" / name, _HERE.parents[1] / name):
         if candidate.is_dir():
             return candidate
@@ -55,7 +55,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def cache_dir() -> Path | None:
-    """azgpu's per-user cache directory (parsed data, compiled templates), or None when there is no
+    """azgpu's per-user cache directory (parsed profiles, retail prices), or None when there is no
     safe one: it must be a directory of this user that nobody else can write to."""
     if not hasattr(os, "getuid"):
         return None
