@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 
 import pytest
+from msgspec import structs
 
 import azgpu
 from azgpu import profiles, rules
@@ -42,14 +42,14 @@ def test_no_rule_depends_on_another_having_run(az, values):
     together = rules.run(ctx)
     alone = {check: list(check(ctx)) for check in reversed(rules.UNIVERSAL)}
     series = [f for rule in ctx.profile.rules
-              for f in rules.SERIES_RULES[rule.name](dataclasses.replace(ctx, rule_source=rule.source), rule.args)]
+              for f in rules.SERIES_RULES[rule.name](structs.replace(ctx, rule_source=rule.source), rule.args)]
     assert together == [f for check in rules.UNIVERSAL for f in alone[check]] + series
     assert together  # each request above gives findings
 
 
 def test_the_rules_cannot_change_their_context(az):
     ctx = _context(az, REQUESTS[0])
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         ctx.eviction_policy = "Delete"  # type: ignore[misc]
 
 

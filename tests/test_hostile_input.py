@@ -354,12 +354,14 @@ def test_a_failure_partway_leaves_the_earlier_files_as_they_were(run, tmp_path, 
 
 
 def test_a_failure_leaves_no_directory_it_created(run, tmp_path, monkeypatch):
-    import azgpu.render.write as write
+    real_mkdir = Path.mkdir
 
-    def failing_mkdtemp(**kwargs):
-        raise OSError(13, "Permission denied")
+    def failing_staging(self, *args, **kwargs):  # the out-dir's parents are made; its staging directory is not
+        if self.name.startswith(".azgpu-render-"):
+            raise OSError(13, "Permission denied")
+        return real_mkdir(self, *args, **kwargs)
 
-    monkeypatch.setattr(write.tempfile, "mkdtemp", failing_mkdtemp)
+    monkeypatch.setattr(Path, "mkdir", failing_staging)
     rc, _, err = render_to(run, tmp_path / "a" / "b")
     assert rc == 2 and "Permission denied" in err
     assert not (tmp_path / "a").exists()

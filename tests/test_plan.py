@@ -272,13 +272,13 @@ def test_per_node_public_ips_ask_for_the_standard_sku(az):
 
 
 def test_ephemeral_placement_follows_the_spec_when_preflight_chose_one(az):
-    import dataclasses
+    from msgspec import structs
 
     from azgpu.plan import build_plan
 
     spec = az.spec("render", profile="nd-h100-v5", ephemeral_os_disk=True)
     documented = build_plan(spec).scale_sets[0].body["properties"]["virtualMachineProfile"]["storageProfile"]
-    live = build_plan(dataclasses.replace(spec, ephemeral_placement="NvmeDisk")).scale_sets[0].body
+    live = build_plan(structs.replace(spec, ephemeral_placement="NvmeDisk")).scale_sets[0].body
     assert documented["osDisk"]["diffDiskSettings"]["placement"] == "ResourceDisk"
     assert live["properties"]["virtualMachineProfile"]["storageProfile"]["osDisk"]["diffDiskSettings"] == {
         "option": "Local", "placement": "NvmeDisk"}

@@ -6,8 +6,9 @@ README's table of series."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
+
+from msgspec import structs
 
 from azgpu.profiles import Profile, list_profiles
 from azgpu.testing import hardware, skus
@@ -42,14 +43,14 @@ def test_every_series_has_every_room():
 def test_a_series_that_skips_a_step_fails():
     profiles = list_profiles()
     first = profiles[0]
-    new_size = dataclasses.replace(first.sizes[0], name="Standard_ND96isr_X100_v9", aliases=())
-    new_series = dataclasses.replace(first, id="nd-x100-v9", sizes=(new_size,))
+    new_size = structs.replace(first.sizes[0], name="Standard_ND96isr_X100_v9", aliases=())
+    new_series = structs.replace(first, id="nd-x100-v9", sizes=(new_size,))
     assert series_gaps([*profiles, new_series], README, skus._entries()) == [
         "nd-x100-v9: not in the README's table of series",
         "nd-x100-v9: Standard_ND96isr_X100_v9 is not in the fake's SKU catalog with a family",
         "nd-x100-v9: Standard_ND96isr_X100_v9 has no hardware model in the fake",
     ]
-    unsourced = dataclasses.replace(first.sizes[0], facts={k: v for k, v in first.sizes[0].facts.items()
+    unsourced = structs.replace(first.sizes[0], facts={k: v for k, v in first.sizes[0].facts.items()
                                                            if k != "quota_family"})
-    assert series_gaps([dataclasses.replace(first, sizes=(unsourced,))], README, skus._entries()) == [
+    assert series_gaps([structs.replace(first, sizes=(unsourced,))], README, skus._entries()) == [
         f"{first.id}: {first.sizes[0].name} has no sourced quota family"]

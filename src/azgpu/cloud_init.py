@@ -10,7 +10,6 @@ size can't exceed 64 KB"). cloud-init reads several formats, each known by its f
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from .bounded_read import read_bounded
@@ -138,6 +137,8 @@ def compose(azgpu_part: str | None, user_part: str | None) -> str | None:
     for part in parts:
         document.attach(part)
     # A fixed boundary, so a re-run renders the same template and sends the same scale-set model.
+    import hashlib  # only with --custom-data: not on every render
+
     digest = hashlib.sha256((azgpu_part + "\0" + user_part).encode()).hexdigest()[:24]
     document.set_boundary(f"===============azgpu{digest}==")
     return document.as_string()

@@ -4,16 +4,16 @@ choice, spec.py keeps it in the Spec and plan.py writes it into the scale sets."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 if TYPE_CHECKING:
     from .images import Image
     from .profiles import Extension, Profile, Size
 
 
-@dataclass(frozen=True)
-class Drivers:
+class Drivers(Struct, frozen=True):
     # The profile's pinned OFED (e.g. "doca:2.9.1"), installed by cloud-init on an InfiniBand size
     # whose image has none; None when the image carries one or InfiniBand is not there.
     install_ofed: str | None

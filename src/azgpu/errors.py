@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 EXIT_OK = 0
 EXIT_AZURE = 1
@@ -11,8 +11,7 @@ EXIT_NOT_FOUND = 3
 EXIT_INTERRUPTED = 130
 
 
-@dataclass(frozen=True, kw_only=True)
-class Finding:
+class Finding(Struct, frozen=True, kw_only=True):
     """One validation result. Errors block; warnings and notes do not.
 
     The one way to make one: Finding(code=..., message=..., remedy=..., source=..., severity=..., field=...),

@@ -6,8 +6,9 @@ string, a Bicep expression, or (the deployer) the concrete value sent on the wir
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from msgspec import Struct
 
 from .resource_types import SUBNET
 
@@ -20,8 +21,7 @@ class Resolver(Protocol):
     def resource_id(self, type_: str, *names: str) -> str: ...
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(Struct, frozen=True):
     name: str
 
     def arm(self) -> str:
@@ -34,8 +34,7 @@ class Param:
         return r.parameter(self.name)
 
 
-@dataclass(frozen=True)
-class ResourceId:
+class ResourceId(Struct, frozen=True):
     """The ID of a resource the plan declares, referenced by its symbolic key."""
 
     key: str
@@ -52,8 +51,7 @@ class ResourceId:
         return r.resource_id(self.type, self.name)
 
 
-@dataclass(frozen=True)
-class SubnetId:
+class SubnetId(Struct, frozen=True):
     """A subnet declared inline in a VNet the plan declares (index into its subnets)."""
 
     key: str
@@ -71,8 +69,7 @@ class SubnetId:
         return r.resource_id(SUBNET.type, self.vnet, self.subnet)
 
 
-@dataclass(frozen=True)
-class Format:
+class Format(Struct, frozen=True):
     """String interpolation of literal text and parameters: '{0}' placeholders."""
 
     template: str
@@ -91,8 +88,7 @@ class Format:
         return self.template.format(*(a.resolve(r) for a in self.args))
 
 
-@dataclass(frozen=True)
-class ResourceGroupLocation:
+class ResourceGroupLocation(Struct, frozen=True):
     def arm(self) -> str:
         return "resourceGroup().location"
 
@@ -103,8 +99,7 @@ class ResourceGroupLocation:
         return r.parameter("location")
 
 
-@dataclass(frozen=True)
-class Base64:
+class Base64(Struct, frozen=True):
     """A parameter's text, base64-encoded where it is used (osProfile.customData): the parameter file
     keeps the readable text, as Learn's custom-data example does with ARM's base64()."""
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
+
+from msgspec import Struct, structs
 
 from .errors import InputError, ProfileError
 from .resource_types import GALLERY_IMAGE, MANAGED_IMAGE
@@ -19,14 +20,15 @@ URN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*:[A-Za-z0-9][A-Za-z0-9._-]*"
 _SEGMENT = r"[^/\s]+"
 _ARM = (rf"^/subscriptions/(?P<subscription>{_SEGMENT})/resourceGroups/(?P<resource_group>{_SEGMENT})/providers/"
         rf"{re.escape(GALLERY_IMAGE.namespace)}/")
-IMAGE_ID_FORMS: dict[str, re.Pattern] = {
-    "gallery": re.compile(_ARM + rf"galleries/(?P<gallery>{_SEGMENT})/images/(?P<definition>{_SEGMENT})"
-                          rf"(?:/versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
-    "managed": re.compile(_ARM + rf"images/(?P<definition>{_SEGMENT})/?$", re.IGNORECASE),
-    "community": re.compile(rf"^/CommunityGalleries/(?P<gallery>{_SEGMENT})/Images/(?P<definition>{_SEGMENT})"
-                            rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
-    "shared": re.compile(rf"^/SharedGalleries/(?P<gallery>{_SEGMENT})/Images/(?P<definition>{_SEGMENT})"
-                         rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$", re.IGNORECASE),
+# Matched case-insensitively and compiled on first use (re's own cache): a marketplace image never needs them.
+IMAGE_ID_FORMS: dict[str, str] = {
+    "gallery": _ARM + rf"galleries/(?P<gallery>{_SEGMENT})/images/(?P<definition>{_SEGMENT})"
+               rf"(?:/versions/(?P<version>{_SEGMENT}))?/?$",
+    "managed": _ARM + rf"images/(?P<definition>{_SEGMENT})/?$",
+    "community": rf"^/CommunityGalleries/(?P<gallery>{_SEGMENT})/Images/(?P<definition>{_SEGMENT})"
+                 rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$",
+    "shared": rf"^/SharedGalleries/(?P<gallery>{_SEGMENT})/Images/(?P<definition>{_SEGMENT})"
+              rf"(?:/Versions/(?P<version>{_SEGMENT}))?/?$",
 }
 IMAGE_ID_EXAMPLES = {
     "gallery": GALLERY_IMAGE.example_id("GALLERY", "DEFINITION") + "[/versions/1.0.0]",
@@ -43,8 +45,7 @@ IMAGE_KEYS = {
 PLAN_KEYS = ("publisher", "product", "name")
 
 
-@dataclass(frozen=True)
-class PurchasePlan:
+class PurchasePlan(Struct, frozen=True):
     """A marketplace image's purchase plan: the scale set must carry it, and its terms must be
     accepted once per subscription (Learn: cli-ps-findimage, "Check the purchase plan information")."""
 
@@ -66,8 +67,7 @@ class PurchasePlan:
         return cls(*values) if all(values) else None
 
 
-@dataclass(frozen=True)
-class Image:
+class Image(Struct, frozen=True):
     name: str
     urn: str
     os: str = ""
@@ -123,8 +123,7 @@ class Image:
         return {"publisher": self.publisher, "offer": self.offer, "sku": self.sku, "version": self.version}
 
 
-@dataclass(frozen=True)
-class ImageId:
+class ImageId(Struct, frozen=True):
     """A gallery, community, direct-shared or managed image ID, split into its parts.
 
     version None means the latest version ("latest" is accepted and means the same); a managed
@@ -168,7 +167,7 @@ class ImageId:
 def parse_image_id(text: str) -> ImageId | None:
     """The ImageId of a gallery/community/shared/managed image ID, or None for anything else."""
     for kind, pattern in IMAGE_ID_FORMS.items():
-        match = pattern.match(text.strip())
+        match = re.match(pattern, text.strip(), re.I)
         if match:
             parts = match.groupdict()
             version = parts.get("version")
@@ -242,7 +241,7 @@ def resolve(ref: str) -> Image:
         found = _by_urn().get(_key(ref))
         if found:
             if found.version.lower() != ref.split(":")[3].lower():
-                return Image(**{**found.__dict__, "urn": ref})
+                return structs.replace(found, urn=ref)
             return found
         return Image(name=ref, urn=ref, known=False, verified=False)
     import difflib

@@ -8,8 +8,9 @@ sets, so a cluster larger than one domain is split into several scale sets (D-se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 
@@ -18,8 +19,7 @@ if TYPE_CHECKING:
     from .request import Request
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Struct, frozen=True):
     """The scale sets a request becomes, with what the decision was made from (for the findings)."""
 
     ib_domain: int  # the most VMs one scale set holds

@@ -6,7 +6,8 @@ Names never carry randomness: a re-run derives the same names and so finds what 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 NAMING_SOURCE = "D-name-rules"
 
@@ -20,8 +21,7 @@ def location_name(name: str | None) -> str:
     """A location as ARM compares it: the display name 'East US' and the programmatic 'eastus' are one."""
     return (name or "").replace(" ", "").lower()
 
-@dataclass(frozen=True)
-class NameRule:
+class NameRule(Struct, frozen=True):
     kind: str
     min_len: int
     max_len: int
@@ -67,8 +67,7 @@ def check(kind: str, name: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Names:
+class Names(Struct, frozen=True):
     cluster: str
 
     @property

@@ -8,8 +8,9 @@ deployed.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from .drivers import cloud_init_ofed
 from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, SubnetId, references
@@ -26,8 +27,7 @@ NAT_IDLE_TIMEOUT_MINUTES = 4
 STANDARD_PUBLIC_IP_SKU = {"name": "Standard", "tier": "Regional"}
 
 
-@dataclass(frozen=True)
-class Parameter:
+class Parameter(Struct, frozen=True):
     name: str
     type: str  # string | int | bool | array | object
     description: str
@@ -36,8 +36,7 @@ class Parameter:
     secure: bool = False
 
 
-@dataclass
-class Resource:
+class Resource(Struct):
     key: str  # symbolic name (Bicep) and the plan's handle for references
     kind: ResourceType  # its row: ARM type, api-version, label, how it is created, listed and deleted
     name: str
@@ -61,15 +60,13 @@ class Resource:
         return sorted(references(self.body) - {self.key})
 
 
-@dataclass
-class Output:
+class Output(Struct):
     name: str
     type: str
     value: Any
 
 
-@dataclass
-class Plan:
+class Plan(Struct):
     spec: Spec
     parameters: list[Parameter]
     resources: list[Resource]

@@ -7,11 +7,11 @@ file and the key, so a typo never turns into a silently wrong template.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field, structs
 
 from .errors import InputError, ProfileError
 from .shipped_data import data_dir, read_toml
@@ -91,14 +91,12 @@ VERTICAL_CONNECT_KEYS = {"rack", "single_placement_group", "platform_fault_domai
                          "sku_reports_gpus", "source", "notes"}
 
 
-@dataclass(frozen=True)
-class Fact:
+class Fact(Struct, frozen=True):
     value: Any
     source: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Health:
+class Health(Struct, frozen=True):
     """[sizes.health]: what a healthy node of the size shows, each fact with its source."""
 
     facts: dict[str, Fact]
@@ -112,8 +110,7 @@ class Health:
         return fact.source if fact else ()
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(Struct, frozen=True):
     """One expected figure of [sizes.certify]: higher is better; None where the source gives none."""
 
     name: str
@@ -125,8 +122,7 @@ class Figure:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class Size:
+class Size(Struct, frozen=True):
     name: str
     aliases: tuple[str, ...]
     source: tuple[str, ...]
@@ -145,7 +141,7 @@ class Size:
     nvme: str = ""
     notes: str = ""
     health: Health | None = None
-    certify: dict[str, Figure] = dataclasses.field(default_factory=dict)
+    certify: dict[str, Figure] = field(default_factory=dict)
 
     def cap(self, name: str, default: Any = None) -> Any:
         fact = self.facts.get(name)
@@ -168,8 +164,7 @@ class Size:
         return self.cap("retired", "") or ""
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Struct, frozen=True):
     """A named rule from the registry in rules.py, with the arguments this profile gives it."""
 
     name: str
@@ -214,8 +209,7 @@ def _check_rack_rule(profile: Profile, rule: Rule, where: str) -> None:
                            f"([vertical_connect] rack = {profile.rack_size}); a profile has one rack size")
 
 
-@dataclass(frozen=True)
-class Extension:
+class Extension(Struct, frozen=True):
     name: str
     publisher: str
     type: str
@@ -227,16 +221,14 @@ class Extension:
     notes: str = ""
 
 
-@dataclass(frozen=True)
-class Discrepancy:
+class Discrepancy(Struct, frozen=True):
     seed: str
     claim: str
     documented: str
     source: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(Struct, frozen=True):
     id: str
     series: str
     description: str
@@ -383,7 +375,7 @@ def _size(raw: dict, defaults: dict[str, Fact], where: str) -> Size:
         **numbers,
     )
     size = _with_health(size, raw.get("health"), where)
-    size = dataclasses.replace(size, certify=_certify(raw.get("certify"), f"{where} [sizes.certify]"))
+    size = structs.replace(size, certify=_certify(raw.get("certify"), f"{where} [sizes.certify]"))
     if size.infiniband != (size.ib_ports > 0):
         raise ProfileError(f"{where}: 'infiniband' is {size.infiniband} but ib_ports is {size.ib_ports}")
     if size.arch not in ("x64", "Arm64"):
@@ -423,7 +415,7 @@ def _with_health(size: Size, raw: Any, where: str) -> Size:
     conf = facts.get("aznhc_conf")
     if conf is not None and conf.value and not conf.value.endswith(".conf"):
         raise ProfileError(f"{where}: aznhc_conf names an AzNHC conf/ file (e.g. nd96asr_v4.conf) or is empty")
-    return dataclasses.replace(size, health=Health(facts))
+    return structs.replace(size, health=Health(facts))
 
 
 def _certify(raw: Any, where: str) -> dict[str, Figure]:

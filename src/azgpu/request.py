@@ -7,9 +7,10 @@ business, so that every finding (bad type or broken rule) is reported at once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field, structs
 
 from .bounded_read import read_bounded
 from .cloud_init import read_custom_data
@@ -19,8 +20,13 @@ from .resource_types import USER_ASSIGNED_IDENTITY
 DEFAULT_VNET_PREFIX = "10.0.0.0/16"
 
 
-@dataclass(frozen=True)
-class Request:
+def repr_without(record: Struct, hidden: tuple[str, ...]) -> str:
+    """A record's repr without the fields that may hold secrets (custom data) or are not its value."""
+    shown = ", ".join(f"{f}={getattr(record, f)!r}" for f in record.__struct_fields__ if f not in hidden)
+    return f"{type(record).__name__}({shown})"
+
+
+class Request(Struct, frozen=True):
     profile: str
     name: str | None = None
     size: str | None = None
@@ -48,7 +54,7 @@ class Request:
     tags: dict[str, str] = field(default_factory=dict)
     # --custom-data: the cloud-config or script itself (read from the file), merged with azgpu's own
     # cloud-init. It may hold secrets, so it is kept out of repr and as_dict.
-    custom_data: str | None = field(default=None, repr=False)
+    custom_data: str | None = None
     assign_identity: bool = False  # a system-assigned identity on every scale set
     identities: tuple[str, ...] = ()  # user-assigned identity resource IDs
     ppg: str | None = None  # proximity placement group: a name to create, or an existing one's ID
@@ -60,17 +66,28 @@ class Request:
     eviction_policy: str | None = None  # Delete | Deallocate, spot only
     generate_ssh_keys: bool = False  # create ~/.ssh/id_rsa(.pub) when no key exists, as az does
     # Findings from turning text into values (a non-numeric --nodes, an unreadable key file ...).
-    input_findings: tuple[Finding, ...] = field(default=(), compare=False, repr=False)
+    input_findings: tuple[Finding, ...] = ()
+
+    def __repr__(self) -> str:
+        return repr_without(self, ("custom_data", "input_findings"))
+
+    def __eq__(self, other: object) -> bool:
+        # What reading the input found is not part of what was asked: two requests for the same cluster are equal.
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self.__struct_fields__ if f != "input_findings")
+
+    __hash__ = None  # type: ignore[assignment]  # tags is a dict: never hashable, as a frozen dataclass was not
 
     def with_changes(self, **changes: Any) -> Request:
-        return replace(self, **changes)
+        return structs.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)
+        return {f.name: getattr(self, f.name) for f in structs.fields(self)
                 if f.name not in ("input_findings", "ssh_key", "custom_data")}
 
 
-KEYS = {f.name for f in fields(Request)} - {"input_findings"}
+KEYS = {f.name for f in structs.fields(Request)} - {"input_findings"}
 INTS = {"nodes", "os_disk_size_gb", "data_disks", "data_disk_size_gb", "max_ib_domain"}
 BOOLS = {"ephemeral_os_disk", "spot", "public_ip", "outbound", "assign_identity", "boot_diagnostics",
          "generate_ssh_keys", "accept_reservation_infiniband_risk"}

@@ -18,8 +18,9 @@ renderers read it, and a row's methods take the session that holds the clients.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 # azure-mgmt-network's and azure-mgmt-compute's defaults: the template and the SDK send the same version.
 NETWORK_API = "2026-03-01"
@@ -43,8 +44,7 @@ class Done:
         return self._value
 
 
-@dataclass(frozen=True)
-class ArmType:
+class ArmType(Struct, frozen=True):
     """A type azgpu names: its ARM type and, where azgpu sends requests for it, the api-version."""
 
     type: str  # the ARM type, e.g. Microsoft.Network/virtualNetworks (a bare namespace for a provider)
@@ -77,8 +77,7 @@ class ArmType:
         return EXAMPLE_SCOPE + self.provider_path(*names)
 
 
-@dataclass(frozen=True, kw_only=True)
-class ResourceType(ArmType):
+class ResourceType(ArmType, frozen=True, kw_only=True):
     """A type a plan deploys and azgpu creates, finds again by its tags, and deletes."""
 
     stage: str  # the deployer's progress label (create's resources[].stage, the progress lines)
@@ -210,8 +209,7 @@ def teardown_waves(items: list[Any]) -> list[list[Any]]:
 # ---------------------------------------------------------------------------------------- a scale set's instances
 
 
-@dataclass(frozen=True, kw_only=True)
-class InstanceType(ArmType):
+class InstanceType(ArmType, frozen=True, kw_only=True):
     """A scale set's VMs: created, counted and deleted through the scale set's row; listed and run
     commands on here."""
 
@@ -238,8 +236,7 @@ INSTANCES = InstanceType(type=VMSS.type + "/virtualMachines", api_version=COMPUT
                          client="compute", operations="virtual_machine_scale_set_vms")
 
 
-@dataclass(frozen=True, kw_only=True)
-class InstanceChildType(ArmType):
+class InstanceChildType(ArmType, frozen=True, kw_only=True):
     """A resource kept on one scale-set instance, which goes with it: read, written and deleted here."""
 
     client: str

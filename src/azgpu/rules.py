@@ -13,8 +13,9 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, structs
 
 from .errors import Finding
 from .eviction import EVICTION_POLICIES
@@ -31,8 +32,7 @@ if TYPE_CHECKING:
 RDMA_RESERVED_DEFAULT = "172.16.0.0/16"
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(Struct, frozen=True):
     """What the rules check: the request and what it resolved to, with the decisions already taken."""
 
     request: Request
@@ -545,5 +545,5 @@ def run(ctx: Context) -> list[Finding]:
     for check in UNIVERSAL:
         findings.extend(check(ctx))
     for rule in ctx.profile.rules:
-        findings.extend(SERIES_RULES[rule.name](replace(ctx, rule_source=rule.source), rule.args))
+        findings.extend(SERIES_RULES[rule.name](structs.replace(ctx, rule_source=rule.source), rule.args))
     return findings

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
+
+from msgspec import Struct
 
 from .errors import ProfileError
 from .shipped_data import data_dir, read_toml
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(Struct, frozen=True):
     key: str
     title: str
     url: str

@@ -6,8 +6,9 @@ import base64
 import binascii
 import ipaddress
 import re
-from dataclasses import dataclass, field
 from functools import cache
+
+from msgspec import Struct
 
 from . import cloud_init, naming, rules
 from .drivers import cloud_init_ofed, decide_drivers
@@ -17,7 +18,7 @@ from .images import Image, resolve
 from .layout import decide_layout, resource_kinds
 from .ownership import RESERVED_TAGS
 from .profiles import Extension, Profile, Size, find_size, load_profile
-from .request import DEFAULT_VNET_PREFIX, Request
+from .request import DEFAULT_VNET_PREFIX, Request, repr_without
 from .resource_types import PPG, SUBNET, USER_ASSIGNED_IDENTITY
 from .shipped_data import data_dir, read_toml
 from .sources import cite
@@ -31,18 +32,17 @@ RESERVED_USERNAMES = {
 }
 SSH_KEY_RE = re.compile(r"^(ssh-rsa|ssh-ed25519|ecdsa-sha2-nistp(?:256|384|521)|sk-ssh-ed25519@openssh\.com|"
                         r"sk-ecdsa-sha2-nistp256@openssh\.com) ([A-Za-z0-9+/]+={0,3})(?: [^\x00-\x1f\x7f]*)?$")
-SUBNET_ID_RE = re.compile(r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)"
-                          + SUBNET.path_pattern(r"(?P<vnet>[^/]+)", r"(?P<subnet>[^/]+)"), re.IGNORECASE)
+# The resource-ID forms below are matched case-insensitively (re.I) and compiled on first use, through re's own
+# cache: only a request that names such an ID pays for them, not every render.
+SUBNET_ID = (r"/subscriptions/(?P<sub>[^/]+)/resourceGroups/(?P<rg>[^/]+)"
+             + SUBNET.path_pattern(r"(?P<vnet>[^/]+)", r"(?P<subnet>[^/]+)"))
 SUBSCRIPTION_RE = re.compile(r"[0-9A-Za-z-]{1,64}")  # a GUID in Azure; its characters at least
 INTERNET = {"*", "internet", "any", "0.0.0.0/0"}
-IDENTITY_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+"
-                            + USER_ASSIGNED_IDENTITY.path_pattern(r"[^/\s]+") + "$", re.IGNORECASE)
-PPG_ID_RE = re.compile(r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+" + PPG.path_pattern(r"[^/\s]+") + "$",
-                       re.IGNORECASE)
+IDENTITY_ID = r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+" + USER_ASSIGNED_IDENTITY.path_pattern(r"[^/\s]+") + "$"
+PPG_ID = r"^/subscriptions/[^/\s]+/resourceGroups/[^/\s]+" + PPG.path_pattern(r"[^/\s]+") + "$"
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(Struct, frozen=True):
     """A validated request with every decision the plan needs."""
 
     request: Request
@@ -62,7 +62,7 @@ class Spec:
     extensions: tuple[Extension, ...]
     findings: tuple[Finding, ...]
     # azgpu's cloud-init and --custom-data merged (MIME multipart); None without --custom-data.
-    custom_data: str | None = field(default=None, repr=False)
+    custom_data: str | None = None
     identity: dict | None = None  # the scale sets' ARM identity block
     ppg_id: str | None = None  # an existing proximity placement group the scale sets join
     ppg_name: str | None = None  # a proximity placement group the plan creates
@@ -73,6 +73,9 @@ class Spec:
     # Where an ephemeral OS disk goes; None: as the documentation implies (plan.documented_placement).
     # Preflight replaces it with what the live SupportedEphemeralOSDiskPlacements capability allows.
     ephemeral_placement: str | None = None
+
+    def __repr__(self) -> str:
+        return repr_without(self, ("custom_data",))
 
     @property
     def warnings(self) -> list[Finding]:
@@ -145,7 +148,7 @@ def _check_subnet_id(subnet_id: str) -> list[Finding]:
     """A subnet resource ID whose every segment has only the characters Azure allows there: anything
     else (quotes, brackets, spaces, control characters) cannot name a subnet and would end up in
     templates and request URLs."""
-    match = SUBNET_ID_RE.fullmatch(subnet_id)
+    match = re.fullmatch(SUBNET_ID, subnet_id, re.I)
     problems = []
     if match:
         if not SUBSCRIPTION_RE.fullmatch(match["sub"]):
@@ -318,7 +321,7 @@ def _check_identities(req: Request) -> tuple[list[Finding], dict | None]:
     """--assign-identity and --identity: the ARM identity block of the scale sets (VirtualMachineScaleSetIdentity)."""
     out = []
     for rid in req.identities:
-        if not IDENTITY_ID_RE.match(rid):
+        if not re.match(IDENTITY_ID, rid, re.I):
             out.append(Finding(code="INVALID_IDENTITY",
                                message=f"--identity '{rid}' is not a user-assigned identity resource ID",
                                remedy=f"pass {USER_ASSIGNED_IDENTITY.example_id('NAME')} "
@@ -341,7 +344,7 @@ def _check_ppg(req: Request) -> tuple[list[Finding], str | None, str | None]:
         return [], None, None
     text = req.ppg.strip()
     if text.startswith("/"):
-        if not PPG_ID_RE.match(text):
+        if not re.match(PPG_ID, text, re.I):
             return [Finding(code="INVALID_PPG",
                             message=f"--ppg '{text}' is not a proximity placement group resource ID",
                             remedy=f"pass a name to create one, or {PPG.example_id('NAME')}", field="ppg",

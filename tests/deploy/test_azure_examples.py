@@ -8,7 +8,6 @@ have carry values of the same JSON type; keys only one side has are listed, with
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ import pytest
 import requests
 import responses
 from deploy_support import LOCATION, RG, request
+from msgspec import structs
 
 from azgpu import resource_types
 from azgpu.deploy import preflight
@@ -124,7 +124,7 @@ SKUS = "compute/ListAvailableResourceSkusForARegion"
 def test_replayed_sku_list_is_read_with_its_zones_and_capabilities(live):
     # The example lists Standard_A0 and Standard_A1 in westus; stand one in for the profile's size.
     s = spec(location="westus", spot=True)
-    s = dataclasses.replace(s, size=dataclasses.replace(s.size, name="Standard_A0"))
+    s = structs.replace(s, size=structs.replace(s.size, name="Standard_A0"))
     pf = preflight.Preflight()
     with serving("GET", r"/subscriptions/[^/]+/providers/Microsoft\.Compute/skus", body(SKUS)):
         preflight.check_sku(pf, s, list(live.compute.resource_skus.list(filter="location eq 'westus'")))
@@ -281,7 +281,7 @@ def test_azgpu_sends_the_plan_where_the_example_does(live):
 def test_replayed_scale_set_in_lower_case_succeeded_counts_as_converged(live):
     s = spec(nodes=4)
     plan = build_plan(s)
-    r = dataclasses.replace(plan.scale_sets[0], name="myVirtualMachineScaleSet")
+    r = structs.replace(plan.scale_sets[0], name="myVirtualMachineScaleSet")
     with serving("GET", VMSS_PATH, body(GET_VMSS)):
         current = resource_types.of(r.type).get(live, "myResourceGroup", r.name, api_version=r.api_version)
     deployer = Deployer(live, plan, RG)

@@ -179,12 +179,12 @@ def _deploy_without_preflight(session, spec):
 
 
 def test_scale_set_without_the_images_plan_maps_to_marketplace_plan_missing(azure, session):
-    import dataclasses
+    from msgspec import structs
 
     azure.accept_terms("almalinux", "almalinux-hpc", "8_10-hpc-gen2")
     spec = validate(request(image=ALMA), command="create")
     err = _deploy_without_preflight(session,
-                                    dataclasses.replace(spec, image=dataclasses.replace(spec.image, plan=None)))
+                                    structs.replace(spec, image=structs.replace(spec.image, plan=None)))
     assert (err.code, err.azure_code) == ("MARKETPLACE_PLAN_MISSING", "VMMarketplaceInvalidInput")
 
 

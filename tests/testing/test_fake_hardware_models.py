@@ -3,9 +3,8 @@ without one is an error at lookup, never a node simulated without GPUs whose eve
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
+from msgspec import structs
 
 from azgpu.profiles import Profile, list_profiles
 from azgpu.testing import hardware
@@ -34,8 +33,8 @@ def test_every_profile_size_has_a_hardware_model():
 def test_a_new_size_without_a_hardware_model_fails_the_check():
     profiles = list_profiles()
     first = profiles[0]
-    new = dataclasses.replace(first.sizes[0], name="Standard_ND96isr_X100_v9", aliases=())
-    grown = [dataclasses.replace(first, sizes=(*first.sizes, new)), *profiles[1:]]
+    new = structs.replace(first.sizes[0], name="Standard_ND96isr_X100_v9", aliases=())
+    grown = [structs.replace(first, sizes=(*first.sizes, new)), *profiles[1:]]
     assert sizes_without_hardware(grown) == [f"{first.id}: Standard_ND96isr_X100_v9"]
 
 

@@ -39,6 +39,41 @@ COMMANDS = {
     "simulate": ("simulate", "simulate_faults", "report", "capacity"),
 }
 
+# Each command's one line in `provision --help`: the first sentence of its own help, held to it by
+# tests/test_cli_help.py. Listing the commands from here imports none of their modules, which would load
+# the health gate's, certify's and the fake's libraries just to print a line each (issue #31, cold start).
+SUMMARY = {
+    "capacity": ("One report before anything is created: SKU restrictions per location and zone, quota headroom "
+                 "(family, regional, spot) and reservation headroom, each line with its remedy."),
+    "certify": ("Burn the cluster in and name the bad node, link or rack: the health gate, DCGM's diagnostics, a "
+                "thermal run under load, nvbandwidth, the InfiniBand loopback, ib_write_bw on every port of pairs "
+                "of nodes, and all_reduce and all_to_all across each InfiniBand domain (each NVL72 rack's NVLink "
+                "all_reduce on GB sizes)."),
+    "check": ("Run the node health checks on every node (AzNHC where the image has it, else azgpu's fallback) "
+              "through Run Command; exit 0 only when every node passed."),
+    "create": "Validate, preflight against Azure, and deploy the cluster (re-runs converge).",
+    "destroy": ("Delete only the resources azgpu created for this cluster (and its resource group if azgpu made it "
+                "and it is empty)."),
+    "images": "The image catalog azgpu checks requests against offline.",
+    "list": ("Every azgpu cluster: name, group, location, profile, size, nodes running/total, InfiniBand "
+             "domains, created."),
+    "outputs": "What MPI launchers and schedulers need: hostfiles, Slurm configuration, NCCL environment.",
+    "plan": "Show the resources a request would create, in dependency order, and what they cost.",
+    "profiles": "Per-series profiles: sizes, documented requirements, sources.",
+    "quota": "vCPU quota increases through the Microsoft.Quota API, from the preflight's own arithmetic.",
+    "release": ("Delete the reservations azgpu created in a group (tagged managed-by: azgpu), and the group when "
+                "azgpu created it and nothing else is left; what is left is named."),
+    "render": "Write ARM JSON and/or Bicep templates (+ parameter files) for review.",
+    "report": "Check the nodes and file a Guest Health Report (preview) with Azure for each failing one's host.",
+    "reports": "The Guest Health Reports filed for a cluster's nodes, read from Azure, with their latest insight.",
+    "reserve": "Reserve GPU capacity: a capacity reservation group and one reservation in it, checked first.",
+    "simulate": "Shape the simulated subscription behind --simulate: quota, SKU restrictions, capacity.",
+    "slurm": "Slurm power saving: CLOUD nodes per InfiniBand domain that azgpu creates and removes (docs/slurm.md).",
+    "status": "Provisioning and power state per scale set and instance (exit 3 if the cluster does not exist).",
+    "validate": "Check a request against every documented rule; exit 2 on any error.",
+    "wait": "Wait until every scale set of the cluster has succeeded (after --no-wait).",
+}
+
 
 class LazyGroup(click.Group):
     def __init__(self, *args, **kwargs):
@@ -52,6 +87,10 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx):
         return sorted(set(COMMANDS) | set(self.commands))
+
+    def format_commands(self, ctx, formatter):
+        listing = click.Group(commands=[click.Command(name, help=SUMMARY[name]) for name in self.list_commands(ctx)])
+        listing.format_commands(ctx, formatter)
 
     def get_command(self, ctx, name):
         for module in COMMANDS.get(name, ()):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from msgspec import structs
+
 from ..changes import format_what_if
 from ..errors import InputError, ValidationFailed
 from ..plan import Plan
@@ -69,7 +71,7 @@ def create(session, request: Request | Spec, options: CreateOptions = CreateOpti
         spec = validated if attempt == 0 and validated is not None else validate(
             request.with_changes(location=location, zone=zone), command="create")
         if options.scale_sets is not None:
-            spec = dataclasses.replace(spec, scale_sets=tuple(options.scale_sets))
+            spec = structs.replace(spec, scale_sets=tuple(options.scale_sets))
         # One listing serves the quota arithmetic, the group check and finding what exists.
         listed = list_group(session, resource_group)
         plan, pf = prepare(session, spec, listed, fallback_zones=zones if attempt == 0 else [],

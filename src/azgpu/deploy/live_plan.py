@@ -5,8 +5,9 @@ share it."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+from msgspec import structs
 
 from ..errors import ValidationFailed
 from ..ownership import is_ours
@@ -47,9 +48,9 @@ def prepare(session, spec: Spec, listed: list[Any] | None, fallback_zones: list[
         raise ValidationFailed(pf.findings)  # the offline findings were reported by validate()
     live = spec
     if "accelerated_networking" in pf.overrides:
-        live = dataclasses.replace(live, accelerated_networking=pf.overrides["accelerated_networking"])
+        live = structs.replace(live, accelerated_networking=pf.overrides["accelerated_networking"])
     if "plan" in pf.overrides:  # the purchase plan the image API reports is the one Azure checks
-        live = dataclasses.replace(live, image=dataclasses.replace(live.image, plan=pf.overrides["plan"]))
+        live = structs.replace(live, image=structs.replace(live.image, plan=pf.overrides["plan"]))
     if "ephemeral_placement" in pf.overrides:
-        live = dataclasses.replace(live, ephemeral_placement=pf.overrides["ephemeral_placement"])
+        live = structs.replace(live, ephemeral_placement=pf.overrides["ephemeral_placement"])
     return build_plan(live), pf  # built once, from what Azure reports
