@@ -37,12 +37,9 @@ DEFAULTS = {"name": "demo", "location": "eastus", "ssh_key": SSH_KEY}
 
 
 def clear_caches() -> None:
-    """Forget every cached profile, catalog and template environment (after patching data paths)."""
-    from azgpu.render import bicep
-
+    """Forget every cached profile and catalog (after patching data paths)."""
     for fn in (resources.data_dir, profiles.load_profile, sources.sources, sources.seeds, images.catalog,
-               images._by_urn,
-               validate_module.regions, bicep._environment):
+               images._by_urn, validate_module.regions):
         fn.cache_clear()
 
 
