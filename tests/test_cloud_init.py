@@ -151,3 +151,22 @@ def test_without_custom_data_the_ofed_install_stays_inline(az):
                                         ("#cloud-config-archive", "cloud-config-archive")])
 def test_cloud_init_headers_name_their_part_type(first, kind):
     assert cloud_init.subtype(first + "\nrest") == kind
+
+
+@pytest.mark.parametrize("show", [repr, str, "{}".format, "{!r}".format], ids=["repr", "str", "format", "format-r"])
+def test_no_text_form_of_the_request_or_spec_shows_the_data(az, show):
+    spec = az.spec(profile="nd-a100-v4", custom_data=CLOUD_CONFIG)
+    for record in (spec.request, spec):
+        assert "s3cr3t" not in show(record) and "custom_data" not in show(record)
+
+
+def test_rich_pretty_printing_does_not_show_the_data(az):
+    # rich (a dependency: the CLI's tables) pretty-prints an object through its __rich_repr__ before its __repr__,
+    # and msgspec's own __rich_repr__ yields every field: a record that hides a field from repr hides it here too.
+    from rich.pretty import pretty_repr
+
+    spec = az.spec(profile="nd-a100-v4", custom_data=CLOUD_CONFIG)
+    for record in (spec.request, spec):
+        text = pretty_repr(record)
+        assert "s3cr3t" not in text and "custom_data" not in text and "input_findings" not in text
+        assert "nd-a100-v4" in text  # the rest of the record is still shown

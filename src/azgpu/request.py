@@ -20,9 +20,16 @@ from .resource_types import USER_ASSIGNED_IDENTITY
 DEFAULT_VNET_PREFIX = "10.0.0.0/16"
 
 
+def shown_fields(record: Struct, hidden: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """A record's fields without those that may hold secrets (custom data) or are not its value: what its
+    __repr__ and its __rich_repr__ show (rich pretty-prints through __rich_repr__ before __repr__, and msgspec's
+    own __rich_repr__ yields every field)."""
+    return [(f, getattr(record, f)) for f in record.__struct_fields__ if f not in hidden]
+
+
 def repr_without(record: Struct, hidden: tuple[str, ...]) -> str:
-    """A record's repr without the fields that may hold secrets (custom data) or are not its value."""
-    shown = ", ".join(f"{f}={getattr(record, f)!r}" for f in record.__struct_fields__ if f not in hidden)
+    """A record's repr without the fields shown_fields leaves out."""
+    shown = ", ".join(f"{name}={value!r}" for name, value in shown_fields(record, hidden))
     return f"{type(record).__name__}({shown})"
 
 
@@ -70,6 +77,9 @@ class Request(Struct, frozen=True):
 
     def __repr__(self) -> str:
         return repr_without(self, ("custom_data", "input_findings"))
+
+    def __rich_repr__(self):
+        yield from shown_fields(self, ("custom_data", "input_findings"))
 
     def __eq__(self, other: object) -> bool:
         # What reading the input found is not part of what was asked: two requests for the same cluster are equal.

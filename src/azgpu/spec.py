@@ -18,7 +18,7 @@ from .images import Image, resolve
 from .layout import decide_layout, resource_kinds
 from .ownership import RESERVED_TAGS
 from .profiles import Extension, Profile, Size, find_size, load_profile
-from .request import DEFAULT_VNET_PREFIX, Request, repr_without
+from .request import DEFAULT_VNET_PREFIX, Request, repr_without, shown_fields
 from .resource_types import PPG, SUBNET, USER_ASSIGNED_IDENTITY
 from .shipped_data import data_dir, read_toml
 from .sources import cite
@@ -76,6 +76,9 @@ class Spec(Struct, frozen=True):
 
     def __repr__(self) -> str:
         return repr_without(self, ("custom_data",))
+
+    def __rich_repr__(self):
+        yield from shown_fields(self, ("custom_data",))
 
     @property
     def warnings(self) -> list[Finding]:
