@@ -170,3 +170,14 @@ def test_rich_pretty_printing_does_not_show_the_data(az):
         text = pretty_repr(record)
         assert "s3cr3t" not in text and "custom_data" not in text and "input_findings" not in text
         assert "nd-a100-v4" in text  # the rest of the record is still shown
+
+
+def test_the_plan_as_text_does_not_show_the_data(az):
+    # The plan holds the merged data as the value of its secure customData parameter: neither the plan's repr
+    # nor rich's pretty-printing of it shows a secure parameter's value.
+    from rich.pretty import pretty_repr
+
+    plan = az.plan(profile="nd-a100-v4", custom_data=CLOUD_CONFIG)
+    assert any(p.secure and p.value == plan.spec.custom_data for p in plan.parameters)
+    for text in (repr(plan), str(plan), pretty_repr(plan)):
+        assert "s3cr3t" not in text and "customData" in text

@@ -17,6 +17,7 @@ from .expr import Base64, Format, Param, ResourceGroupLocation, ResourceId, Subn
 from .images import ofed_display
 from .layout import resource_kinds
 from .ownership import cluster_tags as ownership_tags
+from .request import repr_without, shown_fields
 from .resource_types import NAT_GATEWAY, NSG, PPG, PUBLIC_IP, VMSS, VNET, ResourceType
 from .spec import Spec
 
@@ -34,6 +35,14 @@ class Parameter(Struct, frozen=True):
     default: Any = None
     value: Any = None  # what main.parameters.json sets; None leaves it to the user
     secure: bool = False
+
+    # A secure parameter's value (customData: cloud-init that may hold secrets) is kept out of the plan's repr and
+    # rich's pretty-printing of it, as Spec keeps out the same text.
+    def __repr__(self) -> str:
+        return repr_without(self, ("value",) if self.secure else ())
+
+    def __rich_repr__(self):
+        yield from shown_fields(self, ("value",) if self.secure else ())
 
 
 class Resource(Struct):
