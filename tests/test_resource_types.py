@@ -37,6 +37,9 @@ def _docstrings(tree: ast.Module) -> set[int]:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 out.add(id(first.value))
+        # cli.SUMMARY: each command's first help sentence, a copy of its docstring's (tests/test_cli_help.py).
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SUMMARY" for t in node.targets):
+            out |= {id(n) for n in ast.walk(node.value) if isinstance(n, ast.Constant)}
     return out
 
 
@@ -90,7 +93,7 @@ def test_the_table_imports_nothing_that_talks_to_azure():
     tree = ast.parse(TABLE.read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert imported <= {"__future__", "dataclasses", "re", "typing"}
+    assert imported <= {"__future__", "msgspec", "re", "typing"}
 
 
 @pytest.mark.parametrize("row", list(rt.TYPES.values()), ids=lambda r: r.stage)
