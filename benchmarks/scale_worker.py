@@ -307,10 +307,11 @@ def case_create(nodes: int) -> dict:
             "stalls": azure.timeline.stalls, "pacing": _pacing(session)}
 
 
-def _check_minimum(nodes: int, scale_sets: int) -> int:
-    # Per node its Run Command, its status and its result; per check the listing that finds the cluster,
-    # and per scale set its GET, its subnet's (outbound path) and its instances' listing.
-    return nodes * 3 + 1 + 3 * scale_sets
+def _check_minimum(nodes: int, scale_sets: int, subnets: int = 1) -> int:
+    # Per node its Run Command, its status and its result; per check the listing that finds the cluster and
+    # each subnet's GET (outbound path: the scale sets share one), and per scale set its GET and its instances'
+    # listing.
+    return nodes * 3 + 1 + subnets + 2 * scale_sets
 
 
 def case_check(nodes: int) -> dict:

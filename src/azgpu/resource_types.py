@@ -226,7 +226,7 @@ class InstanceType(ArmType, frozen=True, kw_only=True):
             return list(ops.list(resource_group, scale_set, expand="instanceView"))
         return list(ops.list(resource_group, scale_set))
 
-    def begin_run_command(self, session, resource_group: str, scale_set: str, instance_id: str, body: dict,
+    def begin_run_command(self, session, resource_group: str, scale_set: str, instance_id: str, body: dict | bytes,
                           **kwargs: Any) -> Any:
         """VirtualMachineScaleSetVMs_RunCommand on one instance; kwargs go to the SDK (polling ...)."""
         return self._ops(session).begin_run_command(resource_group, scale_set, instance_id, body, **kwargs)

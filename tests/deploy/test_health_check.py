@@ -242,3 +242,27 @@ def test_nccl_skips_a_size_without_infiniband(session):
     create(session, request("ng", nodes=2))
     (entry,) = health.check(session, NAME, RG, CheckOptions(nccl=True)).nccl
     assert entry["status"] == "skipped"
+
+
+def test_scale_sets_on_one_subnet_read_it_once(azure, session):
+    """The subnet's body lists every NIC on it: read once per scale set, a 10,000-node check (100 scale sets on
+    one subnet) read 100 times 10,000 IP configurations. Each scale set still gets its outbound path."""
+    create(session, request("nd-a100-v4", nodes=6, max_ib_domain=2))  # three scale sets of two, one subnet
+    since = len(azure.requests)
+    report = health.check(session, NAME, RG)
+    subnet_reads = [r for r in azure.requests[since:] if r.method == "GET" and "/subnets/" in r.path]
+    assert len(subnet_reads) == 1
+    assert [o["path"] for o in report.outbound] == ["NAT gateway"] * 3 and report.healthy
+
+
+def test_the_run_command_body_goes_on_the_wire_as_the_sdk_would_send_it():
+    """run_all encodes a scale set's body once and hands the SDK bytes, which it sends as they are: the same
+    bytes its operations make of the dict (json.dumps with its encoder), so a node runs the same script."""
+    from azure.mgmt.compute._utils.model_base import SdkJSONEncoder
+
+    from azgpu.health.script import run_command_body
+
+    body = run_command_body("check", {"AZGPU_AZNHC_TIMEOUT": "300"})
+    sdk = json.dumps(body, cls=SdkJSONEncoder, exclude_readonly=True).encode()
+    assert run_command.encoded(body) == sdk
+    assert json.loads(run_command.encoded(body)) == body

@@ -258,3 +258,15 @@ def test_added_image_with_plan_features_and_deprecation(azure, clients):
 def test_unknown_image_is_not_found(clients):
     with pytest.raises(ResourceNotFoundError):
         clients.compute.virtual_machine_images.list("eastus", "nobody", "nothing", "none")
+
+
+def test_the_catalog_read_for_usages_is_the_location_s_catalog_with_its_overrides(azure):
+    """Usages read the catalog without copying it (skus.read_only): the same sizes as in_location, and a size
+    set_sku offers in a location counts there too."""
+    catalog = azure._skus
+    assert [s["name"] for s in catalog.read_only("eastus")] == [s["name"] for s in catalog.in_location("eastus")]
+    assert MI300X not in [s["name"] for s in catalog.read_only("japaneast")]
+    azure.set_sku("japaneast", MI300X, zones=["1"])
+    assert [s for s in catalog.read_only("japaneast") if s["name"] == MI300X] == \
+           [s for s in catalog.in_location("japaneast") if s["name"] == MI300X]
+    assert catalog.read_only("nowhere") == []

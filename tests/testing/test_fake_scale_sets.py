@@ -151,3 +151,15 @@ def test_extension_delete(clients, network):
     clients.compute.virtual_machine_scale_set_extensions.begin_delete(RG, "vmss", "gpu").result()
     with pytest.raises(ResourceNotFoundError):
         clients.compute.virtual_machine_scale_set_extensions.get(RG, "vmss", "gpu")
+
+
+def test_an_instance_view_answer_leaves_the_stored_instance_as_it_was(azure, clients, network):
+    """$expand=instanceView adds the view to the answer, never to the stored instance (with_view copies what it
+    changes): a later plain GET has no instanceView, as Azure's has none."""
+    create_vmss(clients, network)
+    listed = list(clients.compute.virtual_machine_scale_set_vms.list(RG, "vmss", expand="instanceView"))
+    one = clients.compute.virtual_machine_scale_set_vms.get(RG, "vmss", "0", expand="instanceView")
+    assert listed[0].instance_view.statuses and one.instance_view.statuses
+    assert clients.compute.virtual_machine_scale_set_vms.get(RG, "vmss", "0").instance_view is None
+    stored = azure.resources(type="Microsoft.Compute/virtualMachineScaleSets/virtualMachines")
+    assert stored and all("instanceView" not in vm["properties"] for vm in stored)

@@ -11,6 +11,7 @@ minutes at most, and results only over the node's outbound path to Azure. A node
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -103,7 +104,15 @@ def _polling(session, timeout: float, stop: threading.Event):
                               first_wait=LEAST_SECONDS)
 
 
-def _run(session, resource_group: str, node: Instance, body: dict, timeout: float, stop: threading.Event):
+def encoded(body: dict[str, Any]) -> bytes:
+    """A Run Command body as the bytes the SDK would send for it (its operations json.dumps a dict with default
+    separators; bytes they send as they are). A check sends one body to every node of a scale set: encoded
+    once here, not once per node by the SDK (about 0.5 ms of CPU for the check script's 48 KB)."""
+    return json.dumps(body).encode()
+
+
+def _run(session, resource_group: str, node: Instance, body: dict | bytes, timeout: float,
+         stop: threading.Event):
     from azure.core.exceptions import AzureError as SdkError
     from azure.core.exceptions import DeserializationError, HttpResponseError, ServiceRequestError, ServiceResponseError
 
@@ -171,7 +180,7 @@ def _tail(text: str, n: int = 200) -> str:
     return text[-n:]
 
 
-def check_node(session, resource_group: str, node: Instance, body: dict, timeout: float,
+def check_node(session, resource_group: str, node: Instance, body: dict | bytes, timeout: float,
                stop: threading.Event) -> NodeResult:
     """One node: the Run Command, its verdict, a NodeResult (never raises for the node's own trouble)."""
     if node.power_state not in ("running", "unknown"):
@@ -212,7 +221,12 @@ def run_all(session, resource_group: str, jobs: list[tuple[Instance, dict]], tim
     pool = ThreadPoolExecutor(max_workers=min(parallel, len(jobs)))  # each worker only waits on Azure
     results = []
     try:
-        futures = [pool.submit(check_node, session, resource_group, node, body, timeout, stop) for node, body in jobs]
+        wire: dict[int, bytes] = {}  # each distinct body encoded once (the jobs of a scale set share theirs)
+        for _, body in jobs:
+            if id(body) not in wire:
+                wire[id(body)] = encoded(body)
+        futures = [pool.submit(check_node, session, resource_group, node, wire[id(body)], timeout, stop)
+                   for node, body in jobs]
         for future in completed(futures):
             result = future.result()
             results.append(result)

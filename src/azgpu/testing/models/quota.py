@@ -89,7 +89,7 @@ def usages(store: Store, skus: SkuCatalog, location: str, candidate: dict | None
         entry(value, label, defaults.get(value, limit))
     gpu_limit = defaults.get(GPU_FAMILY, GPU_FAMILY_LIMIT)
     general_limit = defaults.get(GENERAL_FAMILY, GENERAL_FAMILY_LIMIT)
-    for sku in skus.in_location(location):
+    for sku in skus.read_only(location):
         entry(sku["family"], family_label(sku["family"]), gpu_limit if is_gpu(sku) else general_limit)
     for name, values in store.quota.get(location, {}).items():
         entry(values.get("value", name), values.get("label", family_label(name)), 0)

@@ -333,7 +333,10 @@ def vm(backend, scale_set: dict, instance: str, vmss: str) -> dict:
 
 
 def with_view(vm: dict, backend=None) -> dict:
-    out = copy.deepcopy(vm)
+    """The instance with its instanceView, for an answer: the stored instance is left as it is (its own and its
+    properties' dicts are new; the rest is shared, as the answers without $expand share it, and goes on the wire
+    under the fake's lock). A deep copy per instance cost about 3 % of a check's CPU (yappi, 1,000 nodes)."""
+    out = {**vm, "properties": {**vm["properties"]}}
     out["properties"]["instanceView"] = instances.instance_view(vm)
     if backend is not None:
         out["properties"]["instanceView"].update(vertical_connect.instance_view(backend.store, vm))
