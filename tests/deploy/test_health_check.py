@@ -256,13 +256,31 @@ def test_scale_sets_on_one_subnet_read_it_once(azure, session):
 
 
 def test_the_run_command_body_goes_on_the_wire_as_the_sdk_would_send_it():
-    """run_all encodes a scale set's body once and hands the SDK bytes, which it sends as they are: the same
-    bytes its operations make of the dict (json.dumps with its encoder), so a node runs the same script."""
-    from azure.mgmt.compute._utils.model_base import SdkJSONEncoder
+    """run_all encodes a scale set's body once and hands the SDK bytes. Whatever azure-mgmt-compute is installed
+    (39 json.dumps a dict; 34, the floor, serialises it through its RunCommandInput model), the bytes go on the
+    wire as the dict would, as application/json, and a retry after a 429 sends them again intact. Measured on
+    the wire, not against an SDK module private to one version."""
+    import re
+
+    import responses
+    from azure.mgmt.compute import ComputeManagementClient
 
     from azgpu.health.script import run_command_body
+    from azgpu.testing import FakeCredential
 
     body = run_command_body("check", {"AZGPU_AZNHC_TIMEOUT": "300"})
-    sdk = json.dumps(body, cls=SdkJSONEncoder, exclude_readonly=True).encode()
-    assert run_command.encoded(body) == sdk
-    assert json.loads(run_command.encoded(body)) == body
+    seen: list[tuple[str | None, bytes]] = []
+
+    def answer(req):
+        seen.append((req.headers.get("Content-Type"), req.body if isinstance(req.body, bytes) else req.body.encode()))
+        if len(seen) % 2:  # every first try throttled: the SDK's retry sends the body again
+            return 429, {"Retry-After": "0"}, "{}"
+        return 200, {"Content-Type": "application/json"}, "{}"
+
+    client = ComputeManagementClient(FakeCredential(), "sub", polling_interval=0, retry_backoff_factor=0)
+    with responses.RequestsMock() as mock:
+        mock.add_callback(responses.POST, re.compile(r".*/runCommand\b.*"), callback=answer)
+        for sent in (body, run_command.encoded(body)):
+            client.virtual_machine_scale_set_vms.begin_run_command(RG, "ss", "0", sent).result()
+    assert len(seen) == 4 and {ct for ct, _ in seen} == {"application/json"}
+    assert len({raw for _, raw in seen}) == 1 and json.loads(seen[0][1]) == body
