@@ -27,3 +27,22 @@ def test_a_large_body_that_is_not_json_is_still_answered_as_text():
     raw = b"{" + b"x" * transport._PARSE_ONCE_FROM
     assert transport._json_body(raw) == raw.decode()
     assert transport._json_body(raw) == raw.decode()
+
+
+def test_a_body_forgotten_between_look_up_and_read_is_parsed_again(monkeypatch):
+    """The cache is the module's, shared by every FakeAzure of the process (each answers under its own lock only):
+    another fake's 17th large body clears it at any moment. A look-up that found the body, then read it after that
+    clear, raised KeyError in the middle of answering a request; one read (dict.get) cannot."""
+    raw = json.dumps({"commandId": "RunShellScript", "script": ["echo x" * 20] * 50}).encode()
+
+    class ClearedAfterLookUp(dict):
+        def __contains__(self, key):  # what a clear by another thread between `in` and `[]` does
+            found = super().__contains__(key)
+            self.clear()
+            return found
+
+    cache = ClearedAfterLookUp()
+    monkeypatch.setattr(transport, "_PARSED", cache)
+    assert transport._json_body(raw) == json.loads(raw)
+    cache[raw] = json.loads(raw)
+    assert transport._json_body(raw) == json.loads(raw)

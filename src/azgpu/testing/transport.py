@@ -275,8 +275,9 @@ def _json_body(raw: Any) -> Any:
     if raw in (None, b"", ""):
         return None
     big = isinstance(raw, (bytes, str)) and len(raw) >= _PARSE_ONCE_FROM
-    if big and raw in _PARSED:
-        return _fresh(_PARSED[raw])
+    parsed = _PARSED.get(raw) if big else None  # one read: the cache is every fake's, cleared at any moment
+    if parsed is not None:
+        return _fresh(parsed)
     try:
         value = json.loads(raw)
     except (TypeError, ValueError):
