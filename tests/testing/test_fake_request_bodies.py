@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from fake_azure_support import RG
+
 from azgpu.testing import transport
 
 
@@ -46,3 +48,15 @@ def test_a_body_forgotten_between_look_up_and_read_is_parsed_again(monkeypatch):
     assert transport._json_body(raw) == json.loads(raw)
     cache[raw] = json.loads(raw)
     assert transport._json_body(raw) == json.loads(raw)
+
+
+def test_the_request_log_keeps_what_was_sent_whatever_a_route_does_with_the_body(azure, clients, network):
+    """A route gets a body of its own, not the log's: the subnet PUT's route set provisioningState in the parsed
+    body it keeps as the stored subnet, and azure.requests then showed a field the client never sent (and would
+    show every later change made to the stored subnet)."""
+    vnet = network["vnet"].rsplit("/", 1)[-1]
+    sent = {"properties": {"addressPrefix": "10.0.1.0/24"}}
+    clients.network.subnets.begin_create_or_update(RG, vnet, "other", sent).result()
+    (put,) = [r for r in azure.requests if r.method == "PUT" and r.path.endswith("/subnets/other")]
+    assert put.body == sent
+    assert clients.network.subnets.get(RG, vnet, "other").provisioning_state == "Succeeded"

@@ -226,7 +226,9 @@ def answer(prepared: requests.PreparedRequest, *, backend: Backend, faults: Faul
         if host == retail_prices.HOST:
             response = retail_prices.answer(method, path, query, prepared.url)
         else:
-            response = dispatch(backend, Request(method, path, query, body))
+            # The route gets containers of its own: what it changes in place (the stored subnet is the PUT's
+            # body) never shows in the log, which keeps what was sent.
+            response = dispatch(backend, Request(method, path, query, _fresh(body)))
     except NotImplementedInFake:
         logged(None)
         raise
