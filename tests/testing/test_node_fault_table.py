@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 
 import pytest
 from click.testing import CliRunner
@@ -166,3 +167,18 @@ def test_a_value_some_size_takes_is_queued_and_applied(simulated, run):
     assert code == 0, err  # a GB size takes both (4 ports; the fabric fault only a GB size)
     code, _, err = run("simulate", "fault", "--next", "1", "--ib-down", "mlx5_ib3", "-o", "none")
     assert code == 0, err
+
+
+def test_a_queued_fault_waits_for_an_instance_whose_size_can_take_it(simulated, run, tmp_path, ssh_key_file):
+    # Only a GB size has an NVLink fabric to break, and these are ND H100 v5 nodes: the fabric fault stays queued,
+    # where it used to fail the create (a traceback inside the fake); the fault queued after it fits an H100.
+    assert run("simulate", "fault", "--next", "1", "--fabric-incomplete", "-o", "none")[0] == 0
+    assert run("simulate", "fault", "--next", "1", "--gpus", "7", "-o", "none")[0] == 0
+    code, out, err = run("create", "--profile", "nd-h100-v5", "-n", "demo", "-g", "demo-rg", "-l", "eastus",
+                         "--nodes", "3", "--ssh-key", ssh_key_file, "--simulate", "--simulate-latency", "0",
+                         "--check", "-o", "json")
+    assert code == 1 and "Traceback" not in err, err
+    nodes = json.loads(out)["health"]["nodes"]
+    assert sorted(n["status"] for n in nodes).count("failed") == 1, nodes  # one of the two new nodes: 7 GPUs
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert [f["fault"] for f in state["pending_faults"]] == [{"fabric_incomplete": True}]

@@ -90,7 +90,8 @@ def register(cli: click.Group) -> None:
     @click.option("--instance", "instances", multiple=True,
                   help="Computer name, SCALESET/INSTANCE_ID, or an instance id with -n (repeatable).")
     @click.option("--next", "next_count", type=int, default=None,
-                  help="Apply the fault to the next N instances created instead (e.g. before create --check).")
+                  help="Apply the fault to the next N instances created instead (e.g. before create --check); "
+                       "an instance whose size cannot take it (a GB-only fault on H100s) leaves it queued.")
     @fault_options
     @click.option("--simulate-state", default=None, expose_value=False, callback=_keep_state,
                   help="File holding the simulated cloud (default: user state dir).")

@@ -9,6 +9,7 @@ to build its options.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -397,11 +398,18 @@ def check_some_size(fault: dict[str, Any]) -> None:
 
 
 def apply_pending(store, node: dict) -> None:
-    """A new instance takes the first fault queued for the next ones created (unhealthy_next)."""
-    pending = store.pending_faults
-    if pending:
-        fault = pending[0]
-        apply_fault(node, **fault["fault"])
-        fault["count"] -= 1
-        if fault["count"] <= 0:
-            pending.pop(0)
+    """A new instance takes the first fault queued for the next ones created (unhealthy_next) that its size can
+    take. One it cannot (a port, GPU index or rate its size has not; a fabric fault on a size without NVLink
+    fabric) stays queued for an instance that can, where it used to fail the create that made this one."""
+    for index, queued in enumerate(store.pending_faults):
+        trial = copy.deepcopy(node)  # a fault takes effect whole or not at all
+        try:
+            apply_fault(trial, **queued["fault"])
+        except (KeyError, ValueError):
+            continue
+        node.clear()
+        node.update(trial)
+        queued["count"] -= 1
+        if queued["count"] <= 0:
+            store.pending_faults.pop(index)
+        return
