@@ -182,3 +182,18 @@ def test_a_queued_fault_waits_for_an_instance_whose_size_can_take_it(simulated, 
     assert sorted(n["status"] for n in nodes).count("failed") == 1, nodes  # one of the two new nodes: 7 GPUs
     state = json.loads((tmp_path / "state.json").read_text())
     assert [f["fault"] for f in state["pending_faults"]] == [{"fabric_incomplete": True}]
+
+
+def test_a_queued_fabric_fault_survives_the_rack_placing_its_node(tmp_path, monkeypatch, run, ssh_key_file):
+    # A GB300 instance is put in its rack (a healthy NVLink fabric of the rack's) when created: the fabric fault
+    # queued for it must outlast that, where it was applied first and wiped, counted as taken and the node passing.
+    monkeypatch.setenv("AZGPU_SIMULATE_STATE", str(tmp_path / "state.json"))
+    assert run("simulate", "fault", "--next", "1", "--fabric-incomplete", "-o", "none")[0] == 0
+    code, out, err = run("create", "--profile", "nd-gb300-v6", "-n", "demo", "-g", "demo-rg", "-l", "eastus",
+                         "--nodes", "18", "--ssh-key", ssh_key_file, "--simulate", "--simulate-latency", "0",
+                         "--check", "-o", "json")
+    assert code == 1 and "Traceback" not in err and "measured In Progress N/A" in err, err
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["pending_faults"] == []
+    broken = [n for n in state["nodes"].values() if n["faults"]]
+    assert len(broken) == 1 and broken[0]["fabric"]["state"] == "In Progress" and "rack" in broken[0], broken

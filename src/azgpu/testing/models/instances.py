@@ -198,8 +198,10 @@ def _make_vm(backend: Backend, vmss: dict, instance: int, next_ip: Callable[[str
     members = vms(backend, vmss)
     backend.store.put(vm)
     node = hardware.new_node(backend.store, vm, vmss)
-    node_fault_table.apply_pending(backend.store, node)
+    # Placed in its rack first: place() sets the rack's healthy NVLink fabric, which would wipe a queued
+    # --fabric-incomplete applied before it (the fault then counted as taken and the node passing).
     vertical_connect.place(backend.store, vmss, members, node)
+    node_fault_table.apply_pending(backend.store, node)
 
 
 def fault_domain(vm: dict) -> int:
