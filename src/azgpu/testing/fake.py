@@ -398,7 +398,8 @@ class FakeAzure:
             return copy.deepcopy(node_faults.make_unhealthy(self._backend, instance, fault))
 
     def unhealthy_next(self, count: int = 1, **fault: Any) -> None:
-        """The next `count` instances created (in any scale set) come up with this fault."""
+        """The next `count` instances created (in any scale set) whose size can take this fault come up with it;
+        one whose size cannot (a GB-only fault on an H100) comes up without it and leaves it queued."""
         with self._change():
             node_faults.unhealthy_next(self._backend, count, fault)
 
