@@ -286,7 +286,8 @@ class Store:
         self.machines = data.get("machines")
 
 
-NIC_TYPE = "microsoft.network/networkinterfaces"
+# How the fake stores a NIC's type (models/instances.py makes scale-set NICs); the one spelling of it.
+NIC_TYPE = "Microsoft.Network/networkInterfaces"
 
 
 def _kind(resource: dict | None) -> str | None:
@@ -295,7 +296,7 @@ def _kind(resource: dict | None) -> str | None:
 
 def _subnets_of(resource: dict | None) -> tuple[str, ...]:
     """The keys of the subnets a NIC's ip configurations are placed in; () for anything else."""
-    if _kind(resource) != NIC_TYPE:
+    if _kind(resource) != NIC_TYPE.lower():
         return ()
     found: dict[str, None] = {}
     for ipc in (resource.get("properties") or {}).get("ipConfigurations") or []:

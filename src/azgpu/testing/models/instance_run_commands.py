@@ -48,7 +48,7 @@ from .. import machines
 from ..errors import ArmError, NotImplementedInFake, child_not_found
 from ..lro import iso
 from ..messages import Response, page
-from ..store import parse_id
+from ..store import NIC_TYPE, parse_id
 from . import scale_sets
 
 TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/runCommands"
@@ -59,7 +59,6 @@ UNANSWERED = ("outputBlobManagedIdentity", "errorBlobManagedIdentity")
 SOURCES = ("script", "scriptUri", "commandId")
 TAIL = 4096
 DEFAULT_TIMEOUT = 90 * 60  # Learn run-command-managed: "default timeout of 90 minutes"
-NIC_TYPE = "Microsoft.Network/networkInterfaces"  # as scale-set NICs are stored (models/instances.py)
 NOT_RUN = ("no simulated VM operating system is attached (FakeAzure.attach_machines): the fake kept the Run "
            "Command and did not run its script")
 _POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="azgpu-machine")

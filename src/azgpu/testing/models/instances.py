@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING
 from .. import hardware, node_fault_table
 from ..errors import ArmError
 from ..lro import iso
-from ..store import key, same_id, stable_uuid
+from ..store import NIC_TYPE, key, same_id, stable_uuid
 from . import vertical_connect
 
 if TYPE_CHECKING:
     from ..backend import Backend
 
 VM_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
-NIC_TYPE = "Microsoft.Network/networkInterfaces"
 PIP_TYPE = "Microsoft.Network/publicIPAddresses"
 
 

@@ -27,7 +27,7 @@ from .. import certify_sandbox, hardware, node_fault_table
 from ..errors import ArmError, NotImplementedInFake
 from ..messages import Response
 from ..node_sandbox import Sandbox
-from ..store import key, parse_id
+from ..store import NIC_TYPE, key, parse_id
 
 TAIL = 4096  # bytes of stdout and of stderr Run Command returns (maxTailLen in main/cmds.go)
 MARKER = "# azgpu node health check, verdict version 1"
@@ -62,7 +62,7 @@ def has_outbound(backend, vm: dict) -> bool:
     """Outbound to Azure's public addresses: a public IP on the NIC, a NAT gateway on the subnet, or
     the subnet's default outbound access (off when defaultOutboundAccess is false)."""
     for nic in backend.store.under(vm["id"]):
-        if nic.get("type") != "Microsoft.Network/networkInterfaces":
+        if nic.get("type") != NIC_TYPE:
             continue
         for ipc in nic["properties"].get("ipConfigurations", []):
             props = ipc.get("properties", {})
