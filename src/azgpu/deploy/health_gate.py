@@ -53,7 +53,7 @@ def _subnet_of(vmss: Any) -> tuple[str | None, bool]:
     return subnet, public
 
 
-def _outbound(session, vmss: Any, subnets: dict[str, dict | None] | None = None) -> dict[str, Any]:
+def _outbound(session, vmss: Any, subnets: dict[str, dict | None]) -> dict[str, Any]:
     """How the scale set's nodes reach Azure's public addresses, which Run Command needs to return
     results (Learn linux/run-command): public IPs, a NAT gateway, or the subnet's default outbound
     access, which is off when defaultOutboundAccess is false (private subnets). `subnets` keeps the
@@ -66,10 +66,9 @@ def _outbound(session, vmss: Any, subnets: dict[str, dict | None] | None = None)
         return {**out, "path": "public IPs", "ok": True}
     if subnet_id is None:
         return {**out, "path": "unknown", "ok": True}
-    known = subnets if subnets is not None else {}
-    if subnet_id.lower() not in known:
-        known[subnet_id.lower()] = _read_subnet(session, subnet_id)
-    subnet = known[subnet_id.lower()]
+    if subnet_id.lower() not in subnets:
+        subnets[subnet_id.lower()] = _read_subnet(session, subnet_id)
+    subnet = subnets[subnet_id.lower()]
     if subnet is None:  # another subscription, no read access, a moved network: say it was not checked
         return {**out, "path": "unknown (the subnet could not be read)", "ok": True}
     if subnet.get("natGateway"):
